@@ -1,0 +1,1 @@
+"""The property suite: Hypothesis properties every model under test must meet."""

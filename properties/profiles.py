@@ -1,0 +1,28 @@
+"""Hypothesis settings profiles: `ci` (the default), `dev` and `thorough`.
+
+Choose one with `pytest --hypothesis-profile NAME` or the HYPOTHESIS_PROFILE environment variable.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import HealthCheck, settings
+
+PROFILE_ENV_VAR = "HYPOTHESIS_PROFILE"
+DEFAULT_PROFILE = "ci"
+
+# Models are built and run per example, so examples are slower than Hypothesis expects.
+_SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large]
+
+
+def register_profiles() -> None:
+    settings.register_profile(
+        "ci", derandomize=True, deadline=None, print_blob=True, database=None, max_examples=20,
+        suppress_health_check=_SLOW_OK,
+    )  # fmt: skip
+    settings.register_profile("dev", deadline=None, max_examples=8, suppress_health_check=_SLOW_OK)
+    settings.register_profile(
+        "thorough", deadline=None, print_blob=True, max_examples=1000, suppress_health_check=_SLOW_OK
+    )
+    settings.load_profile(os.environ.get(PROFILE_ENV_VAR, DEFAULT_PROFILE))

@@ -1,0 +1,40 @@
+"""The `verifier` command: a thin face over the library, one module per subcommand."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from verifier.cli import params_cmd
+from verifier.config import ConfigError
+from verifier.formats.errors import CheckpointError
+from verifier.presets import UnknownPresetError
+from verifier.sources import SourceError
+
+# Each module has `add_parser(subparsers)`, which registers its subcommand with `func=run`.
+SUBCOMMANDS = (params_cmd,)
+
+# Errors that mean "bad input", reported in one line with exit status 2, not as a traceback.
+USER_ERRORS = (CheckpointError, ConfigError, SourceError, UnknownPresetError)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="verifier", description="Verify GPT-2 and Llama implementations against an independent reference."
+    )
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module in SUBCOMMANDS:
+        module.add_parser(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except USER_ERRORS as e:
+        print(f"verifier {args.command}: error: {e}", file=sys.stderr)
+        return 2

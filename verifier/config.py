@@ -1,0 +1,238 @@
+"""One frozen config for both families, GPT-2 and Llama (as llama2.c runs it).
+
+The field names are the suite's one vocabulary (`d_model`, `n_heads`, `n_kv_heads`, `d_head`,
+`d_ff`, `vocab_size`, `n_ctx`); `to_transformers` / `from_transformers` translate to and from
+`GPT2Config` and `LlamaConfig`, and `from_hf_dict` reads the contents of a `config.json`.
+This module does no I/O and imports `transformers` only inside the functions that need it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Family = Literal["gpt2", "llama"]
+FAMILIES: tuple[Family, ...] = ("gpt2", "llama")
+
+
+class ConfigError(ValueError):
+    """A config whose fields cannot describe a model; the message names the field and why."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Sizes and choices of one transformer; validated on construction.
+
+    GPT-2: learned positions, LayerNorm with bias, tanh-GELU MLP, fused qkv with bias.
+    Llama: RMSNorm, RoPE (rotate-half layout, as `transformers` stores q/k), SwiGLU MLP,
+    no biases, grouped-query attention when `n_kv_heads < n_heads`.
+    """
+
+    family: Family
+    vocab_size: int
+    n_ctx: int
+    d_model: int
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    d_ff: int
+    norm_eps: float
+    tie_embeddings: bool
+    rope_theta: float = 10000.0
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+    @property
+    def d_head(self) -> int:
+        """Size of one attention head: `d_model // n_heads`."""
+        return self.d_model // self.n_heads
+
+    @property
+    def uses_rope(self) -> bool:
+        return self.family == "llama"
+
+    def replace(self, **changes: Any) -> ModelConfig:
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_transformers(self) -> Any:
+        """The equivalent `transformers.GPT2Config` or `transformers.LlamaConfig`."""
+        if self.family == "gpt2":
+            from transformers import GPT2Config
+
+            return GPT2Config(**self._gpt2_hf_fields())
+        from transformers import LlamaConfig
+
+        return LlamaConfig(**self._llama_hf_fields())
+
+    def _gpt2_hf_fields(self) -> dict[str, Any]:
+        return {
+            "model_type": "gpt2",
+            "vocab_size": self.vocab_size,
+            "n_positions": self.n_ctx,
+            "n_embd": self.d_model,
+            "n_layer": self.n_layers,
+            "n_head": self.n_heads,
+            "n_inner": self.d_ff,
+            "activation_function": "gelu_new",
+            "layer_norm_epsilon": self.norm_eps,
+            "tie_word_embeddings": self.tie_embeddings,
+            "bos_token_id": self.vocab_size - 1,
+            "eos_token_id": self.vocab_size - 1,
+            "resid_pdrop": 0.0,
+            "embd_pdrop": 0.0,
+            "attn_pdrop": 0.0,
+        }
+
+    def _llama_hf_fields(self) -> dict[str, Any]:
+        return {
+            "model_type": "llama",
+            "vocab_size": self.vocab_size,
+            "max_position_embeddings": self.n_ctx,
+            "hidden_size": self.d_model,
+            "num_hidden_layers": self.n_layers,
+            "num_attention_heads": self.n_heads,
+            "num_key_value_heads": self.n_kv_heads,
+            "head_dim": self.d_head,
+            "intermediate_size": self.d_ff,
+            "rms_norm_eps": self.norm_eps,
+            "tie_word_embeddings": self.tie_embeddings,
+            "rope_parameters": {"rope_type": "default", "rope_theta": self.rope_theta},
+            "hidden_act": "silu",
+            "attention_bias": False,
+            "mlp_bias": False,
+            "bos_token_id": 1 if self.vocab_size > 1 else 0,
+            "eos_token_id": 2 if self.vocab_size > 2 else 0,
+        }
+
+    def to_hf_dict(self) -> dict[str, Any]:
+        """The fields of a `config.json` for this model (what `save_pretrained` would write)."""
+        fields = self._gpt2_hf_fields() if self.family == "gpt2" else self._llama_hf_fields()
+        arch = "GPT2LMHeadModel" if self.family == "gpt2" else "LlamaForCausalLM"
+        return {"architectures": [arch], **fields}
+
+
+def from_transformers(hf_config: Any) -> ModelConfig:
+    """The suite's config for a `transformers` `GPT2Config` or `LlamaConfig`."""
+    return from_hf_dict(hf_config.to_dict())
+
+
+def from_hf_dict(fields: dict[str, Any]) -> ModelConfig:
+    """The suite's config from the contents of a Hugging Face `config.json`.
+
+    Raises ConfigError for a model type the suite does not implement, or for settings of a
+    supported type that change the math (biased Llama projections, another activation, ...).
+    """
+    model_type = fields.get("model_type")
+    if model_type == "gpt2":
+        return _from_gpt2_fields(fields)
+    if model_type == "llama":
+        return _from_llama_fields(fields)
+    raise ConfigError("model_type", f"expected 'gpt2' or 'llama', found {model_type!r}")
+
+
+def _require(fields: dict[str, Any], *names: str) -> Any:
+    for name in names:
+        if fields.get(name) is not None:
+            return fields[name]
+    raise ConfigError(names[0], "missing from the config")
+
+
+def _from_gpt2_fields(f: dict[str, Any]) -> ModelConfig:
+    activation = f.get("activation_function", "gelu_new")
+    if activation != "gelu_new":
+        raise ConfigError(
+            "activation_function", f"only 'gelu_new' (GPT-2's tanh GELU) is implemented, found {activation!r}"
+        )
+    for flag in ("scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn"):
+        if f.get(flag):
+            raise ConfigError(flag, "GPT-2 variants with this flag set are not implemented")
+    if f.get("scale_attn_weights") is False:
+        raise ConfigError("scale_attn_weights", "attention without 1/sqrt(d_head) scaling is not implemented")
+    d_model = _require(f, "n_embd", "hidden_size")
+    n_heads = _require(f, "n_head", "num_attention_heads")
+    return ModelConfig(
+        family="gpt2",
+        vocab_size=_require(f, "vocab_size"),
+        n_ctx=_require(f, "n_positions", "max_position_embeddings"),
+        d_model=d_model,
+        n_layers=_require(f, "n_layer", "num_hidden_layers"),
+        n_heads=n_heads,
+        n_kv_heads=n_heads,
+        d_ff=f.get("n_inner") or 4 * d_model,
+        norm_eps=float(f.get("layer_norm_epsilon", 1e-5)),
+        tie_embeddings=bool(f.get("tie_word_embeddings", True)),
+    )
+
+
+def _rope_theta(f: dict[str, Any]) -> float:
+    rope = f.get("rope_parameters") or f.get("rope_scaling") or {}
+    rope_type = rope.get("rope_type", rope.get("type", "default"))
+    if rope_type != "default":
+        raise ConfigError("rope_parameters", f"only the default RoPE is implemented, found rope_type {rope_type!r}")
+    return float(rope.get("rope_theta", f.get("rope_theta", 10000.0)))
+
+
+def _from_llama_fields(f: dict[str, Any]) -> ModelConfig:
+    if f.get("hidden_act", "silu") != "silu":
+        raise ConfigError("hidden_act", f"the suite implements SwiGLU with 'silu', found {f['hidden_act']!r}")
+    for flag in ("attention_bias", "mlp_bias"):
+        if f.get(flag):
+            raise ConfigError(flag, "Llama with biased projections is not implemented")
+    d_model = _require(f, "hidden_size")
+    n_heads = _require(f, "num_attention_heads")
+    head_dim = f.get("head_dim")
+    if head_dim is not None and head_dim * n_heads != d_model:
+        raise ConfigError(
+            "head_dim", f"must be hidden_size / num_attention_heads = {d_model}/{n_heads}, found {head_dim}"
+        )
+    return ModelConfig(
+        family="llama",
+        vocab_size=_require(f, "vocab_size"),
+        n_ctx=_require(f, "max_position_embeddings"),
+        d_model=d_model,
+        n_layers=_require(f, "num_hidden_layers"),
+        n_heads=n_heads,
+        n_kv_heads=f.get("num_key_value_heads") or n_heads,
+        d_ff=_require(f, "intermediate_size"),
+        norm_eps=float(f.get("rms_norm_eps", 1e-6)),
+        tie_embeddings=bool(f.get("tie_word_embeddings", False)),
+        rope_theta=_rope_theta(f),
+    )
+
+
+_SIZE_FIELDS = ("vocab_size", "n_ctx", "d_model", "n_layers", "n_heads", "n_kv_heads", "d_ff")
+
+
+def validate(config: ModelConfig) -> None:
+    """Raise ConfigError naming the first field that makes `config` inconsistent."""
+    if config.family not in FAMILIES:
+        raise ConfigError("family", f"expected one of {FAMILIES}, found {config.family!r}")
+    for name in _SIZE_FIELDS:
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(name, f"must be an int, found {type(value).__name__} {value!r}")
+        if value <= 0:
+            raise ConfigError(name, f"must be positive, found {value}")
+    if config.d_model % config.n_heads:
+        raise ConfigError("n_heads", f"d_model={config.d_model} is not divisible by n_heads={config.n_heads}")
+    if config.n_kv_heads > config.n_heads or config.n_heads % config.n_kv_heads:
+        raise ConfigError("n_kv_heads", f"n_heads={config.n_heads} is not a multiple of n_kv_heads={config.n_kv_heads}")
+    if config.family == "gpt2" and config.n_kv_heads != config.n_heads:
+        raise ConfigError("n_kv_heads", f"GPT-2 has no grouped-query attention: must equal n_heads={config.n_heads}")
+    if config.uses_rope and config.d_head % 2:
+        raise ConfigError("n_heads", f"RoPE rotates pairs, so d_head must be even; d_head={config.d_head}")
+    if not config.norm_eps > 0:  # also rejects NaN
+        raise ConfigError("norm_eps", f"must be a positive number, found {config.norm_eps}")
+    if not config.rope_theta > 1:
+        raise ConfigError("rope_theta", f"must be greater than 1, found {config.rope_theta}")

@@ -1,0 +1,30 @@
+"""A Hugging Face `config.json`, read into the suite's config."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from verifier.config import ConfigError, ModelConfig, from_hf_dict
+from verifier.formats.errors import CheckpointError
+
+
+def read_config_json(path: str | Path) -> ModelConfig:
+    """The config described by a `config.json` file (or by the one inside directory `path`)."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "config.json"
+    try:
+        fields = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CheckpointError(path, "config.json", "file not found") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CheckpointError(path, "config.json", f"not valid JSON: {e}") from None
+    if not isinstance(fields, dict):
+        raise CheckpointError(path, "config.json", "must hold a JSON object", found=type(fields).__name__)
+    try:
+        return from_hf_dict(fields)
+    except ConfigError as e:
+        raise CheckpointError(path, e.field, e.reason) from None
+    except (TypeError, ValueError) as e:  # a field of the wrong JSON type, e.g. "rms_norm_eps": "tiny"
+        raise CheckpointError(path, "config.json", f"a field has the wrong type: {e}") from None

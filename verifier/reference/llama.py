@@ -1,0 +1,67 @@
+"""Llama's parts of the forward pass: RMSNorm, RoPE on q and k, grouped-query heads, SwiGLU.
+
+Weights are the canonical set (HF `LlamaForCausalLM` names; nn.Linear weights are
+[d_out, d_in], so a projection is `h @ W.T`; q/k rows are in rotate-half order).
+Each function takes the weights `w`, the config `c` and, inside a block, the layer index `i`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from verifier.config import ModelConfig
+from verifier.reference import layers as L
+from verifier.reference.recorder import Recorder
+from verifier.stages import layer_stage
+from verifier.weights import Weights
+
+
+def embed(w: Weights, c: ModelConfig, tokens: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """tokens [B, T] -> token embedding [B, T, d_model]; positions enter later, through RoPE."""
+    return w["model.embed_tokens.weight"][tokens]
+
+
+def norm(w: Weights, c: ModelConfig, i: int, which: str, x: np.ndarray) -> np.ndarray:
+    """RMSNorm before attention (input_layernorm) or before the MLP: [B, T, d_model]."""
+    name = "input_layernorm" if which == "attn" else "post_attention_layernorm"
+    return L.rms_norm(x, w[f"model.layers.{i}.{name}.weight"], c.norm_eps)
+
+
+def qkv(
+    w: Weights, c: ModelConfig, i: int, h: np.ndarray, positions: np.ndarray, record: Recorder
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """[B, T, d_model] -> q [B, n_heads, T, d_head], k, v [B, n_kv_heads, T, d_head]; RoPE on q, k."""
+    p = f"model.layers.{i}.self_attn."
+    q = L.split_heads(h @ w[p + "q_proj.weight"].T, c.n_heads)
+    k = L.split_heads(h @ w[p + "k_proj.weight"].T, c.n_kv_heads)
+    v = L.split_heads(h @ w[p + "v_proj.weight"].T, c.n_kv_heads)
+    record(layer_stage(i, "q"), q)
+    record(layer_stage(i, "k"), k)
+    record(layer_stage(i, "v"), v)
+    cos, sin = L.rope_tables(positions, c.d_head, c.rope_theta)
+    q, k = L.apply_rope(q, cos, sin), L.apply_rope(k, cos, sin)
+    record(layer_stage(i, "q_rope"), q)
+    record(layer_stage(i, "k_rope"), k)
+    return q, k, v
+
+
+def attn_out(w: Weights, c: ModelConfig, i: int, attn: np.ndarray) -> np.ndarray:
+    """Output projection o_proj: [B, T, d_model] -> [B, T, d_model]."""
+    return attn @ w[f"model.layers.{i}.self_attn.o_proj.weight"].T
+
+
+def mlp(w: Weights, c: ModelConfig, i: int, h: np.ndarray, record: Recorder) -> np.ndarray:
+    """SwiGLU, down(silu(gate(h)) * up(h)): [B, T, d_model] -> [B, T, d_ff] -> [B, T, d_model]."""
+    p = f"model.layers.{i}.mlp."
+    gate = h @ w[p + "gate_proj.weight"].T
+    up = h @ w[p + "up_proj.weight"].T
+    record(layer_stage(i, "mlp_gate"), gate)
+    record(layer_stage(i, "mlp_up"), up)
+    act = L.silu(gate) * up
+    record(layer_stage(i, "mlp_act"), act)
+    return act @ w[p + "down_proj.weight"].T
+
+
+def final_norm(w: Weights, c: ModelConfig, x: np.ndarray) -> np.ndarray:
+    """model.norm, an RMSNorm: [B, T, d_model] -> [B, T, d_model]."""
+    return L.rms_norm(x, w["model.norm.weight"], c.norm_eps)

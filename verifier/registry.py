@@ -1,0 +1,95 @@
+"""Where models under test come from: registrations, `module.path:factory` specs, entry points.
+
+Three ways in, all ending as a `ModelSpec`:
+1. a file in the suite's `fixtures/` that calls `register(name, factory)`;
+2. `pytest --model module.path:factory` (repeatable), or the VERIFIER_MODEL environment variable
+   with the same syntax (several separated by commas);
+3. an installed package's entry point in the group `verifier.models` (name = factory).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from importlib import metadata
+
+from verifier.interface import Factory
+
+ENV_VAR = "VERIFIER_MODEL"
+ENTRY_POINT_GROUP = "verifier.models"
+
+
+class PluginError(ValueError):
+    """A model spec that cannot be turned into a factory; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A named factory and where it came from (for reports and error messages)."""
+
+    name: str
+    factory: Factory
+    origin: str
+
+
+_REGISTERED: dict[str, ModelSpec] = {}
+
+
+def register(name: str, factory: Factory, *, origin: str = "fixtures/") -> Factory:
+    """Register `factory` under `name`; returns the factory, so it also works as a decorator helper."""
+    if not callable(factory):
+        raise PluginError(f"model {name!r}: the factory must be callable, found {type(factory).__name__}")
+    previous = _REGISTERED.get(name)
+    if previous is not None and previous.factory is not factory:
+        raise PluginError(f"model {name!r} is registered twice: by {previous.origin} and by {origin}")
+    _REGISTERED[name] = ModelSpec(name, factory, origin)
+    return factory
+
+
+def registered() -> list[ModelSpec]:
+    """Every model registered so far, in registration order."""
+    return list(_REGISTERED.values())
+
+
+def load_spec(text: str, *, origin: str = "--model") -> ModelSpec:
+    """A registered name, or `module.path:factory` imported; the name shown is `text` itself."""
+    if text in _REGISTERED:
+        return _REGISTERED[text]
+    module_name, sep, attr = text.partition(":")
+    if not sep or not module_name or not attr:
+        known = ", ".join(_REGISTERED) or "none"
+        raise PluginError(f"{origin} {text!r}: expected module.path:factory or a registered name ({known})")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise PluginError(f"{origin} {text!r}: cannot import module {module_name!r}: {e}") from e
+    factory = module
+    for part in attr.split("."):
+        try:
+            factory = getattr(factory, part)
+        except AttributeError:
+            raise PluginError(f"{origin} {text!r}: module {module_name!r} has no attribute {attr!r}") from None
+    if not callable(factory):
+        raise PluginError(f"{origin} {text!r}: {attr!r} is a {type(factory).__name__}, not a callable factory")
+    return ModelSpec(text, factory, origin)
+
+
+def env_specs(environ: dict[str, str] | None = None) -> list[ModelSpec]:
+    """The specs named by the VERIFIER_MODEL environment variable (comma-separated)."""
+    value = (environ if environ is not None else os.environ).get(ENV_VAR, "")
+    return [load_spec(part.strip(), origin=f"${ENV_VAR}") for part in value.split(",") if part.strip()]
+
+
+def entry_point_specs(entry_points: Iterable[metadata.EntryPoint] | None = None) -> list[ModelSpec]:
+    """The factories installed packages declare in the `verifier.models` entry-point group."""
+    found = metadata.entry_points(group=ENTRY_POINT_GROUP) if entry_points is None else entry_points
+    specs = []
+    for ep in found:
+        try:
+            factory = ep.load()
+        except Exception as e:
+            raise PluginError(f"entry point {ep.name!r} ({ep.value}) in {ENTRY_POINT_GROUP}: cannot load: {e}") from e
+        specs.append(ModelSpec(ep.name, factory, f"entry point {ep.value}"))
+    return specs

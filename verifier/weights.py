@@ -1,0 +1,107 @@
+"""The canonical weight set: NumPy arrays named and laid out as `transformers` stores them.
+
+Names and shapes are those of the state dict of `GPT2LMHeadModel` / `LlamaForCausalLM` as
+`save_pretrained` writes it: a tied classifier has no `lm_head.weight` entry (the model reads
+the token embedding instead). GPT-2's projections are `Conv1D` weights, [d_in, d_out];
+Llama's are `nn.Linear` weights, [d_out, d_in], with q/k rows in HF's rotate-half order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from verifier.config import ModelConfig
+
+Weights = dict[str, np.ndarray]
+
+EMBEDDING = {"gpt2": "transformer.wte.weight", "llama": "model.embed_tokens.weight"}
+CLASSIFIER = "lm_head.weight"
+
+
+def _gpt2_shapes(c: ModelConfig) -> dict[str, tuple[int, ...]]:
+    d = c.d_model
+    shapes: dict[str, tuple[int, ...]] = {
+        "transformer.wte.weight": (c.vocab_size, d),
+        "transformer.wpe.weight": (c.n_ctx, d),
+    }
+    for i in range(c.n_layers):
+        p = f"transformer.h.{i}."
+        shapes |= {
+            p + "ln_1.weight": (d,),
+            p + "ln_1.bias": (d,),
+            p + "attn.c_attn.weight": (d, 3 * d),
+            p + "attn.c_attn.bias": (3 * d,),
+            p + "attn.c_proj.weight": (d, d),
+            p + "attn.c_proj.bias": (d,),
+            p + "ln_2.weight": (d,),
+            p + "ln_2.bias": (d,),
+            p + "mlp.c_fc.weight": (d, c.d_ff),
+            p + "mlp.c_fc.bias": (c.d_ff,),
+            p + "mlp.c_proj.weight": (c.d_ff, d),
+            p + "mlp.c_proj.bias": (d,),
+        }
+    shapes |= {"transformer.ln_f.weight": (d,), "transformer.ln_f.bias": (d,)}
+    return shapes
+
+
+def _llama_shapes(c: ModelConfig) -> dict[str, tuple[int, ...]]:
+    d, kv = c.d_model, c.n_kv_heads * c.d_head
+    shapes: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (c.vocab_size, d)}
+    for i in range(c.n_layers):
+        p = f"model.layers.{i}."
+        shapes |= {
+            p + "input_layernorm.weight": (d,),
+            p + "self_attn.q_proj.weight": (d, d),
+            p + "self_attn.k_proj.weight": (kv, d),
+            p + "self_attn.v_proj.weight": (kv, d),
+            p + "self_attn.o_proj.weight": (d, d),
+            p + "post_attention_layernorm.weight": (d,),
+            p + "mlp.gate_proj.weight": (c.d_ff, d),
+            p + "mlp.up_proj.weight": (c.d_ff, d),
+            p + "mlp.down_proj.weight": (d, c.d_ff),
+        }
+    shapes["model.norm.weight"] = (d,)
+    return shapes
+
+
+def weight_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
+    """Every canonical weight name and its shape, in state-dict order."""
+    shapes = _gpt2_shapes(config) if config.family == "gpt2" else _llama_shapes(config)
+    if not config.tie_embeddings:
+        shapes[CLASSIFIER] = (config.vocab_size, config.d_model)
+    return shapes
+
+
+def classifier(config: ModelConfig, weights: Weights) -> np.ndarray:
+    """The [vocab_size, d_model] classifier: `lm_head.weight`, or the embedding when tied."""
+    return weights[EMBEDDING[config.family] if config.tie_embeddings else CLASSIFIER]
+
+
+def _is_norm_gain(name: str) -> bool:
+    return name.endswith(("ln_1.weight", "ln_2.weight", "ln_f.weight", "layernorm.weight", "norm.weight"))
+
+
+def init_weights(
+    config: ModelConfig, *, seed: int = 0, scale: float = 0.02, dtype: npt.DTypeLike = np.float32
+) -> Weights:
+    """Seeded random weights for `config`.
+
+    Matrices and biases are N(0, scale^2) (GPT-2 initialises matrices at scale 0.02; a larger
+    scale reaches large-logit regimes; biases are random rather than zero so that a dropped
+    bias shows). Norm gains are 1 + N(0, 0.1^2), so that a norm which ignores its gain shows.
+    The result depends only on (config, seed, scale); `dtype` only sets the storage type.
+    """
+    rng = np.random.default_rng(seed)
+    weights: Weights = {}
+    for name, shape in weight_shapes(config).items():
+        # Drawn in float32 whatever `dtype` is, so a float64 copy holds the same values.
+        noise = rng.standard_normal(shape, dtype=np.float32)
+        values = 1.0 + np.float32(0.1) * noise if _is_norm_gain(name) else np.float32(scale) * noise
+        weights[name] = values.astype(dtype, copy=False)
+    return weights
+
+
+def cast(weights: Weights, dtype: npt.DTypeLike) -> Weights:
+    """The same weights with every array converted to `dtype`."""
+    return {name: np.asarray(w, dtype=dtype) for name, w in weights.items()}
