@@ -43,7 +43,7 @@ class Model(Protocol):
 Factory = Callable[[ModelConfig, Weights], Any]
 
 
-class Unsupported(Exception):  # noqa: N818 -- raised by user factories; reads as "raise Unsupported(why)"
+class Unsupported(Exception):
     """Raised by a factory for a config its model cannot run, with the reason as message."""
 
 
