@@ -17,13 +17,14 @@ from typing import Any
 
 import numpy as np
 
-from verifier import stages
+from verifier import stages, tolerance
+from verifier.config import ModelConfig
 from verifier.params import parameter_table
 from verifier.presets import preset
 from verifier.reference import NumpyModel
 from verifier.tokenizer import TokenizerError, find_tokenizer
 from verifier.trace import padding_effect
-from verifier.weights import init_weights, weight_shapes
+from verifier.weights import Weights, init_weights, weight_shapes
 
 CORRECT, ROUNDED, WRONG = "correct", "rounded", "wrong"
 NO_TOKENIZER = "skipped: no tokenizer (set VERIFIER_DATA_DIR or --tokenizer)"
@@ -184,7 +185,7 @@ def gpt2_breakdown_claims() -> list[Claim]:
             "GPT-2 formula: the parameter count",
             f"{formula:,} (the formula)",
             f"{table.total:,}",
-            WRONG,
+            CORRECT if formula == table.total else WRONG,
             "leaves out " + ", ".join(f"{name} {count:,}" for name, count in left_out.items()),
         )
     )
@@ -217,67 +218,102 @@ def stories15m_claims() -> list[Claim]:
     return claims
 
 
-def _difference(article: np.ndarray, reference: np.ndarray) -> str:
+def _formula_claim(
+    claim: str, stated: str, exact: str, article: np.ndarray, reference: np.ndarray, where: str, note: str = ""
+) -> Claim:
+    """A stated formula run on the reference layer's inputs: correct if within float32 rounding of its output."""
     diff = float(np.abs(article - reference).max())
-    return f"max |diff| {diff:.3g} where the reference's largest |value| is {float(np.abs(reference).max()):.3g}"
+    verdict = CORRECT if diff <= tolerance.bound(reference) else WRONG
+    detail = f"{where}: max |diff| {diff:.3g} where the reference's largest |value| is {np.abs(reference).max():.3g}"
+    return Claim(claim, stated, exact, verdict, f"{detail}; {note}" if note else detail)
+
+
+# The articles' formulas as stated, to be run on the inputs the reference's layers get.
+def rms_norm_as_stated(x: np.ndarray, gain: np.ndarray) -> np.ndarray:
+    """[T, d_model] -> [T, d_model]: x / sqrt(sum_i x_i^2) * gain (no mean over d_model, no eps)."""
+    return x / np.sqrt(np.square(x).sum(axis=-1, keepdims=True)) * gain
+
+
+def attention_as_stated(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """q, k, v [n_heads, T, d_head] -> [T, d_model]: (Q K^T) V per head, causal, without softmax or scaling."""
+    T = q.shape[1]
+    out = ((q @ k.swapaxes(-1, -2)) * np.tril(np.ones((T, T)))) @ v  # the causal mask kept, as zeros
+    return out.transpose(1, 0, 2).reshape(T, -1)
+
+
+def ffn_as_stated(h: np.ndarray, w1: np.ndarray, w2: np.ndarray, w3: np.ndarray) -> np.ndarray:
+    """[T, d_model] -> [T, d_model]: x1 = W1 h, x3 = W3 h, x2 = x1 + x3, out = W2 x2 (nn.Linear layouts)."""
+    return (h @ w1.T + h @ w3.T) @ w2.T
+
+
+@dataclass(frozen=True)
+class LayerInputs:
+    """Layer 0 of a stories15M-shaped model with seeded weights, traced in float64 on STORY_TOKENS."""
+
+    config: ModelConfig
+    weights: Weights
+    trace: dict[str, np.ndarray]
+
+    def weight(self, name: str) -> np.ndarray:
+        """A weight of layer 0, by its name inside the layer (`mlp.gate_proj.weight`)."""
+        return self.weights["model.layers.0." + name]
+
+    def stage(self, op: str) -> np.ndarray:
+        return self.trace[stages.layer_stage(0, op)]
+
+
+def layer_inputs(seed: int = 0) -> LayerInputs:
+    config = preset("llama2c-stories15M")
+    weights = init_weights(config, seed=seed, dtype=np.float64)
+    return LayerInputs(config, weights, NumpyModel(config, weights, np.float64).trace(np.array(STORY_TOKENS)))
 
 
 def layer_claims(seed: int = 0) -> list[Claim]:
-    """The articles' RMSNorm, attention and FFN formulas against the reference's layers.
-
-    Layer 0 of a stories15M-shaped model with seeded weights, in float64, on llama2.c's tokens of
-    "Once upon a time": each formula gets the inputs the reference's layer got (from its trace).
-    """
-    config = preset("llama2c-stories15M")
-    w = init_weights(config, seed=seed, dtype=np.float64)
-    trace = NumpyModel(config, w, np.float64).trace(np.array(STORY_TOKENS))
-    p = "model.layers.0."
+    """The articles' RMSNorm, attention and FFN against the reference's layers, each formula given
+    the inputs the reference's layer got (see `layer_inputs`)."""
+    li = layer_inputs(seed)
     where = f"layer 0 of stories15M, seeded weights, {len(STORY_TOKENS)} tokens"
-
-    x, rms_ref = trace[stages.EMBED], trace[stages.layer_stage(0, "attn_norm")]
-    rms_article = x / np.sqrt(np.square(x).sum(axis=-1, keepdims=True)) * w[p + "input_layernorm.weight"]
+    rms_ref = li.stage("attn_norm")
+    rms_article = rms_norm_as_stated(li.trace[stages.EMBED], li.weight("input_layernorm.weight"))
+    attn_article = attention_as_stated(li.stage("q_rope"), li.stage("k_rope"), li.stage("v"))
+    w1, w2, w3 = (li.weight(f"mlp.{name}_proj.weight") for name in ("gate", "down", "up"))  # llama2.c's names
+    ffn_article = ffn_as_stated(li.stage("mlp_norm"), w1, w2, w3)
     scale = float(np.median(rms_ref / rms_article))
-
-    q, k, v = (trace[stages.layer_stage(0, op)] for op in ("q_rope", "k_rope", "v"))  # [n_heads, T, d_head]
-    causal = np.tril(np.ones((len(STORY_TOKENS),) * 2))
-    attn_article = ((q @ k.swapaxes(-1, -2)) * causal) @ v  # the causal mask kept: softmax and scaling left out
-    attn_article = attn_article.transpose(1, 0, 2).reshape(len(STORY_TOKENS), config.d_model)
-
-    h = trace[stages.layer_stage(0, "mlp_norm")]
-    w1, w2, w3 = (w[p + f"mlp.{name}_proj.weight"] for name in ("gate", "down", "up"))  # llama2.c's names
-    ffn_article = (h @ w1.T + h @ w3.T) @ w2.T
-
+    scale_note = f"the stated form is {scale:.3g} x smaller (sqrt(d_model) = {np.sqrt(li.config.d_model):.4g})"
     return [
-        Claim(
+        _formula_claim(
             "RMSNorm's RMS",
             "RMS(e) = sqrt(sum_i e_i^2)",
             "sqrt(mean_i e_i^2 + eps)",
-            WRONG,
-            f"{where}: {_difference(rms_article, rms_ref)}; the stated form is {scale:.3g} x smaller "
-            f"(sqrt(d_model) = {np.sqrt(config.d_model):.3g})",
+            rms_article,
+            rms_ref,
+            where,
+            scale_note,
         ),
-        Claim(
+        _formula_claim(
             "attention output",
             "Q K^T V",
             "softmax(Q K^T / sqrt(d_head), causal) V",
-            WRONG,
-            f"{where}, causal mask kept: {_difference(attn_article, trace[stages.layer_stage(0, 'attn')])}",
+            attn_article,
+            li.stage("attn"),
+            f"{where}, causal mask kept",
         ),
-        Claim(
+        _formula_claim(
             "feed-forward (FFN)",
             "x1 = W1 x, x3 = W3 x, x2 = x1 + x3, then W2 x2",
             "W2 (silu(W1 x) * W3 x), SwiGLU",
-            WRONG,
-            f"{where}: {_difference(ffn_article, trace[stages.layer_stage(0, 'mlp_out')])}",
+            ffn_article,
+            li.stage("mlp_out"),
+            where,
         ),
     ]
 
 
-def padding_claims(pad_to: int = 1024, seed: int = 0) -> list[Claim]:
-    """Padding to the maximum length: GPT-2 with seeded weights, float32, real positions compared."""
-    config = preset("gpt2")
+def padding_claims(pad_to: int = 1024, seed: int = 0, model_name: str = "gpt2") -> list[Claim]:
+    """Padding to the maximum length: a preset (GPT-2) with seeded weights, float32, real positions compared."""
+    config = preset(model_name)
     model = NumpyModel(config, init_weights(config, seed=seed))
-    tokens = np.array(GPT2_TOKENS)
+    tokens = np.array(GPT2_TOKENS if config.family == "gpt2" else STORY_TOKENS)
     effect = padding_effect(model, tokens, pad_to)
     return [
         Claim(
@@ -285,7 +321,7 @@ def padding_claims(pad_to: int = 1024, seed: int = 0) -> list[Claim]:
             f"generation pads to the max length, {pad_to}",
             f"the {len(tokens)} real positions' logits move by {effect.max_diff:.2g}",
             CORRECT if effect.harmless else WRONG,
-            f"GPT-2, seeded weights, float32, padded with token {effect.pad_token}: "
+            f"{model_name}, seeded weights, float32, padded with token {effect.pad_token}: "
             + (
                 f"within float32 rounding (tolerance {effect.bound:.2g}) and the same next token: "
                 "the causal mask hides later positions"

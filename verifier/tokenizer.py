@@ -173,9 +173,11 @@ def _load(family: Family, path: Path) -> Tokenizer:
     return read_tokenizer_bin(path / "tokenizer.bin" if path.is_dir() else path)
 
 
-def _candidates(family: Family) -> list[Path]:
+def _candidates(family: Family, model_dir: Path | None) -> list[Path]:
     """Where a tokenizer of `family` may be, most specific first."""
     found = []
+    if model_dir is not None and (model_dir / ("vocab.json" if family == "gpt2" else "tokenizer.bin")).is_file():
+        found.append(model_dir)
     shared = data_dir()
     if shared is not None:
         found.append(shared / "gpt2-tokenizer" if family == "gpt2" else shared / "llama2c" / "tokenizer.bin")
@@ -189,12 +191,15 @@ def _candidates(family: Family) -> list[Path]:
     return found
 
 
-def find_tokenizer(family: Family, vocab_size: int, path: str | Path | None = None) -> Tokenizer:
+def find_tokenizer(
+    family: Family, vocab_size: int, path: str | Path | None = None, *, model_dir: str | Path | None = None
+) -> Tokenizer:
     """The tokenizer of a `family` model with `vocab_size` ids.
 
     `path` (a GPT-2 tokenizer directory, or llama2.c's `tokenizer.bin` or its directory) is used
-    if given; otherwise the shared data directory ($VERIFIER_DATA_DIR) and, for GPT-2, the Hugging
-    Face cache are searched. Raises TokenizerNotFound, or TokenizerError for a `path` that does not fit.
+    if given; otherwise the model's own directory `model_dir` (if it holds tokenizer files), the
+    shared data directory ($VERIFIER_DATA_DIR) and, for GPT-2, the Hugging Face cache are searched.
+    Raises TokenizerNotFound, or TokenizerError for a `path` that does not fit.
     """
     if path is not None:
         tokenizer = _load(family, Path(path))
@@ -202,7 +207,7 @@ def find_tokenizer(family: Family, vocab_size: int, path: str | Path | None = No
             raise TokenizerError(f"{path}: {tokenizer.vocab_size} tokens, but the model's vocab_size is {vocab_size}")
         return tokenizer
     looked = []
-    for candidate in _candidates(family):
+    for candidate in _candidates(family, Path(model_dir) if model_dir is not None else None):
         if not candidate.exists():
             looked.append(f"{candidate} (absent)")
             continue

@@ -33,10 +33,13 @@ def _umask() -> int:
 
 
 def plot_format(path: str | Path) -> str:
-    """The format, "svg" or "png", from the file's suffix; TraceError for another."""
-    suffix = Path(path).suffix.lower()
+    """The format, "svg" or "png", from the file's suffix; TraceError for another or a missing directory."""
+    path = Path(path)
+    suffix = path.suffix.lower()
     if suffix not in FORMATS:
         raise TraceError(f"--plot {path}: the file must end in .svg or .png, found {suffix or 'no suffix'!r}")
+    if not path.parent.is_dir():
+        raise TraceError(f"--plot {path}: the directory {path.parent} does not exist")
     return FORMATS[suffix]
 
 

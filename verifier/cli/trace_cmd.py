@@ -6,6 +6,7 @@ import argparse
 import json
 import re
 import sys
+from pathlib import Path
 from typing import Any
 
 from verifier import trace, trace_plot
@@ -34,7 +35,7 @@ def add_parser(subparsers: Any) -> None:
         "--tokenizer",
         metavar="PATH",
         help=f"a GPT-2 tokenizer directory (vocab.json, merges.txt) or llama2.c's tokenizer.bin "
-        f"(default: ${DATA_DIR_ENV}, then the Hugging Face cache)",
+        f"(default: the model's directory, ${DATA_DIR_ENV}, then the Hugging Face cache)",
     )
     p.add_argument("--pad", type=int, metavar="N", help="show the shapes of the sequence padded to N positions")
     p.add_argument("--layers", choices=("first", "all"), default="first", help="show the first layer (default) or all")
@@ -54,14 +55,17 @@ def parse_tokens(text: str) -> list[int]:
 
 def _tokens(args: argparse.Namespace, config: ModelConfig) -> tuple[list[int], Tokenizer | None]:
     """The ids to trace and the tokenizer that names them (None: ids given, no tokenizer found)."""
+    model_path = Path(args.model)
+    model_dir = model_path if model_path.is_dir() else model_path.parent if model_path.is_file() else None
     if args.tokens is not None:
+        tokens = parse_tokens(args.tokens)
         try:
-            return parse_tokens(args.tokens), find_tokenizer(config.family, config.vocab_size, args.tokenizer)
+            return tokens, find_tokenizer(config.family, config.vocab_size, args.tokenizer, model_dir=model_dir)
         except TokenizerNotFound:
-            return parse_tokens(args.tokens), None
+            return tokens, None
     text = DEFAULT_TEXT[config.family] if args.text is None else args.text
     try:
-        tokenizer = find_tokenizer(config.family, config.vocab_size, args.tokenizer)
+        tokenizer = find_tokenizer(config.family, config.vocab_size, args.tokenizer, model_dir=model_dir)
     except TokenizerNotFound as e:
         raise TokenizerNotFound(
             f"cannot tokenize {text!r}: {e}. Give token ids with --tokens (e.g. --tokens 1,2,3), "
