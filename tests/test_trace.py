@@ -164,9 +164,17 @@ def test_the_kv_cache_grows_one_row_per_token_and_matches_the_full_pass() -> Non
     config = preset("llama2c-stories260K")
     life, _ = _life(config, [1, 7, 2, 9, 4])
     assert [c.cache_shape for c in life.cache] == [(5, 2, 1, S, 4, 8) for S in range(1, 6)]
-    assert [c.token for c in life.cache] == [1, 7, 2, 9, 4]
+    assert [c.tokens for c in life.cache] == [(1,), (7,), (2,), (9,), (4,)]
     assert max(c.max_diff for c in life.cache) < 1e-4
     assert "cache [5, 2, 1, 5, 4, 8]" in render(life)
+
+
+def test_a_long_sequence_grows_the_cache_token_by_token_then_in_one_chunk() -> None:
+    life, _ = _life(preset("llama2c-stories260K"), list(range(20)))
+    assert [len(c.tokens) for c in life.cache] == [1] * 8 + [12]
+    assert [c.cache_shape[3] for c in life.cache] == [*range(1, 9), 20]
+    assert max(c.max_diff for c in life.cache) < 1e-4
+    assert "positions 8-19  12 tokens  cache [5, 2, 1, 20, 4, 8]" in render(life)
 
 
 def test_padding_shows_padded_shapes_and_leaves_the_real_logits() -> None:

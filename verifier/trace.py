@@ -11,6 +11,7 @@ checked to leave the real positions' logits unchanged (the causal mask hides the
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
@@ -26,6 +27,7 @@ from verifier.weights import Weights, weight_shapes
 
 Layers = Literal["all", "first"]
 N_VALUES = 3  # leading values shown per stage
+CACHE_STEPS = 8  # tokens decoded one at a time; the rest of a longer sequence is decoded as one chunk
 
 _EMBED_OPS = {"gpt2": "token + position embedding", "llama": "token embedding (positions: RoPE)"}
 _FINAL_NORM_OPS = {"gpt2": "LayerNorm (ln_f)", "llama": "RMSNorm (norm)"}
@@ -121,11 +123,11 @@ class RopeView:
 
 @dataclass(frozen=True)
 class CacheStep:
-    """One decoded token: the cache shape after it, [n_layers, 2, B, S, n_kv_heads, d_head],
-    and max |its logits - the full pass's logits at that position|."""
+    """One `decode` call: the tokens it took from position `start` on, the cache shape after it,
+    [n_layers, 2, B, S, n_kv_heads, d_head], and max |its logits - the full pass's logits there|."""
 
-    position: int
-    token: int
+    start: int
+    tokens: tuple[int, ...]
     cache_shape: tuple[int, ...]
     max_diff: float
 
@@ -233,11 +235,13 @@ def _rope_view(config: ModelConfig, trace: dict[str, np.ndarray], T: int) -> Rop
 
 
 def _cache_growth(model: NumpyModel, tokens: np.ndarray, full_logits: np.ndarray) -> tuple[CacheStep, ...]:
+    """Decode the first CACHE_STEPS tokens one at a time, then the rest in one chunk."""
+    cuts = [*range(min(len(tokens), CACHE_STEPS) + 1)] + ([len(tokens)] if len(tokens) > CACHE_STEPS else [])
     steps, cache = [], None
-    for position, token in enumerate(tokens):
-        logits, cache = model.decode(tokens[position : position + 1], cache)
-        diff = float(np.abs(logits[0] - full_logits[position]).max())
-        steps.append(CacheStep(position, int(token), cache.shape, diff))
+    for start, end in itertools.pairwise(cuts):
+        logits, cache = model.decode(tokens[start:end], cache)
+        diff = float(np.abs(logits - full_logits[start:end]).max())
+        steps.append(CacheStep(start, tuple(int(t) for t in tokens[start:end]), cache.shape, diff))
     return tuple(steps)
 
 
@@ -409,16 +413,21 @@ def _render_rope(rope: RopeView, c: ModelConfig) -> list[str]:
 
 def _render_cache(cache: Sequence[CacheStep]) -> list[str]:
     rows: list[Row | str] = []
-    for i, step in enumerate(cache):
-        if len(cache) > 8 and 4 <= i < len(cache) - 2:
-            if i == 4:
-                rows.append("  ...")
-            continue
+    for step in cache:
+        end = step.start + len(step.tokens) - 1
+        where, what = (
+            (f"  position {step.start}", f"token {step.tokens[0]}")
+            if len(step.tokens) == 1
+            else (f"  positions {step.start}-{end}", f"{len(step.tokens)} tokens")
+        )
         rows.append((
-            f"  position {step.position}", f"token {step.token}", f"cache {format_shape(step.cache_shape)}",
-            f"logits = the full pass's row {step.position} within {step.max_diff:.2g}", "",
+            where, what, f"cache {format_shape(step.cache_shape)}",
+            f"logits = the full pass's rows {step.start}-{end} within {step.max_diff:.2g}"
+            if len(step.tokens) > 1 else f"logits = the full pass's row {step.start} within {step.max_diff:.2g}",
+            "",
         ))  # fmt: skip
-    return ["KV cache, one token at a time (NumpyModel.decode); shape [n_layers, 2, B, S, n_kv_heads, d_head]:",
+    header = f"KV cache, one token per NumpyModel.decode call (after {CACHE_STEPS}, the rest in one call)"
+    return [f"{header}; shape [n_layers, 2, B, S, n_kv_heads, d_head]:",
             *_table(rows)]  # fmt: skip
 
 
