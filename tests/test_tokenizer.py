@@ -23,7 +23,6 @@ from verifier.tokenizer import (
     TokenizerNotFound,
     find_tokenizer,
     load_gpt2_tokenizer,
-    read_tokenizer_bin,
 )
 
 
@@ -124,7 +123,8 @@ def _tokenizer_bin(pieces: list[bytes], scores: list[float], max_length: int | N
 def test_tokenizer_bin_is_read_piece_by_piece(tmp_path: Path) -> None:
     path = tmp_path / "tokenizer.bin"
     path.write_bytes(_tokenizer_bin([b"<unk>", b"", b" the", b"\xe2"], [0.0, -1.5, 2.25, 0.0]))
-    tok = read_tokenizer_bin(path)
+    tok = find_tokenizer("llama", 4, path)
+    assert isinstance(tok, Llama2cTokenizer)
     assert tok.pieces == (b"<unk>", b"", b" the", b"\xe2")
     assert tok.scores == (0.0, -1.5, 2.25, 0.0)
 
@@ -138,14 +138,14 @@ def test_a_truncated_tokenizer_bin_names_the_piece_and_byte(tmp_path: Path, cut:
     path = tmp_path / "tokenizer.bin"
     path.write_bytes(_tokenizer_bin([b"<unk>", b"abc"], [0.0, 1.0])[:cut])
     with pytest.raises(TokenizerError, match=message):
-        read_tokenizer_bin(path)
+        find_tokenizer("llama", 2, path)
 
 
 def test_a_piece_longer_than_max_token_length_is_an_error(tmp_path: Path) -> None:
     path = tmp_path / "tokenizer.bin"
     path.write_bytes(_tokenizer_bin([b"abcdef"], [0.0], max_length=3))
     with pytest.raises(TokenizerError, match=r"piece 0 at byte 4: length 6 \(expected 0..3"):
-        read_tokenizer_bin(path)
+        find_tokenizer("llama", 1, tmp_path)
 
 
 # ---- finding tokenizers -----------------------------------------------------------------------------

@@ -135,11 +135,11 @@ class Llama2cTokenizer:
         return ids
 
 
-def read_tokenizer_bin(path: str | Path) -> Llama2cTokenizer:
+def _read_tokenizer_bin(path: str | Path) -> Llama2cTokenizer:
     """llama2.c's `tokenizer.bin`: int32 max piece length, then per piece float32 score, int32 length, bytes.
 
-    A minimal reader for the trace and the audit, to be replaced by the `tokenizer.bin` reader of
-    `verifier.formats` when that lands.
+    A minimal private reader, TO BE REPLACED by the `tokenizer.bin` reader of `verifier.formats`
+    when that lands (its errors then become that module's CheckpointError).
     """
     path = Path(path)
     try:
@@ -170,7 +170,7 @@ def read_tokenizer_bin(path: str | Path) -> Llama2cTokenizer:
 def _load(family: Family, path: Path) -> Tokenizer:
     if family == "gpt2":
         return load_gpt2_tokenizer(path)
-    return read_tokenizer_bin(path / "tokenizer.bin" if path.is_dir() else path)
+    return _read_tokenizer_bin(path / "tokenizer.bin" if path.is_dir() else path)
 
 
 def _candidates(family: Family, model_dir: Path | None) -> list[Path]:

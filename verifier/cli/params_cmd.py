@@ -61,7 +61,8 @@ def _describe_known(a: Architecture, fields: dict[str, Any]) -> str:
     extras = [f"{a.n_experts} experts ({a.experts_per_token} per token)"] if a.n_experts else []
     extras += ["q/k/v biases"] if a.qkv_bias else []
     return ", ".join([
-        f"{fields['model_type']} ({a.family} layout)", f"{a.n_layers} layers", f"d_model {a.d_model}", heads,
+        fields["model_type"] + (f" ({a.family} layout)" if fields["model_type"] != a.family else ""),
+        f"{a.n_layers} layers", f"d_model {a.d_model}", heads,
         f"d_ff {a.d_ff}", *extras, f"vocab {a.vocab_size:,}", f"n_ctx {a.n_ctx:,}",
     ])  # fmt: skip
 
