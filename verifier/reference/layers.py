@@ -25,7 +25,7 @@ def rms_norm(x: np.ndarray, gain: np.ndarray, eps: float) -> np.ndarray:
 def gelu_tanh(x: np.ndarray) -> np.ndarray:
     """GPT-2's GELU, the tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
     c = np.sqrt(2.0 / np.pi).astype(x.dtype)
-    return 0.5 * x * (1.0 + np.tanh(c * (x + 0.044715 * x**3)))
+    return 0.5 * x * (1.0 + np.tanh(c * (x + 0.044715 * x * x * x)))
 
 
 def silu(x: np.ndarray) -> np.ndarray:
@@ -38,8 +38,10 @@ def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
 
     Rows that are -inf everywhere (a query that may attend to nothing) are not expected.
     """
-    e = np.exp(x - x.max(axis=axis, keepdims=True))
-    return e / e.sum(axis=axis, keepdims=True)
+    e = x - x.max(axis=axis, keepdims=True)
+    np.exp(e, out=e)  # in place: attention's [B, h, T, S] arrays are the largest of the pass
+    e /= e.sum(axis=axis, keepdims=True)
+    return e
 
 
 def linear(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
