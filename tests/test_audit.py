@@ -12,6 +12,7 @@ import pytest
 from verifier import audit
 from verifier.audit import CORRECT, NO_TOKENIZER, ROUNDED, WRONG, Claim
 from verifier.reference import layers as L
+from verifier.tokenizer import TokenizerError
 
 
 def _by_claim(claims: list[Claim]) -> dict[str, Claim]:
@@ -28,6 +29,8 @@ def test_the_capital_of_france_is_not_the_stated_ids(gpt2_tokenizer) -> None:
 def test_the_tokenizer_claim_is_skipped_without_a_tokenizer(no_tokenizers) -> None:
     (claim,) = audit.tokenizer_claims()
     assert claim.verdict == NO_TOKENIZER == "skipped: no tokenizer (set VERIFIER_DATA_DIR or --tokenizer)"
+    with pytest.raises(TokenizerError, match="not a GPT-2 tokenizer directory"):
+        audit.tokenizer_claims(no_tokenizers)  # a --tokenizer given but unusable is an error, not a skip
 
 
 @pytest.mark.parametrize(

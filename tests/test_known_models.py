@@ -125,6 +125,11 @@ def test_a_modelconfig_counts_as_before_with_the_stored_rope_tables() -> None:
         ({"model_type": "llama", "attention_bias": True}, "attention_bias"),
         ({"model_type": "mistral", "hidden_size": 64}, "num_attention_heads"),
         ({"model_type": "qwen2", "hidden_size": "64", "num_attention_heads": 4}, "hidden_size"),
+        ({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 0}, "num_attention_heads"),
+        (
+            {**known_model("mixtral-8x7b").fields, "num_local_experts": 2, "num_experts_per_tok": 3},
+            "num_experts_per_tok",
+        ),
     ],
 )
 def test_configs_the_formula_cannot_count_name_the_field(fields: dict, field: str) -> None:

@@ -22,7 +22,7 @@ from verifier.config import ModelConfig
 from verifier.params import parameter_table
 from verifier.presets import preset
 from verifier.reference import NumpyModel
-from verifier.tokenizer import TokenizerError, find_tokenizer
+from verifier.tokenizer import TokenizerNotFound, find_tokenizer
 from verifier.trace import padding_effect
 from verifier.weights import Weights, init_weights, weight_shapes
 
@@ -121,7 +121,7 @@ def tokenizer_claims(tokenizer_path: str | Path | None = None) -> list[Claim]:
     claim = f"{CAPITAL_TEXT!r} is token ids"
     try:
         tokenizer = find_tokenizer("gpt2", preset("gpt2").vocab_size, tokenizer_path)
-    except TokenizerError:
+    except TokenizerNotFound:  # a --tokenizer that cannot be read is the user's error, not a skip
         return [Claim(claim, str(CAPITAL_STATED), "", NO_TOKENIZER)]
     exact = tokenizer.encode(CAPITAL_TEXT)
     if exact == CAPITAL_STATED:

@@ -11,7 +11,6 @@ norms, classifier.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -49,9 +48,6 @@ class Architecture:
     experts_per_token: int = 0
     stores_rope_tables: bool = False
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
 
 def from_config(c: ModelConfig) -> Architecture:
     """The counting view of a config the reference runs (llama: as llama2.c stores it, RoPE tables included)."""
@@ -74,8 +70,8 @@ def _int_field(f: dict[str, Any], name: str, default: int | None = None) -> int:
     value = f.get(name, default)
     if value is None:
         raise ConfigError(name, "missing from the config")
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ConfigError(name, f"must be a non-negative int, found {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ConfigError(name, f"must be a positive int, found {value!r}")
     return value
 
 
@@ -87,7 +83,7 @@ def from_hf_dict(fields: dict[str, Any]) -> Architecture:
     """
     model_type = fields.get("model_type")
     if model_type == "gpt2":
-        return dataclasses.replace(from_config(config_from_hf_dict(fields)), stores_rope_tables=False)
+        return from_config(config_from_hf_dict(fields))
     if model_type not in LLAMA_LIKE:
         counted = ", ".join(("gpt2", *LLAMA_LIKE))
         raise ConfigError("model_type", f"the parameter formula counts {counted}; found {model_type!r}")
@@ -97,6 +93,9 @@ def from_hf_dict(fields: dict[str, Any]) -> Architecture:
     d_model = _int_field(fields, "hidden_size")
     n_heads = _int_field(fields, "num_attention_heads")
     n_experts = _int_field(fields, "num_local_experts") if model_type == "mixtral" else 0
+    per_token = _int_field(fields, "num_experts_per_tok") if n_experts else 0
+    if per_token > n_experts:
+        raise ConfigError("num_experts_per_tok", f"must be at most num_local_experts={n_experts}, found {per_token}")
     return Architecture(
         family="llama",
         vocab_size=_int_field(fields, "vocab_size"),
@@ -105,12 +104,12 @@ def from_hf_dict(fields: dict[str, Any]) -> Architecture:
         n_layers=_int_field(fields, "num_hidden_layers"),
         n_heads=n_heads,
         n_kv_heads=_int_field(fields, "num_key_value_heads", n_heads),
-        d_head=_int_field(fields, "head_dim", d_model // n_heads if n_heads else None),
+        d_head=_int_field(fields, "head_dim", d_model // n_heads),
         d_ff=_int_field(fields, "intermediate_size"),
         tie_embeddings=bool(fields.get("tie_word_embeddings", False)),
         qkv_bias=model_type == "qwen2",  # Qwen2's q, k, v always have biases; o_proj has none
         n_experts=n_experts,
-        experts_per_token=_int_field(fields, "num_experts_per_tok") if n_experts else 0,
+        experts_per_token=per_token,
     )
 
 
