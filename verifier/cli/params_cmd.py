@@ -17,7 +17,11 @@ def add_parser(subparsers: Any) -> None:
         help="exact parameter count with a breakdown by component",
         description="Print the parameters of a model component by component, with the exact total.",
     )
-    p.add_argument("model", help="a preset name (e.g. gpt2, llama2c-stories15M), a config.json, or a model directory")
+    p.add_argument(
+        "model",
+        help="a preset name (e.g. gpt2, llama2c-stories15M), a checkpoint file or directory, a config.json, "
+        "or a Hugging Face repo id in the local cache",
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=run)
 
