@@ -210,7 +210,8 @@ def _corruptions() -> dict[str, tuple[int, Callable[[bytes], bytes], str]]:
         "odd head size": (1, lambda b: _patch(b, V1_FIELD["n_heads"], "i", 64), "d_head must be even"),
         "absurd dims (10^12 parameters)": (
             0, lambda b: _patch(_patch(b, 0, "i", 2**20), 8, "i", 10**6), "file size.*implies"),
-        "dims disagree with size": (1, lambda b: _patch(b, V1_FIELD["hidden_dim"], "i", 171), "truncated|after the last"),
+        "dims disagree with size": (
+            1, lambda b: _patch(b, V1_FIELD["hidden_dim"], "i", 171), "truncated|after the last"),
         "truncated at a tensor boundary": (0, lambda b: b[: FLOAT_START_V0 + emb], "at the start of tensor rms_att"),
         "truncated inside a tensor": (0, lambda b: b[: FLOAT_START_V0 + emb // 2], "inside tensor tok_embeddings"),
         "trailing bytes": (1, lambda b: b + b"\0" * 12, "12 bytes after the last tensor"),

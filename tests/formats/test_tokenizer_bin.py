@@ -65,8 +65,17 @@ def _file(max_len: int, *entries: tuple[float, int, bytes]) -> bytes:
         (_file(4, (0.0, 2, b"a\0")), None, "NUL"),
         (_file(4, (0.0, 1, b"a")), 2, "piece count: does not match"),
     ],
-    ids=["empty", "zero max length", "cut in piece bytes", "cut in piece header", "negative length",
-         "length beyond max", "NaN score", "NUL in piece", "count mismatch"],  # fmt: skip
+    ids=[
+        "empty",
+        "zero max length",
+        "cut in piece bytes",
+        "cut in piece header",
+        "negative length",
+        "length beyond max",
+        "NaN score",
+        "NUL in piece",
+        "count mismatch",
+    ],
 )
 def test_malformed_tokenizers_raise_checkpoint_errors(
     tmp_path: Path, data: bytes, vocab_size: int | None, message: str

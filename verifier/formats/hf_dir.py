@@ -26,7 +26,7 @@ from verifier.formats.config_json import read_config_json
 from verifier.formats.errors import CheckpointError
 from verifier.formats.fileio import atomic_write
 from verifier.formats.safetensors_file import read_safetensors, write_safetensors
-from verifier.weights import CLASSIFIER, EMBEDDING, Weights
+from verifier.weights import CLASSIFIER, EMBEDDING, Weights, weight_shapes
 
 SAFETENSORS = "model.safetensors"
 SAFETENSORS_INDEX = "model.safetensors.index.json"
@@ -206,6 +206,7 @@ def write_hf_dir(
     directory.mkdir(parents=True, exist_ok=True)
     tensors = {name: np.asarray(w, dtype=np.float32) for name, w in weights.items()}
     check_canonical(directory, config, tensors)
+    tensors = {name: tensors[name] for name in weight_shapes(config)}  # state-dict order, whatever the dict's
     metadata = {"format": "pt"}  # transformers refuses safetensors files without it
     written: list[Path] = []
     if max_shard_bytes is None:

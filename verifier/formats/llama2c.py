@@ -388,9 +388,9 @@ def _canonical(config: ModelConfig, stored: dict[str, np.ndarray]) -> Weights:
         if key in _LAYER_KEYS:
             layers = [(int(layer_prefix.split(".")[1]), array)] if layer_prefix else list(enumerate(array))
             for i, w in layers:
-                if key in ("wq", "wk"):
-                    w = to_rotate_half(w, config.n_heads if key == "wq" else config.n_kv_heads)
-                weights[_CANONICAL[key].format(i)] = np.ascontiguousarray(w)
+                if key in ("wq", "wk"):  # in place, so only one layer's copy is ever extra
+                    w[...] = to_rotate_half(w, config.n_heads if key == "wq" else config.n_kv_heads)
+                weights[_CANONICAL[key].format(i)] = w
         else:
             weights[_CANONICAL[key]] = array
     return weights
