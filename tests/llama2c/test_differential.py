@@ -94,7 +94,7 @@ CASES = {
     ("case", "count"),
     [
         ("stories260K-mha", 60),
-        ("stories15M", 8),
+        ("stories15M", 5),
         pytest.param("stories15M", 60, marks=pytest.mark.slow),
     ],
 )
