@@ -21,14 +21,15 @@ import functools
 from dataclasses import dataclass
 
 from verifier.formats.llama2c_tokenizer import Tokenizer
+from verifier.interface import Unsupported
 
 MARKER = 0xFF
 ALPHABET = bytes(b for b in range(1, 0xFF) if b != ord(" "))
 _DIGITS = 255  # code digits are the bytes 1..255
 
 
-class PromptTooVaried(ValueError):
-    """A prompt with more distinct ids than there are one-byte pieces (len(ALPHABET))."""
+class PromptTooVaried(Unsupported):
+    """A prompt with more distinct ids than there are one-byte pieces (len(ALPHABET)): a limit, not a failure."""
 
 
 def code_width(vocab_size: int) -> int:
