@@ -128,14 +128,20 @@ def source() -> Path:
 
 
 def binary(optimization: str = "O3") -> Path:
-    """The compiled `run.c` (`gcc -O3 -o run run.c -lm`, or -Ofast), built once into the cache."""
+    """The compiled `run.c` (`gcc -O3 -o run run.c -lm`, or -Ofast), built once into the cache.
+
+    A binary already in the cache is used as it is; otherwise a compiler is required first, so a
+    machine without one fails fast, before anything is fetched.
+    """
     if optimization not in OPTIMIZATIONS:
         raise ValueError(f"optimization must be one of {sorted(OPTIMIZATIONS)}, found {optimization!r}")
+    target = cache_dir() / f"run-{optimization}"
+    if target.is_file() and os.access(target, os.X_OK):
+        return target
     cc = compiler()
     run_c = source()
-    target = run_c.parent / f"run-{optimization}"
     with FileLock(run_c.parent / ".lock"):
-        if target.is_file() and os.access(target, os.X_OK):
+        if target.is_file() and os.access(target, os.X_OK):  # built by another process meanwhile
             return target
         tmp = target.with_name(target.name + ".tmp")
         command = [cc, *OPTIMIZATIONS[optimization], "-o", str(tmp), str(run_c), "-lm"]
