@@ -126,3 +126,12 @@ def test_repo_ids_resolve_in_the_hugging_face_cache(files: dict[str, Path], tmp_
     report = json.loads(done.stdout)
     assert report["path"] == str(snapshot)
     assert report["parameters"] == parameter_table(GPT2).total
+
+
+def test_a_llama2c_file_that_looks_like_safetensors_is_still_llama2c(tmp_path: Path) -> None:
+    """n_layers = 123 puts '{' at byte 8, where a safetensors header starts."""
+    config = LLAMA.replace(vocab_size=2, n_ctx=2, d_model=2, n_heads=1, n_kv_heads=1, d_ff=1, n_layers=123)
+    save_checkpoint(tmp_path / "model.bin", config, init_weights(config), format="llama2c")
+    assert (tmp_path / "model.bin").read_bytes()[8:9] == b"{"
+    assert detect_format(tmp_path / "model.bin") == "llama2c"
+    assert load_checkpoint(tmp_path / "model.bin").config == config

@@ -1,7 +1,8 @@
 """One entry point for every model file: what a path holds, its config, its weights, and writing.
 
-Detection looks at contents, not extensions, except for two names: a `*.json` file is an HF
-`config.json` (its directory is the model), and a `.bin` file named like `tokenizer*.bin` is a
+Detection looks at contents, not extensions, except for three names: a `*.json` file is an HF
+`config.json` (its directory is the model), `pytorch_model*` is a pickle (legacy pickles have no
+magic that a llama2.c header cannot imitate), and a `.bin` file named like `tokenizer*.bin` is a
 llama2.c tokenizer, whose layout has no magic to tell it from a model.
 """
 
@@ -25,11 +26,18 @@ WRITE_FORMATS = ("hf", "llama2c")
 
 
 def _is_hf_weight_file(path: Path) -> bool:
+    """A torch zip archive, a legacy pickle named as transformers names it, or a safetensors file.
+
+    A llama2.c v0 file starts with 7 small int32s, so it never has the zip magic, and read as
+    safetensors its "header size" (dim + hidden_dim * 2^32) exceeds the file.
+    """
     with open(path, "rb") as handle:
         head = handle.read(9)
-    if head[:4] == b"PK\x03\x04" or head[:2] == b"\x80\x02":  # a torch zip archive or a legacy pickle
+    if head[:4] == b"PK\x03\x04" or path.name.startswith("pytorch_model"):
         return True
-    return len(head) == 9 and head[8:9] == b"{" and struct.unpack("<Q", head[:8])[0] > 1  # safetensors
+    if len(head) < 9 or head[8:9] != b"{":
+        return False
+    return 1 < struct.unpack("<Q", head[:8])[0] <= path.stat().st_size - 8
 
 
 def detect_format(path: str | Path) -> str:
