@@ -210,6 +210,7 @@ def _corruptions() -> dict[str, tuple[int, Callable[[bytes], bytes], str]]:
         "odd head size": (1, lambda b: _patch(b, V1_FIELD["n_heads"], "i", 64), "d_head must be even"),
         "absurd dims (10^12 parameters)": (
             0, lambda b: _patch(_patch(b, 0, "i", 2**20), 8, "i", 10**6), "file size.*implies"),
+        "v2 with 2^31-1 layers": (2, lambda b: _patch(b, V1_FIELD["n_layers"], "i", 2**31 - 1), "truncated"),
         "dims disagree with size": (
             1, lambda b: _patch(b, V1_FIELD["hidden_dim"], "i", 171), "truncated|after the last"),
         "truncated at a tensor boundary": (0, lambda b: b[: FLOAT_START_V0 + emb], "at the start of tensor rms_att"),

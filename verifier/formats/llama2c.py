@@ -21,7 +21,9 @@ every llama2.c runtime, which the format cannot change.
 
 from __future__ import annotations
 
+import itertools
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -39,6 +41,7 @@ HEADER_BYTES = 256  # versions 1 and 2
 NORM_EPS = 1e-5  # hard-coded in run.c / runq.c
 ROPE_THETA = 10000.0  # llama2.c's model.py default; versions 1 and 2 cannot store another
 DEFAULT_GROUP_SIZE = 64
+_MAX_SEGMENTS_SEARCHED = 100_000  # for naming where a truncated file ends
 
 _F32 = np.dtype("<f4")
 _I8 = np.dtype("i1")
@@ -153,41 +156,38 @@ def rope_tables(seq_len: int, head_size: int, theta: float) -> tuple[np.ndarray,
 # Layout
 
 
-def layout(h: Header) -> list[Segment]:
-    """Every tensor of a file with header `h`, in file order."""
-    d, L, V = h.dim, h.n_layers, h.vocab_size
-    kv = h.n_kv_heads * h.head_size
-    matrices = {
+def _matrices(h: Header) -> dict[str, tuple[int, int]]:
+    """The shape of each per-layer matrix, [d_out, d_in]."""
+    d, kv = h.dim, h.n_kv_heads * h.head_size
+    return {
         "wq": (d, d), "wk": (kv, d), "wv": (kv, d), "wo": (d, d),
         "w1": (h.hidden_dim, d), "w2": (d, h.hidden_dim), "w3": (h.hidden_dim, d),
     }  # fmt: skip
+
+
+def layout(h: Header) -> Iterator[Segment]:
+    """Every tensor of a file with header `h`, in file order (lazily: v2 has one per layer and matrix)."""
+    d, L, V = h.dim, h.n_layers, h.vocab_size
+    matrices = _matrices(h)
     classifier = [] if h.shared_classifier else ["wcls"]
     norms = [Segment("rms_att", (L, d)), Segment("rms_ffn", (L, d)), Segment("rms_final", (d,))]
     if h.version == 0:
-        rope = [Segment(key, (h.seq_len, h.head_size // 2)) for key in _ROPE_KEYS]
-        return [
-            Segment("tok_embeddings", (V, d)),
-            norms[0],
-            *(Segment(key, (L, *matrices[key])) for key in ("wq", "wk", "wv", "wo")),
-            norms[1],
-            *(Segment(key, (L, *matrices[key])) for key in ("w1", "w2", "w3")),
-            norms[2],
-            *rope,
-            *(Segment(key, (V, d)) for key in classifier),
-        ]
-    if h.version == 1:
-        return [
-            *norms,
-            Segment("tok_embeddings", (V, d)),
-            *(Segment(key, (L, *shape)) for key, shape in matrices.items()),
-            *(Segment(key, (V, d)) for key in classifier),
-        ]
-    return [
-        *norms,
-        Segment("tok_embeddings", (V, d), quantized=True),
-        *(Segment(key, shape, layer, True) for key, shape in matrices.items() for layer in range(L)),
-        *(Segment(key, (V, d), quantized=True) for key in classifier),
-    ]
+        yield Segment("tok_embeddings", (V, d))
+        yield norms[0]
+        yield from (Segment(key, (L, *matrices[key])) for key in ("wq", "wk", "wv", "wo"))
+        yield norms[1]
+        yield from (Segment(key, (L, *matrices[key])) for key in ("w1", "w2", "w3"))
+        yield norms[2]
+        yield from (Segment(key, (h.seq_len, h.head_size // 2)) for key in _ROPE_KEYS)
+    elif h.version == 1:
+        yield from norms
+        yield Segment("tok_embeddings", (V, d))
+        yield from (Segment(key, (L, *shape)) for key, shape in matrices.items())
+    else:
+        yield from norms
+        yield Segment("tok_embeddings", (V, d), quantized=True)
+        yield from (Segment(key, shape, layer, True) for key, shape in matrices.items() for layer in range(L))
+    yield from (Segment(key, (V, d), quantized=h.version == 2) for key in classifier)
 
 
 def _header_bytes(version: int) -> int:
@@ -195,8 +195,18 @@ def _header_bytes(version: int) -> int:
 
 
 def expected_size(h: Header) -> int:
-    """The exact file size a header implies (Python ints: no overflow for absurd headers)."""
-    return _header_bytes(h.version) + sum(s.nbytes(h.group_size) for s in layout(h))
+    """The exact file size a header implies, in closed form (Python ints: absurd headers cost nothing)."""
+    d, L, V = h.dim, h.n_layers, h.vocab_size
+    floats = 2 * L * d + d  # the RMSNorm gains, float32 in every version
+    if h.version == 0:
+        floats += 2 * h.seq_len * (h.head_size // 2)
+    matrices = [V * d, *(L * rows * cols for rows, cols in _matrices(h).values())]
+    if not h.shared_classifier:
+        matrices.append(V * d)
+    if h.version < 2:
+        return _header_bytes(h.version) + 4 * (floats + sum(matrices))
+    # int8 values plus one float32 scale per group; every per-layer count divides by group_size.
+    return _header_bytes(h.version) + 4 * floats + sum(n + 4 * (n // h.group_size) for n in matrices)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -264,13 +274,14 @@ def _check_dims(path: Path, h: Header) -> None:
     if h.version == 2:
         if h.group_size <= 0:
             raise CheckpointError(path, "header field group_size", "must be positive", found=h.group_size)
-        for seg in layout(h):
-            if seg.quantized and seg.count % h.group_size:
+        counts = {"tok_embeddings": h.vocab_size * h.dim} | {k: r * c for k, (r, c) in _matrices(h).items()}
+        for key, count in counts.items():
+            if count % h.group_size:
                 raise CheckpointError(
                     path,
                     "header field group_size",
-                    f"does not divide the size of {seg.name}",
-                    expected=f"a divisor of {seg.count}",
+                    f"does not divide the size of {key}",
+                    expected=f"a divisor of {count}",
                     found=h.group_size,
                 )
 
@@ -293,7 +304,7 @@ def _check_size(path: Path, h: Header, size: int) -> None:
         )
     offset = _header_bytes(h.version)
     where = "inside the header"
-    for seg in layout(h):
+    for seg in itertools.islice(layout(h), _MAX_SEGMENTS_SEARCHED):  # hostile headers can imply billions
         end = offset + seg.nbytes(h.group_size)
         if size == offset:
             where = f"at the start of tensor {seg.name}"
@@ -357,7 +368,7 @@ def read_llama2c(path: str | Path) -> Checkpoint:
     path = Path(path)
     with open_bounded(path) as reader:
         h = read_header(reader)
-        segments = layout(h)
+        segments = list(layout(h))
         stored = {seg.name: _read_segment(reader, seg, h.group_size) for seg in segments}
     findings = []
     theta = ROPE_THETA
