@@ -34,7 +34,7 @@ PYTORCH = "pytorch_model.bin"
 PYTORCH_INDEX = "pytorch_model.bin.index.json"
 WEIGHT_FILES = (SAFETENSORS, SAFETENSORS_INDEX, PYTORCH, PYTORCH_INDEX)
 
-_BUFFERS = (".attn.bias", ".attn.masked_bias", ".rotary_emb.inv_freq")
+_BUFFERS = {"gpt2": (".attn.bias", ".attn.masked_bias"), "llama": (".rotary_emb.inv_freq",)}  # not learned
 _ZIP_MAGIC = b"PK\x03\x04"
 
 
@@ -118,7 +118,7 @@ def _canonical(path: Path, config: ModelConfig, tensors: dict[str, np.ndarray]) 
     weights: Weights = {}
     dropped = []
     for name, array in tensors.items():
-        if name.endswith(_BUFFERS):
+        if name.endswith(_BUFFERS[config.family]):
             dropped.append(name)
             continue
         if config.family == "gpt2" and not name.startswith(("transformer.", CLASSIFIER)):
