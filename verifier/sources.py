@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 from verifier.config import ModelConfig
-from verifier.formats import Checkpoint, checkpoint_config, load_checkpoint
+from verifier.formats import checkpoint_config
 from verifier.presets import PRESETS
 
 # What Hugging Face accepts as a model repo id: `name` or `owner/name`.
@@ -59,8 +59,3 @@ def load_config(spec: str, *, download: bool = False) -> ModelConfig:
     except SourceError:
         raise _not_found(spec) from None
     return checkpoint_config(path)
-
-
-def load_model(spec: str, *, download: bool = False) -> Checkpoint:
-    """Config and canonical weights of a checkpoint file, directory or cached repo id."""
-    return load_checkpoint(locate(spec, download=download))

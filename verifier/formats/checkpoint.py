@@ -13,7 +13,6 @@ import numpy as np
 
 from verifier.config import ModelConfig
 from verifier.formats.errors import CheckpointError
-from verifier.params import parameter_table
 from verifier.weights import Weights, weight_shapes
 
 
@@ -25,18 +24,16 @@ class TensorInfo:
     shape: tuple[int, ...]
     dtype: str
 
-    def describe(self) -> str:
-        return f"{self.name} {self.dtype} [{', '.join(map(str, self.shape))}]"
-
 
 @dataclass(frozen=True)
 class Checkpoint:
     """A model read from a file.
 
-    `format` is `hf-safetensors`, `hf-safetensors-sharded`, `hf-pytorch` or `llama2c`; `version` is
-    llama2.c's format version (0, 1 or 2) and None for the others. `weights` is the canonical set
-    (float32, HF names and layouts); `tensors` lists what the file itself holds, in file order;
-    `findings` are the validation notes that did not stop loading (conversions, dropped buffers).
+    `format` is `hf-safetensors`, `hf-safetensors-sharded`, `hf-pytorch`, `hf-pytorch-sharded` or
+    `llama2c`; `version` is llama2.c's format version (0, 1 or 2) and None for the others.
+    `weights` is the canonical set (float32, HF names and layouts); `tensors` lists what the file
+    itself holds, in file order; `findings` are the validation notes that did not stop loading
+    (conversions, assumed constants, dropped buffers).
     """
 
     path: Path
@@ -55,11 +52,6 @@ class Checkpoint:
     def parameter_total(self) -> int:
         """Learned parameters of the canonical weights (a shared classifier once)."""
         return sum(int(w.size) for w in self.weights.values())
-
-    @property
-    def formula_total(self) -> int:
-        """The same total from the config alone (`verifier.params`)."""
-        return parameter_table(self.config).total
 
 
 def check_canonical(path: Path, config: ModelConfig, weights: Weights) -> None:

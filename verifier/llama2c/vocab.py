@@ -71,10 +71,6 @@ class PromptVocabulary:
             )
         return cls(vocab_size, distinct)
 
-    def piece(self, token: int) -> bytes:
-        byte = self._byte_of.get(token)
-        return marker_pieces(self.vocab_size)[token] if byte is None else bytes([byte])
-
     @functools.cached_property
     def _byte_of(self) -> dict[int, int]:
         return {token: ALPHABET[i] for i, token in enumerate(self.prompt_ids)}
