@@ -23,11 +23,12 @@ def add_parser(subparsers: Any) -> None:
         "or a Hugging Face repo id in the local cache",
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--download", action="store_true", help="download a repo id that is not in the local cache")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    config = load_config(args.model)
+    config = load_config(args.model, download=args.download)
     table = parameter_table(config)
     print(json.dumps(to_json(args.model, config, table), indent=2) if args.json else render(args.model, config, table))
     return 0
