@@ -6,14 +6,14 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from verifier.cli import params_cmd
+from verifier.cli import inspect_cmd, params_cmd
 from verifier.config import ConfigError
 from verifier.formats.errors import CheckpointError
 from verifier.presets import UnknownPresetError
 from verifier.sources import SourceError
 
 # Each module has `add_parser(subparsers)`, which registers its subcommand with `func=run`.
-SUBCOMMANDS = (params_cmd,)
+SUBCOMMANDS = (params_cmd, inspect_cmd)
 
 # Errors that mean "bad input", reported in one line with exit status 2, not as a traceback.
 USER_ERRORS = (CheckpointError, ConfigError, SourceError, UnknownPresetError)

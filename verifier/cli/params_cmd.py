@@ -17,13 +17,18 @@ def add_parser(subparsers: Any) -> None:
         help="exact parameter count with a breakdown by component",
         description="Print the parameters of a model component by component, with the exact total.",
     )
-    p.add_argument("model", help="a preset name (e.g. gpt2, llama2c-stories15M), a config.json, or a model directory")
+    p.add_argument(
+        "model",
+        help="a preset name (e.g. gpt2, llama2c-stories15M), a checkpoint file or directory, a config.json, "
+        "or a Hugging Face repo id in the local cache",
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--download", action="store_true", help="download a repo id that is not in the local cache")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    config = load_config(args.model)
+    config = load_config(args.model, download=args.download)
     table = parameter_table(config)
     print(json.dumps(to_json(args.model, config, table), indent=2) if args.json else render(args.model, config, table))
     return 0
