@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import itertools
 import shutil
-import struct
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from verifier.data import DATA_DIR_ENV
+from verifier.formats import CheckpointError, write_tokenizer
+from verifier.formats import Tokenizer as FormatsTokenizer
 from verifier.tokenizer import (
     LLAMA_BOS,
     Llama2cTokenizer,
@@ -110,42 +111,27 @@ def test_encoding_spells_the_text_and_leaves_no_pair_to_merge(vocabulary: dict[s
         assert merged.decode() not in vocabulary, f"{merged!r} is in the vocabulary but was not merged: {ids}"
 
 
-# ---- reading tokenizer.bin ------------------------------------------------------------------------
+# ---- reading tokenizer.bin (through verifier.formats) -------------------------------------------------
 
 
-def _tokenizer_bin(pieces: list[bytes], scores: list[float], max_length: int | None = None) -> bytes:
-    data = struct.pack("<i", max(map(len, pieces)) if max_length is None else max_length)
-    for piece, score in zip(pieces, scores, strict=True):
-        data += struct.pack("<fi", score, len(piece)) + piece
-    return data
+def _write_tokenizer_bin(path: Path, pieces: list[bytes], scores: list[float]) -> Path:
+    write_tokenizer(path, FormatsTokenizer(tuple(pieces), tuple(scores), max(map(len, pieces))))
+    return path
 
 
 def test_tokenizer_bin_is_read_piece_by_piece(tmp_path: Path) -> None:
-    path = tmp_path / "tokenizer.bin"
-    path.write_bytes(_tokenizer_bin([b"<unk>", b"", b" the", b"\xe2"], [0.0, -1.5, 2.25, 0.0]))
+    path = _write_tokenizer_bin(tmp_path / "tokenizer.bin", [b"<unk>", b"", b" the", b"\xe2"], [0.0, -1.5, 2.25, 0.0])
     tok = find_tokenizer("llama", 4, path)
     assert isinstance(tok, Llama2cTokenizer)
     assert tok.pieces == (b"<unk>", b"", b" the", b"\xe2")
     assert tok.scores == (0.0, -1.5, 2.25, 0.0)
 
 
-@pytest.mark.parametrize(
-    ("cut", "message"),
-    [(2, "too short"), (4 + 5, "truncated header"), (4 + 8 + 3, "length 5")],
-    ids=["inside max_token_length", "inside a piece header", "inside a piece"],
-)
-def test_a_truncated_tokenizer_bin_names_the_piece_and_byte(tmp_path: Path, cut: int, message: str) -> None:
-    path = tmp_path / "tokenizer.bin"
-    path.write_bytes(_tokenizer_bin([b"<unk>", b"abc"], [0.0, 1.0])[:cut])
-    with pytest.raises(TokenizerError, match=message):
-        find_tokenizer("llama", 2, path)
-
-
-def test_a_piece_longer_than_max_token_length_is_an_error(tmp_path: Path) -> None:
-    path = tmp_path / "tokenizer.bin"
-    path.write_bytes(_tokenizer_bin([b"abcdef"], [0.0], max_length=3))
-    with pytest.raises(TokenizerError, match=r"piece 0 at byte 4: length 6 \(expected 0..3"):
-        find_tokenizer("llama", 1, tmp_path)
+def test_a_truncated_tokenizer_bin_is_the_formats_error(tmp_path: Path) -> None:
+    path = _write_tokenizer_bin(tmp_path / "tokenizer.bin", [b"<unk>", b"abc"], [0.0, 1.0])
+    path.write_bytes(path.read_bytes()[:-2])
+    with pytest.raises(CheckpointError, match="piece 1 bytes"):
+        find_tokenizer("llama", 2, tmp_path)
 
 
 # ---- finding tokenizers -----------------------------------------------------------------------------
@@ -188,6 +174,6 @@ def test_gpt2_directory_without_usable_files_is_an_error_not_an_empty_tokenizer(
 
 def test_the_data_dir_variable_is_where_shared_data_is_found(tmp_path: Path, monkeypatch) -> None:
     (tmp_path / "llama2c").mkdir()
-    (tmp_path / "llama2c" / "tokenizer.bin").write_bytes(_tokenizer_bin([b"<unk>", b"<s>", b" "], [0.0] * 3))
+    _write_tokenizer_bin(tmp_path / "llama2c" / "tokenizer.bin", [b"<unk>", b"<s>", b" "], [0.0] * 3)
     monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path))
     assert find_tokenizer("llama", 3).source == str(tmp_path / "llama2c" / "tokenizer.bin")

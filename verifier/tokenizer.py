@@ -6,19 +6,20 @@ piece per UTF-8 character (bytes as `<0xXX>` pieces when a character has none), 
 of `run.c`: merge the adjacent pair whose concatenation is the piece with the highest score, until
 no pair merges. That is what sentencepiece gives for Llama 2's vocabulary on ordinary text.
 
+`tokenizer.bin` is read by `verifier.formats` (whose CheckpointError reports a malformed file).
 A tokenizer is looked for where `find_tokenizer` says; when there is none the caller says so
 (`TokenizerNotFound`) instead of guessing ids.
 """
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 from verifier.config import Family
 from verifier.data import DATA_DIR_ENV, data_dir
+from verifier.formats import read_tokenizer
 
 # llama2.c feeds token 1 (BOS) at position 0, as Llama 2's sentencepiece model does.
 LLAMA_BOS = 1
@@ -135,42 +136,12 @@ class Llama2cTokenizer:
         return ids
 
 
-def _read_tokenizer_bin(path: str | Path) -> Llama2cTokenizer:
-    """llama2.c's `tokenizer.bin`: int32 max piece length, then per piece float32 score, int32 length, bytes.
-
-    A minimal private reader, TO BE REPLACED by the `tokenizer.bin` reader of `verifier.formats`
-    when that lands (its errors then become that module's CheckpointError).
-    """
-    path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise TokenizerError(f"{path}: cannot read tokenizer.bin: {e.strerror}") from None
-    if len(data) < 4:
-        raise TokenizerError(f"{path}: {len(data)} bytes, too short for the 4-byte max_token_length header")
-    (max_length,) = struct.unpack_from("<i", data, 0)
-    pieces: list[bytes] = []
-    scores: list[float] = []
-    offset = 4
-    while offset < len(data):
-        if offset + 8 > len(data):
-            raise TokenizerError(f"{path}: piece {len(pieces)}: truncated header at byte {offset} of {len(data)}")
-        score, length = struct.unpack_from("<fi", data, offset)
-        if not 0 <= length <= max_length or offset + 8 + length > len(data):
-            raise TokenizerError(
-                f"{path}: piece {len(pieces)} at byte {offset}: length {length} "
-                f"(expected 0..{max_length}, within the {len(data)}-byte file)"
-            )
-        pieces.append(data[offset + 8 : offset + 8 + length])
-        scores.append(score)
-        offset += 8 + length
-    return Llama2cTokenizer(pieces, scores, str(path))
-
-
 def _load(family: Family, path: Path) -> Tokenizer:
     if family == "gpt2":
         return load_gpt2_tokenizer(path)
-    return _read_tokenizer_bin(path / "tokenizer.bin" if path.is_dir() else path)
+    file = path / "tokenizer.bin" if path.is_dir() else path
+    read = read_tokenizer(file)
+    return Llama2cTokenizer(read.pieces, read.scores, str(file))
 
 
 def _candidates(family: Family, model_dir: Path | None) -> list[Path]:

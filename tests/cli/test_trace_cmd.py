@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 import re
-import struct
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from verifier.cli import main
+from verifier.formats import Tokenizer, save_checkpoint, write_tokenizer
 from verifier.presets import preset
+from verifier.reference import NumpyModel
+from verifier.weights import init_weights
 
 
 def test_llama_trace_shows_rmsnorm_rope_swiglu_and_the_growing_cache(capsys) -> None:
@@ -59,18 +62,37 @@ def test_json_and_plot(tmp_path: Path, capsys) -> None:
 def test_a_config_json_is_traced_with_seeded_weights(tmp_path: Path, no_tokenizers, capsys) -> None:
     config = preset("gpt2").replace(n_layers=2, vocab_size=300, d_model=32, n_heads=4, n_kv_heads=4, d_ff=64)
     (tmp_path / "config.json").write_text(json.dumps(config.to_hf_dict()))
-    assert main(["trace", str(tmp_path), "--tokens", "5,6,7,8"]) == 0
+    assert main(["trace", str(tmp_path / "config.json"), "--tokens", "5,6,7,8"]) == 0
     out = capsys.readouterr().out
     assert "4 x [4, 8]" in out and "c_attn.weight[:, 32:64] [32, 32]" in out and "seed 0" in out
+
+
+@pytest.mark.parametrize(
+    ("fmt", "version", "name"), [("hf", 0, "model"), ("llama2c", 0, "model.bin"), ("llama2c", 1, "v1.bin")]
+)
+def test_a_checkpoint_is_traced_with_its_own_weights(tmp_path: Path, no_tokenizers, fmt, version, name, capsys):
+    config = preset("llama2c-stories260K")
+    weights = init_weights(config, seed=7, scale=0.5)
+    save_checkpoint(tmp_path / name, config, weights, format=fmt, version=version)
+    assert main(["trace", str(tmp_path / name), "--tokens", "1,40,300", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    logits = NumpyModel(config, weights).logits(np.array([1, 40, 300]))
+    assert data["weights_source"].startswith(str(tmp_path / name))
+    assert data["prediction"]["token"] == int(logits[-1].argmax())
+    embed = next(s for s in data["steps"] if s["stage"] == "embed")
+    np.testing.assert_allclose(embed["values"], weights["model.embed_tokens.weight"][300, :3], rtol=1e-6)
+
+
+def test_a_directory_without_weights_is_a_checkpoint_error(tmp_path: Path, capsys) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(preset("llama2c-stories260K").to_hf_dict()))
+    assert main(["trace", str(tmp_path), "--tokens", "1"]) == 2
+    assert capsys.readouterr().err.startswith(f"verifier trace: error: {tmp_path}")
 
 
 def test_the_models_own_directory_holds_its_tokenizer(tmp_path: Path, no_tokenizers, capsys) -> None:
     config = preset("llama2c-stories260K").replace(vocab_size=4)
     (tmp_path / "config.json").write_text(json.dumps(config.to_hf_dict()))
-    pieces = [b"<unk>", b"<s>", b" ", b"a"]
-    (tmp_path / "tokenizer.bin").write_bytes(
-        struct.pack("<i", 5) + b"".join(struct.pack("<fi", 0.0, len(p)) + p for p in pieces)
-    )
+    write_tokenizer(tmp_path / "tokenizer.bin", Tokenizer((b"<unk>", b"<s>", b" ", b"a"), (0.0,) * 4, 5))
     assert main(["trace", str(tmp_path / "config.json"), "--text", "aa"]) == 0
     out = capsys.readouterr().out
     assert "tokens: [1, 2, 3, 3]" in out and f"(tokenizer: {tmp_path / 'tokenizer.bin'})" in out

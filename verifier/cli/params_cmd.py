@@ -24,10 +24,11 @@ def add_parser(subparsers: Any) -> None:
         "model",
         nargs="?",
         help="a preset (gpt2, llama2c-stories15M, ...), a known model (llama-2-7b, mixtral-8x7b, ...; see --list), "
-        "a config.json, or a model directory",
+        "a checkpoint file or directory, a config.json, or a Hugging Face repo id in the local cache",
     )
     p.add_argument("--list", action="store_true", help="list the presets and known models with their totals")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--download", action="store_true", help="download a repo id that is not in the local cache")
     p.set_defaults(func=run)
 
 
@@ -43,10 +44,10 @@ class _Counted:
     source: str | None
 
 
-def _counted(spec: str) -> _Counted:
+def _counted(spec: str, *, download: bool) -> _Counted:
     if spec not in PRESETS and spec in known_models():
         return _counted_known(known_models()[spec])
-    config = load_config(spec)
+    config = load_config(spec, download=download)
     a = from_config(config)
     return _Counted(spec, a, parameter_table(a), describe(config), config.to_dict(), None)
 
@@ -73,8 +74,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(entries, indent=2) if args.json else render_listing(entries))
         return 0
     if args.model is None:
-        raise SourceError("give a MODEL (a preset, a known model, a config.json or a directory), or --list")
-    counted = _counted(args.model)
+        raise SourceError("give a MODEL (a preset, a known model, a checkpoint, a config.json or a repo id), or --list")
+    counted = _counted(args.model, download=args.download)
     print(json.dumps(to_json(counted), indent=2) if args.json else render(counted))
     return 0
 

@@ -12,9 +12,11 @@ from typing import Any
 from verifier import trace, trace_plot
 from verifier.config import ModelConfig
 from verifier.data import DATA_DIR_ENV
-from verifier.sources import load_config
+from verifier.formats import checkpoint_config, load_checkpoint
+from verifier.presets import PRESETS
+from verifier.sources import locate
 from verifier.tokenizer import Tokenizer, TokenizerNotFound, find_tokenizer
-from verifier.weights import init_weights
+from verifier.weights import Weights, init_weights
 
 DEFAULT_TEXT = {"gpt2": "The capital of France is", "llama": "Once upon a time"}
 
@@ -23,11 +25,16 @@ def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "trace",
         help="the life of a tensor: each stage's shape, the weights it meets, its values",
-        description="Run one sequence through the NumPy reference (seeded random weights) and print every "
-        "stage: its shape, the weights it meets and their shapes, and its leading values; then the next "
-        "token, RoPE's tables (Llama) and the KV cache growing one row per token.",
+        description="Run one sequence through the NumPy reference and print every stage: its shape, the weights "
+        "it meets and their shapes, and its leading values; then the next token, RoPE's tables (Llama) and "
+        "the KV cache growing one row per token. A checkpoint brings its weights; a preset or a config.json "
+        "gets seeded random ones.",
     )
-    p.add_argument("model", help="a preset (gpt2, llama2c-stories15M, ...), a config.json, or a model directory")
+    p.add_argument(
+        "model",
+        help="a preset (gpt2, llama2c-stories15M, ...), a checkpoint file or directory, a Hugging Face repo id "
+        "in the local cache, or a config.json",
+    )
     given = p.add_mutually_exclusive_group()
     given.add_argument("--text", help=f"text, tokenized with the model's tokenizer (default: {DEFAULT_TEXT})")
     given.add_argument("--tokens", help="token ids, e.g. 464,3139,286 (needs no tokenizer)")
@@ -39,7 +46,8 @@ def add_parser(subparsers: Any) -> None:
     )
     p.add_argument("--pad", type=int, metavar="N", help="show the shapes of the sequence padded to N positions")
     p.add_argument("--layers", choices=("first", "all"), default="first", help="show the first layer (default) or all")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random weights (default 0)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random weights of a preset or config.json")
+    p.add_argument("--download", action="store_true", help="download a repo id that is not in the local cache")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--plot", metavar="FILE", help="also draw the flow to FILE (.svg or .png)")
     p.set_defaults(func=run)
@@ -53,10 +61,31 @@ def parse_tokens(text: str) -> list[int]:
     return [int(p) for p in parts]
 
 
-def _tokens(args: argparse.Namespace, config: ModelConfig) -> tuple[list[int], Tokenizer | None]:
+def _model(args: argparse.Namespace) -> tuple[ModelConfig, Weights, str, Path | None]:
+    """The config, the weights, where the weights come from, and the model's directory (None for a preset).
+
+    A preset or a `config.json` gets seeded random weights; any other file, directory or repo id is a
+    checkpoint, read with its weights.
+    """
+    seeded = f"seeded random (init_weights seed {args.seed}): the shapes and the flow are the model's; "
+    seeded += "the next token is not a trained model's"
+    if args.model in PRESETS:
+        config = PRESETS[args.model]
+        return config, init_weights(config, seed=args.seed), seeded, None
+    path = locate(args.model, download=args.download)
+    directory = path if path.is_dir() else path.parent
+    if path.suffix == ".json":
+        config = checkpoint_config(path)
+        return config, init_weights(config, seed=args.seed), seeded, directory
+    checkpoint = load_checkpoint(path)
+    version = f" v{checkpoint.version}" if checkpoint.version is not None else ""
+    return checkpoint.config, checkpoint.weights, f"{checkpoint.path} ({checkpoint.format}{version})", directory
+
+
+def _tokens(
+    args: argparse.Namespace, config: ModelConfig, model_dir: Path | None
+) -> tuple[list[int], Tokenizer | None]:
     """The ids to trace and the tokenizer that names them (None: ids given, no tokenizer found)."""
-    model_path = Path(args.model)
-    model_dir = model_path if model_path.is_dir() else model_path.parent if model_path.is_file() else None
     if args.tokens is not None:
         tokens = parse_tokens(args.tokens)
         try:
@@ -77,15 +106,14 @@ def _tokens(args: argparse.Namespace, config: ModelConfig) -> tuple[list[int], T
 def run(args: argparse.Namespace) -> int:
     if args.plot:
         trace_plot.plot_format(args.plot)  # a bad file name fails before the work
-    config = load_config(args.model)
-    tokens, tokenizer = _tokens(args, config)
+    config, weights, weights_source, model_dir = _model(args)
+    tokens, tokenizer = _tokens(args, config, model_dir)
     life = trace.life_of_a_tensor(
         args.model,
         config,
-        init_weights(config, seed=args.seed),
+        weights,
         tokens,
-        weights_source=f"seeded random (init_weights seed {args.seed}): the shapes and the flow are the model's; "
-        "the next token is not a trained model's",
+        weights_source=weights_source,
         tokenizer=tokenizer,
         layers=args.layers,
         pad=args.pad,
