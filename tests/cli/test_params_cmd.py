@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 
 from verifier.cli import main
+from verifier.formats import save_checkpoint
 from verifier.known_models import known_models
 from verifier.presets import PRESETS
+from verifier.weights import init_weights
 
 
 def test_a_known_model_by_name_with_its_source(capsys) -> None:
@@ -42,3 +44,12 @@ def test_list_shows_every_preset_and_known_model_once(capsys) -> None:
 def test_no_model_and_no_list_is_a_user_error(capsys) -> None:
     assert main(["params"]) == 2
     assert "give a MODEL" in capsys.readouterr().err
+
+
+def test_a_checkpoint_written_by_the_suite_is_counted(tmp_path, capsys) -> None:
+    config = PRESETS["llama2c-stories260K"]
+    save_checkpoint(tmp_path / "model.bin", config, init_weights(config), format="llama2c", version=1)
+    assert main(["params", str(tmp_path / "model.bin"), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    # 512 x 64 embedding, 5 layers of q, o [64, 64], k, v [32, 64], 3 x [172, 64], 11 RMSNorm gains
+    assert data["total"] == 512 * 64 + 5 * (2 * 64 * 64 + 2 * 32 * 64 + 3 * 172 * 64) + 11 * 64 == 260_032
