@@ -6,17 +6,18 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from verifier.cli import params_cmd
+from verifier.cli import check_cmd, params_cmd
 from verifier.config import ConfigError
 from verifier.formats.errors import CheckpointError
 from verifier.presets import UnknownPresetError
+from verifier.report.suite import SuiteNotFound
 from verifier.sources import SourceError
 
 # Each module has `add_parser(subparsers)`, which registers its subcommand with `func=run`.
-SUBCOMMANDS = (params_cmd,)
+SUBCOMMANDS = (params_cmd, check_cmd)
 
 # Errors that mean "bad input", reported in one line with exit status 2, not as a traceback.
-USER_ERRORS = (CheckpointError, ConfigError, SourceError, UnknownPresetError)
+USER_ERRORS = (CheckpointError, ConfigError, SourceError, SuiteNotFound, UnknownPresetError)
 
 
 def build_parser() -> argparse.ArgumentParser:

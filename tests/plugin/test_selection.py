@@ -1,0 +1,93 @@
+"""The three ways a model gets in, each run for real: pytest in a throwaway copy of the suite,
+with a user's file in `fixtures/`, an installed distribution's entry point, `--model` and
+$VERIFIER_MODEL; and a broken model failing a property by the rule's name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.plugin.project import junit_cases, make_project, run
+
+THROWAWAY_PROPERTY = """
+    import numpy as np
+    from verifier.contract import PROBE_CONFIGS, build_checked
+    from verifier.weights import init_weights
+
+    def test_selected(model_spec):
+        assert callable(model_spec.factory)
+
+    def test_logits_have_the_contract_shape(model_spec):
+        config = PROBE_CONFIGS["gpt2"]
+        model = build_checked(model_spec, config, init_weights(config))
+        assert model.logits(np.arange(4)).shape == (4, config.vocab_size)
+
+    def test_model_independent():
+        pass
+"""
+
+USERS_FIXTURE = """
+    from verifier.adapters.reference import build
+    from verifier.registry import register
+
+    register("mine", build)
+"""
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_project(
+        tmp_path_factory.mktemp("suite"),
+        {"properties/test_throwaway.py": THROWAWAY_PROPERTY, "fixtures/my_model.py": USERS_FIXTURE},
+    )
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A site directory holding an installed distribution that declares a `verifier.models` entry point."""
+    site = tmp_path_factory.mktemp("site")
+    info = site / "my_models-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: my-models\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[verifier.models]\nmy-installed = verifier.adapters.reference:build\n")
+    return site
+
+
+def models_tested(project: Path, *args: str, **kwargs) -> dict[str, str]:
+    """{model name: outcome} of `test_selected` in a pytest run (which builds no model, so that
+    transformers, slow to import, is not imported)."""
+    junit = project / "junit.xml"
+    done = run(project, "-m", "pytest", "properties", "-k", "selected", f"--junitxml={junit}", *args, **kwargs)
+    assert done.returncode == 0, done
+    cases = junit_cases(junit)
+    return {case["model"]: case["outcome"] for name, case in cases.items() if name.startswith("test_selected")}
+
+
+def test_without_a_choice_every_registered_and_installed_model_is_tested(project: Path, installed: Path) -> None:
+    tested = models_tested(project, pythonpath=(installed,))
+    assert tested == {"numpy": "passed", "transformers": "passed", "mine": "passed", "my-installed": "passed"}
+
+
+def test_model_options_choose_by_name_or_spec_and_win_over_the_variable(project: Path, installed: Path) -> None:
+    args = ("--model", "my-installed", "--model", "tests.plugin.broken:wrong_shape")
+    env = {"VERIFIER_MODEL": "numpy"}
+    tested = models_tested(project, *args, pythonpath=(installed,), env=env)
+    assert tested == {"my-installed": "passed", "tests.plugin.broken:wrong_shape": "passed"}
+
+
+def test_the_variable_chooses_and_a_broken_model_fails_by_the_rule_name(project: Path) -> None:
+    env = {"VERIFIER_MODEL": "mine, tests.plugin.broken:nan_logits"}
+    done = run(project, "-m", "pytest", "properties", "-q", env=env)
+    assert done.returncode == 1, done
+    assert "1 failed, 4 passed" in done.stdout, done
+    assert (
+        "ContractViolation: model 'tests.plugin.broken:nan_logits' broke the contract rule 'finite' "
+        "(logits hold no NaN or Inf for finite weights) in logits(tokens int64 [4]): first non-finite entry at [3, 0]"
+    ) in done.stdout, done
+
+
+def test_a_spec_that_names_nothing_stops_pytest_with_the_reason(project: Path) -> None:
+    done = run(project, "-m", "pytest", "properties", "--model", "my_modle:build")
+    assert done.returncode == 4, done
+    assert "--model 'my_modle:build': cannot import module 'my_modle': ModuleNotFoundError" in done.stderr, done
