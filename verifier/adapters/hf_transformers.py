@@ -25,7 +25,7 @@ from verifier.weights import Weights
 
 # Where each stage is read: (module path, what). Paths under a layer are relative to it ("" is
 # the layer itself); what is "in" (the first input), "out" (the output), or an output index.
-_TOP = {
+_TOP: dict[str, dict[str, tuple[str, str | int]]] = {
     "gpt2": {stages.EMBED: ("transformer.drop", "out"), stages.FINAL_NORM: ("transformer.ln_f", "out")},
     "llama": {
         stages.EMBED: ("model.embed_tokens", "out"),
@@ -107,7 +107,7 @@ class TransformersModel:
         if np.ndim(tokens) != 1:
             raise ValueError(f"trace takes one sequence [T], found shape {np.shape(tokens)}")
         family = self.config.family
-        points = dict(_TOP[family])
+        points: dict[str, tuple[str, str | int]] = dict(_TOP[family])
         for i in range(self.config.n_layers):
             for op, (path, what) in _LAYER[family].items():
                 points[stages.layer_stage(i, op)] = (f"{_LAYER_PREFIX[family]}.{i}.{path}".rstrip("."), what)
