@@ -60,9 +60,7 @@ def run(args: argparse.Namespace) -> int:
         status = suite.run(command)
         if not results.exists():
             reason = "a usage error" if status == _PYTEST_USAGE_ERROR else f"exit status {status}"
-            print(
-                f"verifier check: error: pytest stopped before running the suite ({reason}); see above", file=sys.stderr
-            )
+            print(f"verifier check: error: pytest stopped before the suite ran ({reason}); see above", file=sys.stderr)
             return 2
         report = Report.read(results)
     written = write_reports(report, Path(args.reports), plots=args.plot)

@@ -81,6 +81,14 @@ class Collector:
         self.config = config
         self.path = path
         self.results: dict[str, Result] = {}
+        self.order: dict[str, int] = {}  # collection order, so that reports list tests as the suite does
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.order = {item.nodeid: i for i, item in enumerate(session.items)}
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        self.order = {nodeid: i for i, nodeid in enumerate(ids)}  # under xdist, the controller collects nothing
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
@@ -117,7 +125,8 @@ class Collector:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        report = Report(header(self.config), list(self.results.values()), int(exitstatus))
+        results = sorted(self.results.values(), key=lambda r: self.order.get(r.nodeid, -1))
+        report = Report(header(self.config), results, int(exitstatus))
         write_atomic(self.path, report.to_json().encode())
 
 
@@ -145,9 +154,7 @@ def header(config: pytest.Config) -> Header:
         models=_model_cards(config),
         versions={"python": platform.python_version(), **{name: _version(name) for name in LIBRARIES}},
         hypothesis_profile=settings.get_current_profile_name(),
-        hypothesis_settings={
-            name: str(getattr(current, name)) for name in ("max_examples", "derandomize", "deadline", "database")
-        },
+        hypothesis_settings={name: str(getattr(current, name)) for name in ("max_examples", "derandomize", "deadline")},
         suite=" ".join(str(arg) for arg in config.args) or str(config.rootpath),
         created=datetime.now(UTC).isoformat(timespec="seconds"),
     )
