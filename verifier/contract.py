@@ -5,6 +5,7 @@ answer (shape, dtype, finiteness, stage names) and turns an exception inside the
 `ContractViolation` naming the rule broken and the call that broke it. Two rules need more than
 one call: `check_deterministic` and `check_cache_reusable`; properties call them with drawn inputs.
 `probe` builds a model on a tiny config of each kind once, for capability tables and skip reasons.
+The checks set `__tracebackhide__`, so pytest shows the property's call and the message, not them.
 """
 
 from __future__ import annotations
@@ -78,6 +79,7 @@ class CheckedModel:
         self._check_declared()
 
     def _check_declared(self) -> None:
+        __tracebackhide__ = True
         declared = declared_capabilities(self.model)
         if declared is None:
             return
@@ -103,17 +105,20 @@ class CheckedModel:
         return f"model {self.name!r} has no {capability!r} capability ({CAPABILITIES[capability]})"
 
     def _require(self, capability: str) -> None:
+        __tracebackhide__ = True
         reason = self.lacks(capability)
         if reason is not None:
             raise MissingCapability(f"{reason}; a property must check CheckedModel.lacks({capability!r}) first")
 
     def _call(self, method: str, call: str, *args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True
         try:
             return getattr(self.model, method)(*args, **kwargs)
         except Exception as e:
             raise ContractViolation(self.name, "no-exception", call, f"raised {type(e).__name__}: {e}") from e
 
     def _as_array(self, value: Any, rule: str, call: str, what: str) -> np.ndarray:
+        __tracebackhide__ = True
         if isinstance(value, np.ndarray):
             return value
         if not hasattr(value, "__array__"):
@@ -126,6 +131,7 @@ class CheckedModel:
             ) from e
 
     def _check_logits(self, logits: Any, tokens: np.ndarray, call: str) -> np.ndarray:
+        __tracebackhide__ = True
         array = self._as_array(logits, "dtype", call, "the logits")
         expected = (*tokens.shape, self.config.vocab_size)
         if array.shape != expected:
@@ -141,6 +147,7 @@ class CheckedModel:
 
     def logits(self, tokens: np.ndarray, attention_mask: np.ndarray | None = None) -> np.ndarray:
         """Checked `logits`: [T] -> [T, V], [B, T] -> [B, T, V]."""
+        __tracebackhide__ = True
         tokens = np.asarray(tokens, dtype=np.int64)
         if attention_mask is None:
             self._require("logits")
@@ -154,6 +161,7 @@ class CheckedModel:
 
     def decode(self, tokens: np.ndarray, cache: Any = None) -> tuple[np.ndarray, Any]:
         """Checked `decode`: logits of a chunk [T] or [B, T] after `cache`, and the new cache."""
+        __tracebackhide__ = True
         self._require("decode")
         tokens = np.asarray(tokens, dtype=np.int64)
         call = f"decode(tokens {describe_array(tokens)}, cache={'None' if cache is None else '<cache>'})"
@@ -164,6 +172,7 @@ class CheckedModel:
 
     def trace(self, tokens: np.ndarray) -> dict[str, np.ndarray]:
         """Checked `trace` of one sequence [T]: {stage name: array}, names as in `verifier.stages`."""
+        __tracebackhide__ = True
         self._require("trace")
         tokens = np.asarray(tokens, dtype=np.int64)
         call = f"trace(tokens {describe_array(tokens)})"
@@ -181,6 +190,7 @@ class CheckedModel:
 
     def greedy(self, prompt: np.ndarray, n_new: int) -> np.ndarray:
         """Checked `greedy`: the n_new argmax tokens after `prompt` [T]."""
+        __tracebackhide__ = True
         self._require("greedy")
         prompt = np.asarray(prompt, dtype=np.int64)
         call = f"greedy(prompt {describe_array(prompt)}, n_new={n_new})"
@@ -192,6 +202,7 @@ class CheckedModel:
 
     def check_deterministic(self, tokens: np.ndarray) -> np.ndarray:
         """logits(tokens) twice; raises ContractViolation('deterministic') unless bit-identical."""
+        __tracebackhide__ = True
         first = self.logits(tokens)
         second = self.logits(tokens)
         if not np.array_equal(first, second, equal_nan=True):
@@ -206,6 +217,7 @@ class CheckedModel:
         bit-identical: a decode that extends the cache it is given in place sees its own positions
         again on the next call. Returns the logits of `chunk` after `prefix`.
         """
+        __tracebackhide__ = True
         _, cache = self.decode(prefix)
         first, _ = self.decode(chunk, cache)
         self.decode(other, cache)
@@ -224,6 +236,7 @@ def build_checked(spec: ModelSpec, config: ModelConfig, weights: Weights) -> Che
 
     The factory gets its own float32 copy of the weights, so it cannot change the caller's.
     """
+    __tracebackhide__ = True
     call = f"{spec.name} factory(config={config.family} d_model={config.d_model} n_layers={config.n_layers}, weights)"
     try:
         model = spec.factory(config, {name: np.array(w, dtype=np.float32) for name, w in weights.items()})

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from pathlib import Path
 
 import pytest
+import yaml
 
-from tests.plugin.project import junit_cases, make_project, run
-from verifier.cli import main
+from tests.plugin.project import ROOT, junit_cases, make_project, run
+from verifier.cli import build_parser, main
 from verifier.report import render
 from verifier.report.collect import property_name
 from verifier.report.output import plot_path
@@ -111,6 +113,7 @@ def test_a_failing_model_gets_the_table_the_files_the_plot_and_exit_status_1(pro
     )
 
 
+@pytest.mark.slow
 def test_a_conforming_model_exits_0_also_under_xdist(project: Path) -> None:
     out = project / "out-xdist"
     done = run(
@@ -131,6 +134,7 @@ def test_a_conforming_model_exits_0_also_under_xdist(project: Path) -> None:
 def test_a_model_spec_that_names_nothing_exits_2_with_pytest_s_reason(project: Path) -> None:
     done = run(project, "-m", "verifier", "check", "--suite", "properties", "--model", "wrong_modle:build")
     assert done.returncode == 2, done
+    assert "ERROR: --model 'wrong_modle:build'" in done.stderr, done  # pytest's own usage error
     assert "--model 'wrong_modle:build': cannot import module 'wrong_modle'" in done.stderr, done
     assert "verifier check: error: pytest stopped before the suite ran (a usage error)" in done.stderr, done
 
@@ -196,3 +200,15 @@ def test_the_report_survives_json_and_renders_pipes_and_long_messages() -> None:
 def test_plot_file_names_are_safe() -> None:
     name = plot_path(Path("r"), Result("test_a.py::test_x[gpt2]", "pkg.mod:build", "fail")).name
     assert name == "stage-errors_pkg.mod-build_test_a.py-test_x-gpt2.png"
+
+
+def test_the_example_workflow_runs_a_check_command_the_cli_accepts() -> None:
+    workflow = yaml.safe_load((ROOT / "examples/github-actions/verify-model.yml").read_text())
+    job = workflow["jobs"]["conformance"]
+    (command,) = [step["run"] for step in job["steps"] if "verifier check" in step.get("run", "")]
+    argv = shlex.split(command.replace('"$MODEL"', job["env"]["MODEL"].split()[0]))
+    args = build_parser().parse_args(argv[1:])
+    assert (args.command, args.model, args.reports, args.plot) == ("check", ["my_model.plugin:build"], "reports", True)
+    assert args.pytest_args == ["-n", "auto", "--junitxml=reports/junit.xml"]
+    uploaded = next(step for step in job["steps"] if step.get("uses", "").startswith("actions/upload-artifact"))
+    assert uploaded["with"]["path"] == f"{args.reports}/"

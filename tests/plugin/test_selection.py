@@ -1,6 +1,7 @@
 """The three ways a model gets in, each run for real: pytest in a throwaway copy of the suite,
 with a user's file in `fixtures/`, an installed distribution's entry point, `--model` and
-$VERIFIER_MODEL; and a broken model failing a property by the rule's name."""
+$VERIFIER_MODEL; and a broken model failing a property by the rule's name. (A spec that names
+nothing is tested through `verifier check`, in test_check.py.)"""
 
 from __future__ import annotations
 
@@ -85,9 +86,3 @@ def test_the_variable_chooses_and_a_broken_model_fails_by_the_rule_name(project:
         "ContractViolation: model 'tests.plugin.broken:nan_logits' broke the contract rule 'finite' "
         "(logits hold no NaN or Inf for finite weights) in logits(tokens int64 [4]): first non-finite entry at [3, 0]"
     ) in done.stdout, done
-
-
-def test_a_spec_that_names_nothing_stops_pytest_with_the_reason(project: Path) -> None:
-    done = run(project, "-m", "pytest", "properties", "--model", "my_modle:build")
-    assert done.returncode == 4, done
-    assert "--model 'my_modle:build': cannot import module 'my_modle': ModuleNotFoundError" in done.stderr, done

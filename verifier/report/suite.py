@@ -41,7 +41,7 @@ def find_suite(option: str | None = None, environ: Mapping[str, str] | None = No
             f"no property suite at {path} ({source}); run from a clone of lm-verifier installed with "
             f"`pip install -e`, or point at its properties/ folder with --suite DIR or ${SUITE_ENV_VAR}"
         )
-    if not any(path.glob("test_*.py")) and not any(path.glob("*_test.py")):
+    if not any(path.rglob("test_*.py")) and not any(path.rglob("*_test.py")):
         raise SuiteNotFound(f"{path} ({source}) holds no test_*.py files: not a property suite")
     return path.resolve()
 
