@@ -29,13 +29,12 @@ RULES = {
     "shape": "logits(tokens [T]) is [T, V] and logits(tokens [B, T]) is [B, T, V]",
     "dtype": "logits are a floating-point array",
     "finite": "logits hold no NaN or Inf for finite weights",
-    "deterministic": "the same call on the same input returns the same output, bit for bit",
     "decode-returns-pair": "decode(tokens, cache) returns (logits, cache)",
-    "cache-reusable": "decode never changes the cache it is given: the same chunk after the same cache "
-    "gives the same logits every time",
     "trace-returns-dict": "trace(tokens) returns a dict of stage name -> array",
     "trace-stages": "trace(tokens [T]) names its stages as verifier.stages does",
     "greedy-tokens": "greedy(prompt, n_new) returns n_new token ids in [0, V)",
+    "deterministic": "the same input gives the same output, also after other calls",
+    "cache-reusable": "decode(tokens, cache) leaves `cache` usable: decoding from it again gives the same result",
 }
 
 

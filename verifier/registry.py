@@ -42,7 +42,7 @@ _REGISTERED: dict[str, ModelSpec] = {}
 
 
 def register(name: str, factory: Factory, *, origin: str = "fixtures/") -> Factory:
-    """Register `factory` under `name`; returns the factory, so it also works as a decorator helper."""
+    """Register `factory` under `name` (an error if another factory has it) and return the factory."""
     if not callable(factory):
         raise PluginError(f"model {name!r}: the factory must be callable, found {type(factory).__name__}")
     previous = _REGISTERED.get(name)

@@ -13,7 +13,7 @@ import yaml
 
 from tests.plugin.project import ROOT, junit_cases, make_project, run
 from verifier.cli import build_parser, main
-from verifier.report import render
+from verifier.report import plot, render
 from verifier.report.collect import property_name
 from verifier.report.output import plot_path
 from verifier.report.results import Header, ModelCard, Report, Result
@@ -40,8 +40,8 @@ THROWAWAY_SUITE = """
         record_property("worst_error_ratio", ratio)
         if ratio > 1:
             actual, expected = model.trace(tokens), oracle.trace(tokens)
-            errors = {stage: tolerance.error_ratio(actual[stage], expected[stage]) for stage in expected}
-            first = next(stage for stage, r in errors.items() if r > 1)
+            errors = [(s, tolerance.max_error(actual[s], e), tolerance.bound(e)) for s, e in expected.items()]
+            first = next(stage for stage, error, bound in errors if error > bound)
             record_property("first_divergent_stage", first)
             record_property("stage_errors", errors)
             pytest.fail(f"logits differ from the oracle: error / tolerance {ratio:.3g}; first divergent stage {first}")
@@ -103,7 +103,9 @@ def test_a_failing_model_gets_the_table_the_files_the_plot_and_exit_status_1(pro
     assert report["counts"] == {"fail": 1, "pass": 2, "skip": 2} and report["conforms"] is False
     failed = next(r for r in report["results"] if r["outcome"] == "fail")
     assert failed["model"] == "wrong_model:build" and failed["first_divergent_stage"] == "layers.0.attn_norm"
-    assert list(failed["stage_errors"])[:2] == ["embed", "layers.0.attn_norm"] and failed["stage_errors"]["embed"] <= 1
+    (embed, embed_error, embed_bound), (norm, norm_error, norm_bound) = failed["stage_errors"][:2]
+    assert (embed, norm) == ("embed", "layers.0.attn_norm")
+    assert embed_error <= embed_bound and norm_error > norm_bound
     assert {"numpy", "torch", "transformers", "hypothesis", "pytest", "python"} <= set(report["header"]["versions"])
     assert "| `test_throwaway.py::test_logits_agree_with_the_oracle` | pass" in (out / "conformance.md").read_text()
     png = out / "stage-errors_wrong_model-build_test_throwaway.py-test_logits_agree_with_the_oracle.png"
@@ -148,11 +150,13 @@ def test_a_missing_suite_is_a_one_line_user_error(tmp_path: Path, capsys: pytest
 
 def test_the_suite_is_found_by_the_option_the_variable_or_beside_the_package(tmp_path: Path) -> None:
     assert default_suite() == Path(__file__).resolve().parents[2] / "properties"
-    (tmp_path / "test_x.py").write_text("")
-    assert find_suite(str(tmp_path), {}) == tmp_path
-    assert find_suite(None, {"VERIFIER_SUITE": str(tmp_path)}) == tmp_path
+    suite, empty = tmp_path / "suite", tmp_path / "empty"
+    (suite / "rope").mkdir(parents=True)
+    (suite / "rope" / "test_x.py").write_text("")
+    empty.mkdir()
+    assert find_suite(str(suite), {}) == find_suite(None, {"VERIFIER_SUITE": str(suite)}) == suite
     with pytest.raises(SuiteNotFound, match=r"holds no test_\*\.py files: not a property suite"):
-        find_suite(str(tmp_path.parent), {"VERIFIER_SUITE": str(tmp_path)})
+        find_suite(str(empty), {"VERIFIER_SUITE": str(suite)})
 
 
 @pytest.mark.parametrize(
@@ -183,18 +187,28 @@ def test_a_run_that_only_skips_does_not_conform() -> None:
     assert _report(Result("p", "numpy", "pass"), Result("q", "numpy", "skip")).conforms
 
 
-def test_the_report_survives_json_and_renders_pipes_and_long_messages() -> None:
+def test_the_report_survives_standard_json_and_renders_pipes_and_long_messages() -> None:
     long = "model 'x' broke | the rule\n  Falsifying example: tokens=[1, 2]"
-    report = _report(Result("p", "numpy", "fail", long, worst_error_ratio=31.0), Result("q", None, "pass"))
-    assert Report.from_dict(json.loads(report.to_json())) == report
+    stage_errors = [("embed", 0.0, 1e-5), ("layers.0.q", float("inf"), 1e-5)]
+    failed = Result("p", "numpy", "fail", long, worst_error_ratio=31.0, stage_errors=stage_errors)
+    report = _report(failed, Result("q", None, "pass", worst_error_ratio=float("inf")))
+    text = report.to_json()
+    assert "Infinity" not in text and '"inf"' in text
+    assert Report.from_dict(json.loads(text)) == report
     md = render.markdown(report)
-    assert "| `p` | FAIL 31 [1] | - |" in md and "| `q` | - | pass |" in md
+    assert "| `p` | FAIL 31 [1] | - |" in md and "| `q` | - | pass inf |" in md
     assert (
         "1. `p` / `numpy` (fail): model 'x' broke \\| the rule" in md and "   Falsifying example: tokens=[1, 2]" in md
     )
     assert "  - `gpt2, llama: logits`" in md
     text = render.text(report, note_width=30)
     assert "[1] p / numpy: model 'x' brok…" in text and "Falsifying" not in text
+
+
+def test_the_plot_draws_any_stage_errors_as_a_png() -> None:
+    rows = [("embed", 0.0, 1e-5), ("layers.0.attn_norm", 3e-2, 1e-5), ("layers.0.q", float("inf"), 1e-5)]
+    png = plot.stage_errors_png(Result("p", "m", "fail", first_divergent_stage="layers.0.attn_norm", stage_errors=rows))
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_plot_file_names_are_safe() -> None:

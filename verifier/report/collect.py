@@ -109,7 +109,7 @@ class Collector:
         if FIRST_DIVERGENT_STAGE in props:
             result.first_divergent_stage = str(props[FIRST_DIVERGENT_STAGE])
         if STAGE_ERRORS in props:
-            result.stage_errors = {str(stage): float(ratio) for stage, ratio in dict(props[STAGE_ERRORS]).items()}
+            result.stage_errors = [(str(stage), float(e), float(b)) for stage, e, b in props[STAGE_ERRORS]]
         xfail = getattr(report, "wasxfail", None)
         if report.when == "call":
             if report.passed:

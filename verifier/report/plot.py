@@ -1,12 +1,14 @@
-"""The error-per-stage plot of a localized failure: error / tolerance at each traced stage."""
+"""The error-per-stage plot of a localized failure: error / tolerance bound at each traced stage."""
 
 from __future__ import annotations
 
 import io
+import math
 
 from verifier.report.results import Result
 
-# Ratios of exactly zero (a stage computed bit for bit) are drawn at this floor on the log axis.
+# Ratios of exactly zero (a stage computed bit for bit) are drawn at this floor on the log axis;
+# infinite ones (a stage of the wrong shape) at the top, hatched.
 _FLOOR = 1e-6
 
 
@@ -17,15 +19,21 @@ def stage_errors_png(result: Result) -> bytes:
     matplotlib.use("Agg")  # no display: files only
     import matplotlib.pyplot as plt
 
-    errors = result.stage_errors or {}
-    stages = list(errors)
-    ratios = [max(errors[s], _FLOOR) for s in stages]
+    rows = result.stage_errors or []
+    stages = [stage for stage, _, _ in rows]
+    ratios = [error / bound if bound > 0 else math.inf for _, error, bound in rows]
+    finite = [r for r in ratios if math.isfinite(r)]
+    top = max([10.0, *finite]) * 10
+    heights = [min(max(r, _FLOOR), top) for r in ratios]
     fig, ax = plt.subplots(figsize=(max(6.0, 0.28 * len(stages) + 2), 4.5), layout="constrained")
     colors = ["tab:red" if r > 1 else "tab:blue" for r in ratios]
-    ax.bar(range(len(stages)), ratios, color=colors)
+    bars = ax.bar(range(len(stages)), heights, color=colors)
+    for bar, ratio in zip(bars, ratios, strict=True):
+        if not math.isfinite(ratio):
+            bar.set_hatch("//")
     ax.set_yscale("log")
     ax.axhline(1.0, color="black", linestyle="--", linewidth=1, label="tolerance (error / bound = 1)")
-    if result.first_divergent_stage in errors:
+    if result.first_divergent_stage in stages:
         ax.axvline(stages.index(result.first_divergent_stage), color="tab:red", linewidth=1, alpha=0.5,
                    label=f"first divergent stage: {result.first_divergent_stage}")  # fmt: skip
     ax.set_xticks(range(len(stages)), stages, rotation=90, fontsize=7)

@@ -6,13 +6,18 @@ these keys; each also shows in pytest's own JUnit XML:
 - `model`: the name of the model under test (set by the fixtures plugin for every test of a model);
 - `worst_error_ratio`: float, the largest error / tolerance bound over a property's examples;
 - `first_divergent_stage`: str, on a failure localized by a trace, e.g. `layers.0.scores`;
-- `stage_errors`: {stage: error / tolerance} in compute order, for the error-per-stage plot.
+- `stage_errors`: [(stage, max |error|, tolerance bound), ...] in compute order, on a failure
+  localized by a trace, for the error-per-stage plot (error inf: the stage has the wrong shape).
+
+Non-finite numbers (an infinite error ratio) are written to JSON as the strings "inf" and "nan",
+so the file stays standard JSON.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,7 +42,7 @@ class Result:
     detail: str = ""  # the skip or xfail reason, or the failure message
     worst_error_ratio: float | None = None
     first_divergent_stage: str | None = None
-    stage_errors: dict[str, float] | None = None
+    stage_errors: list[tuple[str, float, float]] | None = None
     nodeid: str = ""
     duration: float = 0.0
 
@@ -92,11 +97,30 @@ class Report:
     def from_dict(cls, data: dict[str, Any]) -> Report:
         header = dict(data["header"])
         header["models"] = [ModelCard(**m) for m in header["models"]]
-        return cls(Header(**header), [Result(**r) for r in data["results"]], data["exit_status"])
+        results = []
+        for fields in data["results"]:
+            result = Result(**fields)
+            if result.worst_error_ratio is not None:
+                result.worst_error_ratio = float(result.worst_error_ratio)
+            if result.stage_errors is not None:
+                result.stage_errors = [(stage, float(e), float(b)) for stage, e, b in result.stage_errors]
+            results.append(result)
+        return cls(Header(**header), results, data["exit_status"])
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2)
+        return json.dumps(_finite(self.to_dict()), indent=2, allow_nan=False)
 
     @classmethod
     def read(cls, path: Path) -> Report:
         return cls.from_dict(json.loads(path.read_text()))
+
+
+def _finite(value: Any) -> Any:
+    """`value` with every non-finite float replaced by its name ("inf", "-inf", "nan")."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
