@@ -180,6 +180,14 @@ def _report(*results: Result) -> Report:
     return Report(header, list(results))
 
 
+def test_one_reason_for_several_properties_of_a_model_is_one_note() -> None:
+    reason = "model 'm' runs no llama config"
+    skips = [Result(p, "m", "skip", reason) for p in ("rope_a", "rope_b")]
+    t = render.table(_report(*skips, Result("rope_a", "numpy", "skip", "other")))
+    assert t.cells == {("rope_a", "numpy"): "skip [1]", ("rope_a", "m"): "skip [2]", ("rope_b", "m"): "skip [2]"}
+    assert [t.note_heading(n) for n in (1, 2)] == ["rope_a / numpy", "m, 2 properties"]
+
+
 def test_a_run_that_only_skips_does_not_conform() -> None:
     report = _report(Result("p", "numpy", "skip", "no decode"))
     assert not report.conforms
@@ -197,9 +205,7 @@ def test_the_report_survives_standard_json_and_renders_pipes_and_long_messages()
     assert Report.from_dict(json.loads(text)) == report
     md = render.markdown(report)
     assert "| `p` | FAIL 31 [1] | - |" in md and "| `q` | - | pass inf |" in md
-    assert (
-        "1. `p` / `numpy` (fail): model 'x' broke \\| the rule" in md and "   Falsifying example: tokens=[1, 2]" in md
-    )
+    assert "1. p / numpy (fail): model 'x' broke \\| the rule" in md and "   Falsifying example: tokens=[1, 2]" in md
     assert "  - `gpt2, llama: logits`" in md
     text = render.text(report, note_width=30)
     assert "[1] p / numpy: model 'x' brok…" in text and "Falsifying" not in text

@@ -25,7 +25,7 @@ def stage_errors_png(result: Result) -> bytes:
     finite = [r for r in ratios if math.isfinite(r)]
     top = max([10.0, *finite]) * 10
     heights = [min(max(r, _FLOOR), top) for r in ratios]
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.28 * len(stages) + 2), 4.5), layout="constrained")
+    fig, ax = plt.subplots(figsize=(min(max(6.0, 0.2 * len(stages) + 2), 30.0), 4.5), layout="constrained")
     colors = ["tab:red" if r > 1 else "tab:blue" for r in ratios]
     bars = ax.bar(range(len(stages)), heights, color=colors)
     for bar, ratio in zip(bars, ratios, strict=True):

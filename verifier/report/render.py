@@ -22,7 +22,13 @@ class Table:
     properties: list[str]
     models: list[str]
     cells: dict[tuple[str, str], str]
-    notes: list[tuple[Result, str]]  # (result, its note's text), numbered from 1
+    notes: list[tuple[list[Result], str]]  # (the results a note is for, its text), numbered from 1
+
+    def note_heading(self, n: int) -> str:
+        """`property / model` of note n (from 1), or `model, k properties` for a note several share."""
+        results, _ = self.notes[n - 1]
+        model = results[0].model or NO_MODEL
+        return f"{results[0].property} / {model}" if len(results) == 1 else f"{model}, {len(results)} properties"
 
 
 def _note(result: Result) -> str:
@@ -37,7 +43,8 @@ def table(report: Report) -> Table:
     declared = [m.name for m in report.header.models]
     models = [m for m in declared if m in seen] + [m for m in seen if m not in declared]
     cells: dict[tuple[str, str], str] = {}
-    notes: list[tuple[Result, str]] = []
+    notes: list[tuple[list[Result], str]] = []
+    numbers: dict[tuple[str, str], int] = {}  # (model, note text) -> its number, so repeated reasons share one
     by_cell = {(r.property, r.model or NO_MODEL): r for r in report.results}
     for prop in properties:
         for model in models:
@@ -48,8 +55,12 @@ def table(report: Report) -> Table:
             if result.worst_error_ratio is not None:
                 parts.append(f"{result.worst_error_ratio:.3g}")
             if result.outcome != "pass":
-                notes.append((result, _note(result)))
-                parts.append(f"[{len(notes)}]")
+                key = (model, _note(result))
+                if key not in numbers:
+                    notes.append(([], key[1]))
+                    numbers[key] = len(notes)
+                notes[numbers[key] - 1][0].append(result)
+                parts.append(f"[{numbers[key]}]")
             cells[prop, model] = " ".join(parts)
     return Table(properties, models, cells, notes)
 
@@ -77,7 +88,7 @@ def _header_lines(report: Report) -> list[tuple[str, str]]:
     return lines
 
 
-def text(report: Report, *, note_width: int = 160) -> str:
+def text(report: Report, *, note_width: int = 200) -> str:
     """The report for a terminal: header, aligned table, notes (first line, cut at `note_width`)."""
     t = table(report)
     lines = [f"{label:<11}{value}" for label, value in _header_lines(report)]
@@ -90,8 +101,8 @@ def text(report: Report, *, note_width: int = 160) -> str:
             lines.append("  ".join("-" * w for w in widths))
     if t.notes:
         lines.append("")
-    for n, (result, note) in enumerate(t.notes, 1):
-        first = f"[{n}] {result.property} / {result.model or NO_MODEL}: {note.splitlines()[0]}"
+    for n, (_, note) in enumerate(t.notes, 1):
+        first = f"[{n}] {t.note_heading(n)}: {note.splitlines()[0]}"
         lines.append(first if len(first) <= note_width else first[: note_width - 1] + "…")
     lines += ["", summary(report)]
     return "\n".join(lines)
@@ -112,9 +123,9 @@ def markdown(report: Report) -> str:
         out.append(f"| `{_md_cell(p)}` | {' | '.join(_md_cell(t.cells.get((p, m), '-')) for m in t.models)} |")
     if t.notes:
         out += ["", "## Notes", ""]
-    for n, (result, note) in enumerate(t.notes, 1):
+    for n, (results, note) in enumerate(t.notes, 1):
         first, *rest = note.splitlines() or [""]
-        out.append(f"{n}. `{result.property}` / `{result.model or NO_MODEL}` ({result.outcome}): {_md_cell(first)}")
+        out.append(f"{n}. {t.note_heading(n)} ({results[0].outcome}): {_md_cell(first)}")
         if rest:
             out += ["", "   ```", *(f"   {line}" for line in rest), "   ```", ""]
     out += ["", f"**{summary(report)}**", ""]
