@@ -2,8 +2,9 @@
 
 Properties never call a user's model directly: they call a `CheckedModel`, which validates each
 answer (shape, dtype, finiteness, stage names) and turns an exception inside the model into a
-`ContractViolation` naming the rule broken and the call that broke it. Two rules need more than
-one call: `check_deterministic` and `check_cache_reusable`; properties call them with drawn inputs.
+`ContractViolation` naming the rule broken and the call that broke it. The two rules that take
+more than one call, `deterministic` and `cache-reusable`, are checked by properties with drawn
+inputs (test_agreement.py, test_kv_cache.py), whose messages quote RULES.
 `probe` builds a model on a tiny config of each kind once, for capability tables and skip reasons.
 The checks set `__tracebackhide__`, so pytest shows the property's call and the message, not them.
 """
@@ -55,16 +56,6 @@ def describe_array(value: Any) -> str:
     """`int64 [2, 5]`: dtype and shape, the way calls are shown in messages."""
     array = np.asarray(value)
     return f"{array.dtype} [{', '.join(map(str, array.shape))}]"
-
-
-def _first_difference(first: np.ndarray, second: np.ndarray) -> str:
-    """`max |diff| 0.25, first at [0, 3]` for two arrays of one shape that differ."""
-    if first.shape != second.shape:
-        return f"shapes {list(first.shape)} and {list(second.shape)}"
-    differ = ~((first == second) | (np.isnan(first) & np.isnan(second)))
-    index = np.argwhere(differ)[0].tolist()
-    diff = np.abs(first.astype(np.float64) - second.astype(np.float64))
-    return f"max |diff| {np.nanmax(diff):.3g}, first at {index} ({first[tuple(index)]!r} then {second[tuple(index)]!r})"
 
 
 class CheckedModel:
@@ -198,36 +189,6 @@ class CheckedModel:
         if out.shape != (n_new,) or not np.issubdtype(out.dtype, np.integer) or ((out < 0) | (out >= V)).any():
             raise ContractViolation(self.name, "greedy-tokens", call, f"returned {describe_array(out)}: {out.tolist()}")
         return out
-
-    def check_deterministic(self, tokens: np.ndarray) -> np.ndarray:
-        """logits(tokens) twice; raises ContractViolation('deterministic') unless bit-identical."""
-        __tracebackhide__ = True
-        first = self.logits(tokens)
-        second = self.logits(tokens)
-        if not np.array_equal(first, second, equal_nan=True):
-            call = f"logits(tokens {describe_array(tokens)}) called twice"
-            raise ContractViolation(self.name, "deterministic", call, _first_difference(first, second))
-        return first
-
-    def check_cache_reusable(self, prefix: np.ndarray, chunk: np.ndarray, other: np.ndarray) -> np.ndarray:
-        """Continue one cache of `prefix` with `chunk`, then `other`, then `chunk` again.
-
-        Raises ContractViolation('cache-reusable') unless both `chunk` continuations are
-        bit-identical: a decode that extends the cache it is given in place sees its own positions
-        again on the next call. Returns the logits of `chunk` after `prefix`.
-        """
-        __tracebackhide__ = True
-        _, cache = self.decode(prefix)
-        first, _ = self.decode(chunk, cache)
-        self.decode(other, cache)
-        again, _ = self.decode(chunk, cache)
-        if not np.array_equal(first, again, equal_nan=True):
-            call = (
-                f"decode(tokens {describe_array(chunk)}, cache=<cache of prefix {describe_array(prefix)}>) "
-                f"after the same cache was continued with {describe_array(chunk)} and {describe_array(other)}"
-            )
-            raise ContractViolation(self.name, "cache-reusable", call, _first_difference(first, again))
-        return first
 
 
 def build_checked(spec: ModelSpec, config: ModelConfig, weights: Weights) -> CheckedModel:

@@ -53,18 +53,11 @@ CASES = {
     "a list": (broken.list_logits, lambda m: m.logits(TOKENS), "dtype", "logits(tokens int64 [5])"),
     "a grad tensor": (broken.grad_tensor, lambda m: m.logits(TOKENS), "dtype", "logits(tokens int64 [5])"),
     "NaN": (broken.nan_logits, lambda m: m.logits(TOKENS), "finite", "logits(tokens int64 [5])"),
-    "noisy": (broken.nondeterministic, lambda m: m.check_deterministic(TOKENS), "deterministic", "called twice"),
     "decode not a pair": (
         broken.decode_not_pair,
         lambda m: m.decode(TOKENS),
         "decode-returns-pair",
         "decode(tokens int64 [5], cache=None)",
-    ),
-    "cache mutated": (
-        broken.mutating_cache,
-        lambda m: m.check_cache_reusable(TOKENS[:3], TOKENS[3:4], TOKENS[4:]),
-        "cache-reusable",
-        "decode(tokens int64 [1], cache=<cache of prefix int64 [3]>)",
     ),
     "trace a list": (broken.trace_not_dict, lambda m: m.trace(TOKENS), "trace-returns-dict", "trace(tokens int64 [5])"),
     "trace own names": (broken.trace_own_names, lambda m: m.trace(TOKENS), "trace-stages", "trace(tokens int64 [5])"),
@@ -99,8 +92,12 @@ def test_a_broken_factory_fails_with_the_rule_and_the_call(factory, call, rule: 
     assert f"model {factory.__name__!r}" in str(excinfo.value)
 
 
+# Rules that take more than one call are checked by properties; test_selection.py runs them.
+RULES_OF_PROPERTIES = {"deterministic", "cache-reusable"}
+
+
 def test_every_rule_is_proved_by_a_broken_factory() -> None:
-    assert {rule for _, _, rule, _ in CASES.values()} == set(RULES)
+    assert {rule for _, _, rule, _ in CASES.values()} == set(RULES) - RULES_OF_PROPERTIES
 
 
 def test_an_exception_inside_the_model_is_kept_as_the_cause() -> None:
@@ -132,21 +129,14 @@ def test_correct_models_meet_every_rule(name: str, kind: str) -> None:
     model = checked(CORRECT[name], config)
     assert model.capabilities == {"logits", "decode", "trace", "attention_mask"}
     tokens = np.arange(2 * 6).reshape(2, 6) % config.vocab_size
-    assert model.check_deterministic(tokens).shape == (2, 6, config.vocab_size)
-    assert model.logits(tokens, attention_mask=np.ones_like(tokens)).shape == (2, 6, config.vocab_size)
-    assert model.check_cache_reusable(tokens[0, :3], tokens[0, 3:5], tokens[0, 5:]).shape == (2, config.vocab_size)
+    assert model.logits(tokens).shape == model.logits(tokens, np.ones_like(tokens)).shape == (2, 6, config.vocab_size)
+    logits, cache = model.decode(tokens[:, :4])
+    assert logits.shape == (2, 4, config.vocab_size) and model.decode(tokens[:, 4:], cache)[0].shape == (
+        2,
+        2,
+        config.vocab_size,
+    )
     assert set(model.trace(tokens[0])) == set(reference.build(config, init_weights(config)).trace(tokens[0]))
-
-
-@settings(max_examples=8)
-@given(data=st.data())
-def test_the_example_meets_the_stateful_rules_for_any_split(data: st.DataObject) -> None:
-    model = checked(torch_gpt2.build)
-    T = data.draw(st.integers(3, GPT2.n_ctx), label="T")
-    tokens = np.array(data.draw(st.lists(st.integers(0, GPT2.vocab_size - 1), min_size=T, max_size=T), label="tokens"))
-    cut = data.draw(st.integers(1, T - 2), label="prefix length")
-    model.check_deterministic(tokens)
-    model.check_cache_reusable(tokens[:cut], tokens[cut:-1], tokens[-1:])
 
 
 def test_a_missing_capability_gives_a_skip_reason_and_guards_the_call() -> None:

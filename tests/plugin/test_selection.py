@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.plugin.project import junit_cases, make_project, run
+from tests.plugin.project import ROOT, junit_cases, make_project, run
+from verifier.contract import RULES
 
 THROWAWAY_PROPERTY = """
     import numpy as np
@@ -86,3 +87,26 @@ def test_the_variable_chooses_and_a_broken_model_fails_by_the_rule_name(project:
         "ContractViolation: model 'tests.plugin.broken:nan_logits' broke the contract rule 'finite' "
         "(logits hold no NaN or Inf for finite weights) in logits(tokens int64 [4]): first non-finite entry at [3, 0]"
     ) in done.stdout, done
+
+
+# The rules that take more than one call, and the property of the suite that checks each.
+MULTI_CALL_RULES = {
+    "deterministic": ("test_agreement.py::test_the_same_input_gives_the_same_output", "nondeterministic"),
+    "cache-reusable": ("test_kv_cache.py::test_a_cache_stays_usable_after_decoding_from_it", "mutating_cache"),
+}
+
+
+def test_the_properties_checking_multi_call_rules_fail_broken_factories_by_the_rule(tmp_path: Path) -> None:
+    suite = ROOT / "properties"
+    if not all((suite / test.split("::")[0]).exists() for test, _ in MULTI_CALL_RULES.values()):
+        pytest.skip("the property suite's test_agreement.py and test_kv_cache.py are not in this checkout")
+    junit = tmp_path / "junit.xml"
+    tests = [f"properties/{test}" for test, _ in MULTI_CALL_RULES.values()]
+    models = [f"--model=tests.plugin.broken:{factory}" for _, factory in MULTI_CALL_RULES.values()]
+    done = run(ROOT, "-m", "pytest", *tests, *models, "-p", "no:cacheprovider", f"--junitxml={junit}")
+    assert done.returncode == 1, done
+    cases = junit_cases(junit)
+    for rule, (test, factory) in MULTI_CALL_RULES.items():
+        case = cases[f"{test.split('::')[1]}[tests.plugin.broken:{factory}]"]
+        assert case["outcome"] == "failure", (rule, case)
+        assert f"contract rule {rule!r} ({RULES[rule]})" in done.stdout, done
