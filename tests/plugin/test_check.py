@@ -14,7 +14,7 @@ import yaml
 from tests.plugin.project import ROOT, junit_cases, make_project, run
 from verifier.cli import build_parser, main
 from verifier.report import plot, render
-from verifier.report.collect import property_name
+from verifier.report.collect import Collector, property_name
 from verifier.report.output import plot_path
 from verifier.report.results import Header, ModelCard, Report, Result
 from verifier.report.suite import SuiteNotFound, default_suite, find_suite
@@ -232,3 +232,36 @@ def test_the_example_workflow_runs_a_check_command_the_cli_accepts() -> None:
     assert args.pytest_args == ["-n", "auto", "--junitxml=reports/junit.xml"]
     uploaded = next(step for step in job["steps"] if step.get("uses", "").startswith("actions/upload-artifact"))
     assert uploaded["with"]["path"] == f"{args.reports}/"
+
+
+def _phase(nodeid: str, when: str, outcome: str, longrepr: object = None, **extra: object) -> pytest.TestReport:
+    report = pytest.TestReport(
+        nodeid, ("f.py", 0, nodeid), {}, outcome, longrepr, when, user_properties=[("model", "m")]
+    )
+    for name, value in extra.items():
+        setattr(report, name, value)
+    return report
+
+
+def test_the_collector_turns_the_phases_of_each_test_into_one_outcome(tmp_path: Path) -> None:
+    collector = Collector(None, tmp_path / "results.json")  # type: ignore[arg-type]
+    phases = [
+        _phase("f.py::a[m]", "setup", "failed", "E   RuntimeError: fixture broke"),
+        _phase("f.py::b[m]", "setup", "passed"),
+        _phase("f.py::b[m]", "call", "passed"),
+        _phase("f.py::b[m]", "teardown", "failed", "E   OSError: cannot remove"),
+        _phase("f.py::c[m]", "setup", "passed"),
+        _phase("f.py::c[m]", "call", "skipped", ("f.py", 3, "reason"), wasxfail="known bug"),
+        _phase("f.py::d[m]", "setup", "passed"),  # the run stopped here
+        _phase("f.py::e[m]", "setup", "skipped", ("f.py", 5, "Skipped: model 'm' has no 'decode' capability")),
+    ]
+    for report in phases:
+        collector.pytest_runtest_logreport(report)
+    found = {r.property: (r.model, r.outcome, r.detail) for r in collector.results.values()}
+    assert found == {
+        "f.py::a": ("m", "error", "setup failed: E   RuntimeError: fixture broke"),
+        "f.py::b": ("m", "error", "teardown failed: E   OSError: cannot remove"),
+        "f.py::c": ("m", "xfail", "known bug"),
+        "f.py::d": ("m", "error", "the test did not finish"),
+        "f.py::e": ("m", "skip", "model 'm' has no 'decode' capability"),
+    }

@@ -101,7 +101,9 @@ class Collector:
         result = self.results.get(report.nodeid)
         if result is None:
             model = props.get(MODEL)
-            result = Result(property_name(report.nodeid, model), model, "pass", nodeid=report.nodeid)
+            # An error until its call reports, so a run that stops half-way shows no false pass.
+            result = Result(property_name(report.nodeid, model), model, "error", "the test did not finish")
+            result.nodeid = report.nodeid
             self.results[report.nodeid] = result
         result.duration += report.duration
         if WORST_ERROR_RATIO in props:
@@ -120,7 +122,7 @@ class Collector:
                 result.outcome, result.detail = "fail", _message(report)
         elif report.skipped:  # skipped in setup: a skip mark, or a fixture that skipped
             result.outcome, result.detail = "skip", _message(report)
-        elif report.failed and result.outcome not in ("fail", "error"):
+        elif report.failed and (report.when == "setup" or result.outcome not in ("fail", "error")):
             result.outcome, result.detail = "error", f"{report.when} failed: {_message(report)}"
 
     @pytest.hookimpl(trylast=True)
