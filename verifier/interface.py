@@ -30,7 +30,17 @@ import numpy as np
 from verifier.config import ModelConfig
 from verifier.weights import Weights
 
-CAPABILITIES = ("logits", "decode", "trace", "attention_mask", "greedy")
+# Each capability, and the call that provides it (shown in skip reasons and errors).
+CAPABILITIES: dict[str, str] = {
+    "logits": "logits(tokens) -> logits [T, V] or [B, T, V]",
+    "decode": "decode(tokens, cache=None) -> (logits, cache), a KV-cached chunk",
+    "trace": "trace(tokens [T]) -> {stage name: array}",
+    "attention_mask": "logits(tokens, attention_mask=[B, T] of 0/1) for left-padded batches",
+    "greedy": "greedy(prompt [T], n_new) -> n_new argmax token ids",
+}
+
+# The method each capability needs; `attention_mask` is a parameter of `logits`.
+METHOD = {"logits": "logits", "decode": "decode", "trace": "trace", "attention_mask": "logits", "greedy": "greedy"}
 
 
 @runtime_checkable
@@ -47,23 +57,34 @@ class Unsupported(Exception):
     """Raised by a factory for a config its model cannot run, with the reason as message."""
 
 
-def capabilities(model: Any) -> frozenset[str]:
-    """The capabilities of a built model: declared by `model.capabilities`, else detected."""
+def declared_capabilities(model: Any) -> frozenset[str] | None:
+    """The capabilities a model declares by its `capabilities` attribute, or None if it declares none."""
     declared = getattr(model, "capabilities", None)
-    if declared is not None:
-        unknown = set(declared) - set(CAPABILITIES)
-        if unknown:
-            raise ValueError(f"unknown capabilities {sorted(unknown)} declared; known: {CAPABILITIES}")
-        return frozenset(declared)
+    return None if declared is None else frozenset(declared)
+
+
+def detected_capabilities(model: Any) -> frozenset[str]:
+    """The capabilities a model's methods provide."""
     found = {name for name in ("logits", "decode", "trace", "greedy") if callable(getattr(model, name, None))}
-    logits = getattr(model, "logits", None)
-    if callable(logits) and "attention_mask" in _parameters(logits):
+    if "logits" in found and "attention_mask" in _parameters(model.logits):
         found.add("attention_mask")
     return frozenset(found)
 
 
-def _parameters(fn: Callable[..., Any]) -> set[str]:
+def capabilities(model: Any) -> frozenset[str]:
+    """The capabilities of a built model: declared by `model.capabilities`, else detected."""
+    declared = declared_capabilities(model)
+    return declared if declared is not None else detected_capabilities(model)
+
+
+def accepts_keyword(fn: Callable[..., Any], name: str) -> bool:
+    """Whether `fn` can be called with keyword `name`: an explicit parameter, or **kwargs."""
+    parameters = _parameters(fn)
+    return name in parameters or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+
+
+def _parameters(fn: Callable[..., Any]) -> dict[str, inspect.Parameter]:
     try:
-        return set(inspect.signature(fn).parameters)
+        return dict(inspect.signature(fn).parameters)
     except (TypeError, ValueError):  # builtins and C extensions may have no signature
-        return set()
+        return {}

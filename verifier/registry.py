@@ -5,15 +5,19 @@ Three ways in, all ending as a `ModelSpec`:
 2. `pytest --model module.path:factory` (repeatable), or the VERIFIER_MODEL environment variable
    with the same syntax (several separated by commas);
 3. an installed package's entry point in the group `verifier.models` (name = factory).
+
+`select` applies the precedence: `--model` options, else the variable, else everything
+registered or installed. `--model` and the variable also accept a registered or entry-point name.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata
+from typing import Any
 
 from verifier.interface import Factory
 
@@ -38,7 +42,7 @@ _REGISTERED: dict[str, ModelSpec] = {}
 
 
 def register(name: str, factory: Factory, *, origin: str = "fixtures/") -> Factory:
-    """Register `factory` under `name`; returns the factory, so it also works as a decorator helper."""
+    """Register `factory` under `name` (an error if another factory has it) and return the factory."""
     if not callable(factory):
         raise PluginError(f"model {name!r}: the factory must be callable, found {type(factory).__name__}")
     previous = _REGISTERED.get(name)
@@ -54,18 +58,28 @@ def registered() -> list[ModelSpec]:
 
 
 def load_spec(text: str, *, origin: str = "--model") -> ModelSpec:
-    """A registered name, or `module.path:factory` imported; the name shown is `text` itself."""
+    """A registered name, an entry point's name, or `module.path:factory` imported.
+
+    The name shown in test ids and reports is `text` itself.
+    """
     if text in _REGISTERED:
         return _REGISTERED[text]
     module_name, sep, attr = text.partition(":")
+    if not sep:
+        for ep in _entry_points():
+            if ep.name == text:
+                return entry_point_specs([ep])[0]
     if not sep or not module_name or not attr:
-        known = ", ".join(_REGISTERED) or "none"
-        raise PluginError(f"{origin} {text!r}: expected module.path:factory or a registered name ({known})")
+        known = ", ".join([*_REGISTERED, *(ep.name for ep in _entry_points())]) or "none"
+        raise PluginError(f"{origin} {text!r}: expected module.path:factory or a registered or installed name: {known}")
     try:
         module = importlib.import_module(module_name)
-    except ImportError as e:
-        raise PluginError(f"{origin} {text!r}: cannot import module {module_name!r}: {e}") from e
-    factory = module
+    except Exception as e:  # a user's module may fail in any way while importing
+        hint = " (is its directory the current one, or on PYTHONPATH?)" if isinstance(e, ModuleNotFoundError) else ""
+        raise PluginError(
+            f"{origin} {text!r}: cannot import module {module_name!r}: {type(e).__name__}: {e}{hint}"
+        ) from e
+    factory: Any = module
     for part in attr.split("."):
         try:
             factory = getattr(factory, part)
@@ -76,20 +90,46 @@ def load_spec(text: str, *, origin: str = "--model") -> ModelSpec:
     return ModelSpec(text, factory, origin)
 
 
-def env_specs(environ: dict[str, str] | None = None) -> list[ModelSpec]:
+def env_specs(environ: Mapping[str, str] | None = None) -> list[ModelSpec]:
     """The specs named by the VERIFIER_MODEL environment variable (comma-separated)."""
     value = (environ if environ is not None else os.environ).get(ENV_VAR, "")
     return [load_spec(part.strip(), origin=f"${ENV_VAR}") for part in value.split(",") if part.strip()]
 
 
+def _entry_points() -> Iterable[metadata.EntryPoint]:
+    return metadata.entry_points(group=ENTRY_POINT_GROUP)
+
+
 def entry_point_specs(entry_points: Iterable[metadata.EntryPoint] | None = None) -> list[ModelSpec]:
     """The factories installed packages declare in the `verifier.models` entry-point group."""
-    found = metadata.entry_points(group=ENTRY_POINT_GROUP) if entry_points is None else entry_points
     specs = []
-    for ep in found:
+    for ep in _entry_points() if entry_points is None else entry_points:
         try:
             factory = ep.load()
-        except Exception as e:
-            raise PluginError(f"entry point {ep.name!r} ({ep.value}) in {ENTRY_POINT_GROUP}: cannot load: {e}") from e
+        except Exception as e:  # an installed package may fail in any way while importing
+            raise PluginError(
+                f"entry point {ep.name!r} = {ep.value!r} in group {ENTRY_POINT_GROUP!r}: cannot load: "
+                f"{type(e).__name__}: {e}"
+            ) from e
+        if not callable(factory):
+            raise PluginError(
+                f"entry point {ep.name!r} = {ep.value!r} in group {ENTRY_POINT_GROUP!r}: "
+                f"{type(factory).__name__} is not a callable factory"
+            )
         specs.append(ModelSpec(ep.name, factory, f"entry point {ep.value}"))
     return specs
+
+
+def select(options: Sequence[str], environ: Mapping[str, str] | None = None) -> list[ModelSpec]:
+    """The models a run tests: the `--model` options; else $VERIFIER_MODEL; else every registered
+    model and every installed entry point. Raises PluginError for a spec that names nothing, or
+    for two selected models with the same name (their test ids would collide)."""
+    chosen = [load_spec(text) for text in options] or env_specs(environ)
+    if not chosen:
+        chosen = registered() + entry_point_specs()
+    seen: dict[str, ModelSpec] = {}
+    for spec in chosen:
+        if spec.name in seen:
+            raise PluginError(f"model {spec.name!r} is selected twice: from {seen[spec.name].origin} and {spec.origin}")
+        seen[spec.name] = spec
+    return chosen

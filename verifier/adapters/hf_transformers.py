@@ -2,6 +2,13 @@
 
 The KV cache is transformers' own `DynamicCache`, copied before each call because transformers
 extends it in place and the contract promises that a cache stays reusable.
+
+`trace` records stages with forward hooks on transformers' own modules (eager attention, so the
+attention module returns its probabilities). Three kinds of stage are computed inside functions
+no hook reaches; they are rebuilt from captured tensors with transformers' own code:
+q, k, v of GPT-2 (split from `c_attn`'s fused output as `GPT2Attention` splits it), Llama's
+q_rope / k_rope (`apply_rotary_pos_emb` with the captured rotary tables), and `scores`
+(q k^T times the attention module's own `scaling`).
 """
 
 from __future__ import annotations
@@ -11,9 +18,53 @@ from typing import Any
 
 import numpy as np
 
+from verifier import stages
 from verifier.config import ModelConfig
 from verifier.hf import build_model
 from verifier.weights import Weights
+
+# Where each stage is read: (module path, what). Paths under a layer are relative to it ("" is
+# the layer itself); what is "in" (the first input), "out" (the output), or an output index.
+_TOP: dict[str, dict[str, tuple[str, str | int]]] = {
+    "gpt2": {stages.EMBED: ("transformer.drop", "out"), stages.FINAL_NORM: ("transformer.ln_f", "out")},
+    "llama": {
+        stages.EMBED: ("model.embed_tokens", "out"),
+        stages.FINAL_NORM: ("model.norm", "out"),
+        "rotary": ("model.rotary_emb", "out"),
+    },
+}
+_LAYER_PREFIX = {"gpt2": "transformer.h", "llama": "model.layers"}
+_LAYER: dict[str, dict[str, tuple[str, str | int]]] = {
+    "gpt2": {
+        "attn_norm": ("ln_1", "out"),
+        "qkv": ("attn.c_attn", "out"),
+        "probs": ("attn", 1),
+        "attn": ("attn.c_proj", "in"),
+        "attn_out": ("attn", 0),
+        "resid_attn": ("ln_2", "in"),
+        "mlp_norm": ("ln_2", "out"),
+        "mlp_up": ("mlp.c_fc", "out"),
+        "mlp_act": ("mlp.act", "out"),
+        "mlp_out": ("mlp", "out"),
+        "resid_mlp": ("", "out"),
+    },
+    "llama": {
+        "attn_norm": ("input_layernorm", "out"),
+        "q": ("self_attn.q_proj", "out"),
+        "k": ("self_attn.k_proj", "out"),
+        "v": ("self_attn.v_proj", "out"),
+        "probs": ("self_attn", 1),
+        "attn": ("self_attn.o_proj", "in"),
+        "attn_out": ("self_attn", 0),
+        "resid_attn": ("post_attention_layernorm", "in"),
+        "mlp_norm": ("post_attention_layernorm", "out"),
+        "mlp_gate": ("mlp.gate_proj", "out"),
+        "mlp_up": ("mlp.up_proj", "out"),
+        "mlp_act": ("mlp.down_proj", "in"),
+        "mlp_out": ("mlp", "out"),
+        "resid_mlp": ("", "out"),
+    },
+}
 
 
 class TransformersModel:
@@ -50,6 +101,77 @@ class TransformersModel:
         """Logits of a chunk after `cache` (a DynamicCache, or None) and the extended cache."""
         out = self._run(tokens, past_key_values=copy.deepcopy(cache), use_cache=True)
         return self._out(out.logits, tokens), out.past_key_values
+
+    def trace(self, tokens: np.ndarray) -> dict[str, np.ndarray]:
+        """Every stage of one sequence [T], named and shaped as in `verifier.stages`."""
+        if np.ndim(tokens) != 1:
+            raise ValueError(f"trace takes one sequence [T], found shape {np.shape(tokens)}")
+        family = self.config.family
+        points: dict[str, tuple[str, str | int]] = dict(_TOP[family])
+        for i in range(self.config.n_layers):
+            for op, (path, what) in _LAYER[family].items():
+                points[stages.layer_stage(i, op)] = (f"{_LAYER_PREFIX[family]}.{i}.{path}".rstrip("."), what)
+        captured: dict[str, Any] = {}
+        handles = [
+            self.model.get_submodule(path).register_forward_hook(_keep(captured, key, what))
+            for key, (path, what) in points.items()
+        ]
+        try:
+            logits = self._run(tokens, use_cache=False).logits
+        finally:
+            for handle in handles:
+                handle.remove()
+        captured[stages.LOGITS] = logits
+        self._rebuild_attention(captured)
+        order = stages.stage_shapes(self.config, len(tokens))
+        return {stage: captured[stage][0].float().numpy() for stage in order}
+
+    def _rebuild_attention(self, captured: dict[str, Any]) -> None:
+        """Add q, k, v in heads [1, heads, T, d_head], Llama's q_rope / k_rope, and scores."""
+        c = self.config
+        for i in range(c.n_layers):
+
+            def stage(op: str, i: int = i) -> str:
+                return stages.layer_stage(i, op)
+
+            attention = self.model.get_submodule(
+                f"{_LAYER_PREFIX[c.family]}.{i}.{'attn' if c.family == 'gpt2' else 'self_attn'}"
+            )
+            if c.family == "gpt2":
+                q, k, v = captured.pop(stage("qkv")).split(c.d_model, dim=2)
+                captured[stage("q")], captured[stage("k")], captured[stage("v")] = (
+                    _heads(x, c.d_head) for x in (q, k, v)
+                )
+                q, k = captured[stage("q")], captured[stage("k")]
+            else:
+                from transformers.models.llama.modeling_llama import apply_rotary_pos_emb, repeat_kv
+
+                for op in ("q", "k", "v"):
+                    captured[stage(op)] = _heads(captured[stage(op)], c.d_head)
+                cos, sin = captured["rotary"]
+                q, k = apply_rotary_pos_emb(captured[stage("q")], captured[stage("k")], cos, sin)
+                captured[stage("q_rope")], captured[stage("k_rope")] = q, k
+                k = repeat_kv(k, c.n_heads // c.n_kv_heads)
+            captured[stage("scores")] = self._torch.matmul(q, k.transpose(2, 3)) * attention.scaling
+
+
+def _heads(x: Any, d_head: int) -> Any:
+    """[1, T, heads * d_head] -> [1, heads, T, d_head], as transformers' attention reshapes."""
+    return x.view(*x.shape[:-1], -1, d_head).transpose(1, 2)
+
+
+def _keep(captured: dict[str, Any], key: str, what: str | int) -> Any:
+    """A forward hook that stores the module's first input, output, or output[what] under `key`."""
+
+    def hook(module: Any, args: tuple[Any, ...], output: Any) -> None:
+        if what == "in":
+            captured[key] = args[0].detach()
+        elif what == "out":
+            captured[key] = output.detach() if hasattr(output, "detach") else output
+        else:
+            captured[key] = output[what].detach()
+
+    return hook
 
 
 def build(config: ModelConfig, weights: Weights) -> TransformersModel:

@@ -1,0 +1,267 @@
+"""`verifier check`: run on a throwaway suite in a copy of the skeleton (the real properties are
+written elsewhere), with a correct model and a wrong one, as a user runs it; and its parts."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.plugin.project import ROOT, junit_cases, make_project, run
+from verifier.cli import build_parser, main
+from verifier.report import plot, render
+from verifier.report.collect import Collector, property_name
+from verifier.report.output import plot_path
+from verifier.report.results import Header, ModelCard, Report, Result
+from verifier.report.suite import SuiteNotFound, default_suite, find_suite
+
+# A stand-in for the real suite: one differential property that localizes its failures by a trace
+# and records what the report reads, one that needs a capability no model here has, one model-free.
+THROWAWAY_SUITE = """
+    import numpy as np
+    import pytest
+    from verifier import tolerance
+    from verifier.adapters.reference import build_float64
+    from verifier.contract import PROBE_CONFIGS, build_checked
+    from verifier.weights import init_weights
+
+    CONFIG = PROBE_CONFIGS["gpt2"]
+
+    def test_logits_agree_with_the_oracle(model_spec, record_property):
+        weights = init_weights(CONFIG, seed=1)
+        model = build_checked(model_spec, CONFIG, weights)
+        oracle = build_float64(CONFIG, weights)
+        tokens = np.arange(6)
+        ratio = tolerance.error_ratio(model.logits(tokens), oracle.logits(tokens))
+        record_property("worst_error_ratio", ratio)
+        if ratio > 1:
+            actual, expected = model.trace(tokens), oracle.trace(tokens)
+            errors = [(s, tolerance.max_error(actual[s], e), tolerance.bound(e)) for s, e in expected.items()]
+            first = next(stage for stage, error, bound in errors if error > bound)
+            record_property("first_divergent_stage", first)
+            record_property("stage_errors", errors)
+            pytest.fail(f"logits differ from the oracle: error / tolerance {ratio:.3g}; first divergent stage {first}")
+
+    def test_greedy_continuations_agree(model_spec):
+        model = build_checked(model_spec, CONFIG, init_weights(CONFIG))
+        if reason := model.lacks("greedy"):
+            pytest.skip(reason)
+
+    def test_model_independent():
+        pass
+"""
+
+# A model that is wrong from its first norm on: LayerNorm with eps 1e-2 instead of the config's.
+WRONG_MODEL = """
+    from verifier.reference import NumpyModel
+
+    def build(config, weights):
+        return NumpyModel(config.replace(norm_eps=1e-2), weights)
+"""
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    files = {"properties/test_throwaway.py": THROWAWAY_SUITE, "wrong_model.py": WRONG_MODEL}
+    return make_project(tmp_path_factory.mktemp("check"), files)
+
+
+def test_a_failing_model_gets_the_table_the_files_the_plot_and_exit_status_1(project: Path) -> None:
+    out = project / "out"
+    done = run(
+        project,
+        *("-m", "verifier", "check", "--suite", "properties", "--model", "numpy", "--model", "wrong_model:build"),
+        *("--reports", str(out), "--plot", "--hypothesis-profile", "dev", "--", f"--junitxml={out / 'junit.xml'}"),
+    )
+    assert done.returncode == 1, done
+    rows = {cells[0]: cells[1:] for cells in (re.split(r"\s{2,}", line) for line in done.stdout.splitlines())}
+    assert rows["property"] == ["numpy", "wrong_model:build", "(no model)"], done
+    numpy, wrong, no_model = rows["test_throwaway.py::test_logits_agree_with_the_oracle"]
+    assert numpy.startswith("pass ") and float(numpy.split()[1]) < 1, numpy
+    assert wrong.startswith("FAIL ") and float(wrong.split()[1]) > 1 and wrong.endswith(" [1]"), wrong
+    assert no_model == "-"
+    assert rows["test_throwaway.py::test_greedy_continuations_agree"] == ["skip [2]", "skip [3]", "-"]
+    assert rows["test_throwaway.py::test_model_independent"] == ["-", "-", "pass"]
+    assert (
+        "[1] test_throwaway.py::test_logits_agree_with_the_oracle / wrong_model:build: "
+        "first divergent stage layers.0.attn_norm; Failed: logits differ from the oracle"
+    ) in done.stdout, done
+    assert (
+        "[2] test_throwaway.py::test_greedy_continuations_agree / numpy: model 'numpy' has no 'greedy'" in done.stdout
+    )
+    assert "hypothesis profile dev (max_examples=8" in done.stdout, done
+    assert (
+        "wrong_model:build (--model)" in done.stdout and "gpt2, llama, llama-gqa: logits, decode, trace" in done.stdout
+    )
+    assert "1 fail, 2 pass, 2 skip: does not conform" in done.stdout, done
+
+    report = json.loads((out / "conformance.json").read_text())
+    assert report["counts"] == {"fail": 1, "pass": 2, "skip": 2} and report["conforms"] is False
+    failed = next(r for r in report["results"] if r["outcome"] == "fail")
+    assert failed["model"] == "wrong_model:build" and failed["first_divergent_stage"] == "layers.0.attn_norm"
+    (embed, embed_error, embed_bound), (norm, norm_error, norm_bound) = failed["stage_errors"][:2]
+    assert (embed, norm) == ("embed", "layers.0.attn_norm")
+    assert embed_error <= embed_bound and norm_error > norm_bound
+    assert {"numpy", "torch", "transformers", "hypothesis", "pytest", "python"} <= set(report["header"]["versions"])
+    assert "| `test_throwaway.py::test_logits_agree_with_the_oracle` | pass" in (out / "conformance.md").read_text()
+    png = out / "stage-errors_wrong_model-build_test_throwaway.py-test_logits_agree_with_the_oracle.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+    assert (
+        junit_cases(out / "junit.xml")["test_logits_agree_with_the_oracle[wrong_model:build]"]["outcome"] == "failure"
+    )
+
+
+@pytest.mark.slow
+def test_a_conforming_model_exits_0_also_under_xdist(project: Path) -> None:
+    out = project / "out-xdist"
+    done = run(
+        project,
+        *("-m", "verifier", "check", "--suite", "properties", "--model", "numpy", "--reports", str(out)),
+        *("--", "-n", "2", "-k", "oracle or independent"),
+    )
+    assert done.returncode == 0, done
+    assert "2 pass: conforms" in done.stdout, done
+    results = json.loads((out / "conformance.json").read_text())["results"]
+    assert [r["property"] for r in results] == [  # in the suite's order, whichever worker finished first
+        "test_throwaway.py::test_logits_agree_with_the_oracle",
+        "test_throwaway.py::test_model_independent",
+    ]
+    assert results[0]["worst_error_ratio"] < 1
+
+
+def test_a_model_spec_that_names_nothing_exits_2_with_pytest_s_reason(project: Path) -> None:
+    done = run(project, "-m", "verifier", "check", "--suite", "properties", "--model", "wrong_modle:build")
+    assert done.returncode == 2, done
+    assert "ERROR: --model 'wrong_modle:build'" in done.stderr, done  # pytest's own usage error
+    assert "--model 'wrong_modle:build': cannot import module 'wrong_modle'" in done.stderr, done
+    assert "verifier check: error: pytest stopped before the suite ran (a usage error)" in done.stderr, done
+
+
+def test_a_missing_suite_is_a_one_line_user_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "--suite", str(tmp_path / "nowhere")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"verifier check: error: no property suite at {tmp_path / 'nowhere'} (--suite); ")
+    assert err.count("\n") == 1
+
+
+def test_the_suite_is_found_by_the_option_the_variable_or_beside_the_package(tmp_path: Path) -> None:
+    assert default_suite() == Path(__file__).resolve().parents[2] / "properties"
+    suite, empty = tmp_path / "suite", tmp_path / "empty"
+    (suite / "rope").mkdir(parents=True)
+    (suite / "rope" / "test_x.py").write_text("")
+    empty.mkdir()
+    assert find_suite(str(suite), {}) == find_suite(None, {"VERIFIER_SUITE": str(suite)}) == suite
+    with pytest.raises(SuiteNotFound, match=r"holds no test_\*\.py files: not a property suite"):
+        find_suite(str(empty), {"VERIFIER_SUITE": str(suite)})
+
+
+@pytest.mark.parametrize(
+    ("nodeid", "model", "expected"),
+    [
+        ("properties/test_a.py::test_x[numpy]", "numpy", "test_a.py::test_x"),
+        ("properties/test_a.py::test_x[numpy-gpt2]", "numpy", "test_a.py::test_x[gpt2]"),
+        ("properties/test_a.py::test_x[gpt2-my-model-3]", "my-model", "test_a.py::test_x[gpt2-3]"),
+        ("test_a.py::TestK::test_x[m:build]", "m:build", "test_a.py::TestK::test_x"),
+        ("properties/test_a.py::test_x[gpt2]", None, "test_a.py::test_x[gpt2]"),
+        ("properties/test_a.py::test_x", None, "test_a.py::test_x"),
+    ],
+)
+def test_the_property_name_leaves_the_model_out(nodeid: str, model: str | None, expected: str) -> None:
+    assert property_name(nodeid, model) == expected
+
+
+def _report(*results: Result) -> Report:
+    card = ModelCard("numpy", "built-in", {"gpt2": "logits", "llama": "logits"})
+    header = Header([card], {"numpy": "2"}, "ci", {"max_examples": "20"}, "properties", "2026-01-01T00:00:00+00:00")
+    return Report(header, list(results))
+
+
+def test_one_reason_for_several_properties_of_a_model_is_one_note() -> None:
+    reason = "model 'm' runs no llama config"
+    skips = [Result(p, "m", "skip", reason) for p in ("rope_a", "rope_b")]
+    t = render.table(_report(*skips, Result("rope_a", "numpy", "skip", "other")))
+    assert t.cells == {("rope_a", "numpy"): "skip [1]", ("rope_a", "m"): "skip [2]", ("rope_b", "m"): "skip [2]"}
+    assert [t.note_heading(n) for n in (1, 2)] == ["rope_a / numpy", "m, 2 properties"]
+
+
+def test_a_run_that_only_skips_does_not_conform() -> None:
+    report = _report(Result("p", "numpy", "skip", "no decode"))
+    assert not report.conforms
+    assert render.summary(report) == "1 skip: does not conform"
+    assert _report(Result("p", "numpy", "pass"), Result("q", "numpy", "skip")).conforms
+
+
+def test_the_report_survives_standard_json_and_renders_pipes_and_long_messages() -> None:
+    long = "model 'x' broke | the rule\n  Falsifying example: tokens=[1, 2]"
+    stage_errors = [("embed", 0.0, 1e-5), ("layers.0.q", float("inf"), 1e-5)]
+    failed = Result("p", "numpy", "fail", long, worst_error_ratio=31.0, stage_errors=stage_errors)
+    report = _report(failed, Result("q", None, "pass", worst_error_ratio=float("inf")))
+    text = report.to_json()
+    assert "Infinity" not in text and '"inf"' in text
+    assert Report.from_dict(json.loads(text)) == report
+    md = render.markdown(report)
+    assert "| `p` | FAIL 31 [1] | - |" in md and "| `q` | - | pass inf |" in md
+    assert "1. p / numpy (fail): model 'x' broke \\| the rule" in md and "   Falsifying example: tokens=[1, 2]" in md
+    assert "  - `gpt2, llama: logits`" in md
+    text = render.text(report, note_width=30)
+    assert "[1] p / numpy: model 'x' brok…" in text and "Falsifying" not in text
+
+
+def test_the_plot_draws_any_stage_errors_as_a_png() -> None:
+    rows = [("embed", 0.0, 1e-5), ("layers.0.attn_norm", 3e-2, 1e-5), ("layers.0.q", float("inf"), 1e-5)]
+    png = plot.stage_errors_png(Result("p", "m", "fail", first_divergent_stage="layers.0.attn_norm", stage_errors=rows))
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plot_file_names_are_safe() -> None:
+    name = plot_path(Path("r"), Result("test_a.py::test_x[gpt2]", "pkg.mod:build", "fail")).name
+    assert name == "stage-errors_pkg.mod-build_test_a.py-test_x-gpt2.png"
+
+
+def test_the_example_workflow_runs_a_check_command_the_cli_accepts() -> None:
+    workflow = yaml.safe_load((ROOT / "examples/github-actions/verify-model.yml").read_text())
+    job = workflow["jobs"]["conformance"]
+    (command,) = [step["run"] for step in job["steps"] if "verifier check" in step.get("run", "")]
+    argv = shlex.split(command.replace('"$MODEL"', job["env"]["MODEL"].split()[0]))
+    args = build_parser().parse_args(argv[1:])
+    assert (args.command, args.model, args.reports, args.plot) == ("check", ["my_model.plugin:build"], "reports", True)
+    assert args.pytest_args == ["-n", "auto", "--junitxml=reports/junit.xml"]
+    uploaded = next(step for step in job["steps"] if step.get("uses", "").startswith("actions/upload-artifact"))
+    assert uploaded["with"]["path"] == f"{args.reports}/"
+
+
+def _phase(nodeid: str, when: str, outcome: str, longrepr: object = None, **extra: object) -> pytest.TestReport:
+    report = pytest.TestReport(
+        nodeid, ("f.py", 0, nodeid), {}, outcome, longrepr, when, user_properties=[("model", "m")]
+    )
+    for name, value in extra.items():
+        setattr(report, name, value)
+    return report
+
+
+def test_the_collector_turns_the_phases_of_each_test_into_one_outcome(tmp_path: Path) -> None:
+    collector = Collector(None, tmp_path / "results.json")  # type: ignore[arg-type]
+    phases = [
+        _phase("f.py::a[m]", "setup", "failed", "E   RuntimeError: fixture broke"),
+        _phase("f.py::b[m]", "setup", "passed"),
+        _phase("f.py::b[m]", "call", "passed"),
+        _phase("f.py::b[m]", "teardown", "failed", "E   OSError: cannot remove"),
+        _phase("f.py::c[m]", "setup", "passed"),
+        _phase("f.py::c[m]", "call", "skipped", ("f.py", 3, "reason"), wasxfail="known bug"),
+        _phase("f.py::d[m]", "setup", "passed"),  # the run stopped here
+        _phase("f.py::e[m]", "setup", "skipped", ("f.py", 5, "Skipped: model 'm' has no 'decode' capability")),
+    ]
+    for report in phases:
+        collector.pytest_runtest_logreport(report)
+    found = {r.property: (r.model, r.outcome, r.detail) for r in collector.results.values()}
+    assert found == {
+        "f.py::a": ("m", "error", "setup failed: E   RuntimeError: fixture broke"),
+        "f.py::b": ("m", "error", "teardown failed: E   OSError: cannot remove"),
+        "f.py::c": ("m", "xfail", "known bug"),
+        "f.py::d": ("m", "error", "the test did not finish"),
+        "f.py::e": ("m", "skip", "model 'm' has no 'decode' capability"),
+    }

@@ -1,0 +1,174 @@
+"""The model contract: every rule, shown to catch a deliberately broken factory by name, and to
+let the correct models (the reference, transformers, the example) through for any valid input."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from examples import torch_gpt2
+from tests.plugin import broken
+from verifier.adapters import hf_transformers, reference
+from verifier.config import ModelConfig
+from verifier.contract import (
+    PROBE_CONFIGS,
+    RULES,
+    CheckedModel,
+    ContractViolation,
+    MissingCapability,
+    build_checked,
+    probe,
+)
+from verifier.registry import ModelSpec
+from verifier.weights import init_weights
+
+GPT2 = PROBE_CONFIGS["gpt2"]
+TOKENS = np.array([3, 1, 4, 1, 5])
+
+
+def checked(factory: Callable[..., Any], config: ModelConfig = GPT2) -> CheckedModel:
+    return build_checked(ModelSpec(factory.__name__, factory, "test"), config, init_weights(config, seed=0))
+
+
+def assert_violation(excinfo: pytest.ExceptionInfo[ContractViolation], rule: str, call: str) -> None:
+    """The message names the model, the rule (by name and text) and the call that broke it."""
+    message = str(excinfo.value)
+    assert excinfo.value.rule == rule, message
+    assert f"rule {rule!r} ({RULES[rule]})" in message, message
+    assert call in message, f"the call {call!r} is not named in: {message}"
+
+
+# Each case: the broken factory, what the test calls, the rule it must break, the call named.
+CASES = {
+    "factory raises": (broken.factory_raises, None, "factory", "factory(config=gpt2 d_model=8 n_layers=1, weights)"),
+    "no model": (broken.returns_none, None, "has-logits", "factory(config=gpt2"),
+    "logits raise": (broken.logits_raise, lambda m: m.logits(TOKENS), "no-exception", "logits(tokens int64 [5])"),
+    "wrong shape": (broken.wrong_shape, lambda m: m.logits(TOKENS), "shape", "logits(tokens int64 [5])"),
+    "int logits": (broken.int_logits, lambda m: m.logits(TOKENS), "dtype", "logits(tokens int64 [5])"),
+    "a list": (broken.list_logits, lambda m: m.logits(TOKENS), "dtype", "logits(tokens int64 [5])"),
+    "a grad tensor": (broken.grad_tensor, lambda m: m.logits(TOKENS), "dtype", "logits(tokens int64 [5])"),
+    "NaN": (broken.nan_logits, lambda m: m.logits(TOKENS), "finite", "logits(tokens int64 [5])"),
+    "decode not a pair": (
+        broken.decode_not_pair,
+        lambda m: m.decode(TOKENS),
+        "decode-returns-pair",
+        "decode(tokens int64 [5], cache=None)",
+    ),
+    "trace a list": (broken.trace_not_dict, lambda m: m.trace(TOKENS), "trace-returns-dict", "trace(tokens int64 [5])"),
+    "trace own names": (broken.trace_own_names, lambda m: m.trace(TOKENS), "trace-stages", "trace(tokens int64 [5])"),
+    "greedy out of range": (
+        broken.greedy_out_of_range,
+        lambda m: m.greedy(TOKENS, 3),
+        "greedy-tokens",
+        "greedy(prompt int64 [5], n_new=3)",
+    ),
+    "unknown capability": (broken.declares_unknown, None, "capabilities", "capabilities = ['beam_search', 'logits']"),
+    "declared, no method": (
+        broken.declares_missing_method,
+        None,
+        "capabilities",
+        "capabilities = ['decode', 'logits']",
+    ),
+    "mask, no parameter": (
+        broken.declares_mask_without_parameter,
+        None,
+        "capabilities",
+        "capabilities = ['attention_mask', 'logits']",
+    ),
+}
+
+
+@pytest.mark.parametrize(("factory", "call", "rule", "named"), CASES.values(), ids=CASES.keys())
+def test_a_broken_factory_fails_with_the_rule_and_the_call(factory, call, rule: str, named: str) -> None:
+    with pytest.raises(ContractViolation) as excinfo:
+        model = checked(factory)
+        call(model)
+    assert_violation(excinfo, rule, named)
+    assert f"model {factory.__name__!r}" in str(excinfo.value)
+
+
+# Rules that take more than one call are checked by properties; test_selection.py runs them.
+RULES_OF_PROPERTIES = {"deterministic", "cache-reusable"}
+
+
+def test_every_rule_is_proved_by_a_broken_factory() -> None:
+    assert {rule for _, _, rule, _ in CASES.values()} == set(RULES) - RULES_OF_PROPERTIES
+
+
+def test_an_exception_inside_the_model_is_kept_as_the_cause() -> None:
+    with pytest.raises(ContractViolation) as excinfo:
+        checked(broken.logits_raise).logits(TOKENS)
+    assert isinstance(excinfo.value.__cause__, IndexError)
+    assert "raised IndexError: index 7 is out of bounds" in str(excinfo.value)
+
+
+@settings(max_examples=10)
+@given(batch=st.one_of(st.none(), st.integers(1, 3)), T=st.integers(1, GPT2.n_ctx))
+@example(batch=None, T=1).via("one token")
+@example(batch=2, T=GPT2.n_ctx).via("a full batch")
+def test_a_wrong_shape_is_caught_for_every_input_shape(batch: int | None, T: int) -> None:
+    tokens = np.zeros((T,) if batch is None else (batch, T), dtype=np.int64)
+    with pytest.raises(ContractViolation) as excinfo:
+        checked(broken.wrong_shape).logits(tokens)
+    expected = [*tokens.shape, GPT2.vocab_size]
+    assert f"returned shape {[*tokens.shape, GPT2.vocab_size - 1]}, expected {expected}" in str(excinfo.value)
+
+
+CORRECT = {"numpy": reference.build, "transformers": hf_transformers.build}
+
+
+@pytest.mark.parametrize("kind", PROBE_CONFIGS)
+@pytest.mark.parametrize("name", CORRECT)
+def test_correct_models_meet_every_rule(name: str, kind: str) -> None:
+    config = PROBE_CONFIGS[kind]
+    model = checked(CORRECT[name], config)
+    assert model.capabilities == {"logits", "decode", "trace", "attention_mask"}
+    tokens = np.arange(2 * 6).reshape(2, 6) % config.vocab_size
+    assert model.logits(tokens).shape == model.logits(tokens, np.ones_like(tokens)).shape == (2, 6, config.vocab_size)
+    logits, cache = model.decode(tokens[:, :4])
+    assert logits.shape == (2, 4, config.vocab_size) and model.decode(tokens[:, 4:], cache)[0].shape == (
+        2,
+        2,
+        config.vocab_size,
+    )
+    assert set(model.trace(tokens[0])) == set(reference.build(config, init_weights(config)).trace(tokens[0]))
+
+
+def test_a_missing_capability_gives_a_skip_reason_and_guards_the_call() -> None:
+    model = checked(broken.greedy_out_of_range)
+    assert model.lacks("greedy") is None
+    assert model.lacks("decode") == (
+        "model 'greedy_out_of_range' has no 'decode' capability "
+        "(decode(tokens, cache=None) -> (logits, cache), a KV-cached chunk)"
+    )
+    with pytest.raises(MissingCapability, match=r"must check CheckedModel.lacks\('logits'\) first"):
+        model.logits(TOKENS)
+
+
+def test_the_factory_gets_a_copy_of_the_weights() -> None:
+    weights = init_weights(GPT2)
+    before = {name: w.copy() for name, w in weights.items()}
+
+    def vandal(config: ModelConfig, w: dict[str, np.ndarray]) -> Any:
+        for array in w.values():
+            array[...] = 0
+        return reference.build(config, w)
+
+    build_checked(ModelSpec("vandal", vandal, "test"), GPT2, weights)
+    assert all(np.array_equal(weights[name], before[name]) for name in weights)
+
+
+def test_probe_reports_capabilities_unsupported_kinds_and_broken_factories() -> None:
+    probes = {p.kind: p.summary() for p in probe(ModelSpec("example", torch_gpt2.build, "test"))}
+    assert probes == {
+        "gpt2": "logits, decode, trace, attention_mask",
+        "llama": "unsupported (this example implements GPT-2 only, not 'llama')",
+        "llama-gqa": "unsupported (this example implements GPT-2 only, not 'llama')",
+    }
+    broken_probe = probe(ModelSpec("raises", broken.factory_raises, "test"))[0].summary()
+    assert broken_probe.startswith("broken (model 'raises' broke the contract rule 'factory'")

@@ -1,0 +1,39 @@
+"""The transformers adapter's trace: every stage, read from transformers' own modules through
+forward hooks, agrees with the float64 reference's trace; the hooks are gone afterwards."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from tests.strategies import small_configs
+from verifier import stages, tolerance
+from verifier.adapters import hf_transformers
+from verifier.config import ModelConfig
+from verifier.contract import PROBE_CONFIGS
+from verifier.reference import NumpyModel
+from verifier.weights import init_weights
+
+
+@settings(max_examples=6, deadline=None)
+@given(config=small_configs(), data=st.data())
+@example(config=PROBE_CONFIGS["llama-gqa"].replace(n_layers=2), data=None).via("grouped-query heads, two layers")
+def test_every_traced_stage_agrees_with_the_reference(config: ModelConfig, data: st.DataObject | None) -> None:
+    T = data.draw(st.integers(1, config.n_ctx), label="T") if data else config.n_ctx
+    tokens = np.random.default_rng(T).integers(0, config.vocab_size, T)
+    weights = init_weights(config, seed=T, scale=0.3)
+    model = hf_transformers.build(config, weights)
+    trace = model.trace(tokens)
+    oracle = NumpyModel(config, weights, np.float64).trace(tokens)
+    assert list(trace) == list(stages.stage_shapes(config, T)) == list(oracle)
+    below = np.tril(np.ones((T, T), dtype=bool))
+    for stage, expected in oracle.items():
+        actual = trace[stage]
+        assert actual.shape == expected.shape, f"{stage}: shape {actual.shape}, expected {expected.shape}"
+        if stages.split_stage(stage)[1] in stages.CAUSAL_OPS:  # above the diagonal is undefined
+            actual, expected = actual[:, below], expected[:, below]
+        ratio = tolerance.error_ratio(actual, expected)
+        assert ratio <= 1, f"{stage}: max |diff| {tolerance.max_error(actual, expected):.3g}, ratio {ratio:.3g}"
+    assert not any(m._forward_hooks for m in model.model.modules()), "trace left forward hooks behind"
+    assert np.array_equal(model.logits(tokens), trace[stages.LOGITS])

@@ -1,0 +1,98 @@
+"""Where models come from: specs, the environment variable, entry points, and the precedence."""
+
+from __future__ import annotations
+
+from importlib import metadata
+
+import pytest
+
+from examples import torch_gpt2
+from tests.plugin import broken
+from verifier import registry
+from verifier.adapters import reference
+from verifier.registry import ModelSpec, PluginError
+
+
+def test_a_module_spec_imports_the_factory_and_keeps_the_text_as_name() -> None:
+    spec = registry.load_spec("examples.torch_gpt2:build")
+    assert spec == ModelSpec("examples.torch_gpt2:build", torch_gpt2.build, "--model")
+
+
+def test_a_registered_name_is_the_registered_spec() -> None:
+    assert registry.load_spec("numpy").factory is reference.build
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("nonexistent", "expected module.path:factory or a registered or installed name: numpy, transformers"),
+        ("examples.torch_gpt2:", "expected module.path:factory"),
+        (":build", "expected module.path:factory"),
+        ("no_such_module_xyz:build", "cannot import module 'no_such_module_xyz': ModuleNotFoundError"),
+        ("examples.torch_gpt2:buld", "module 'examples.torch_gpt2' has no attribute 'buld'"),
+        ("examples.torch_gpt2:RENAMES", "'RENAMES' is a dict, not a callable factory"),
+    ],
+)
+def test_a_bad_spec_says_what_is_wrong(text: str, message: str) -> None:
+    with pytest.raises(PluginError) as excinfo:
+        registry.load_spec(text)
+    assert str(excinfo.value).startswith(f"--model {text!r}: ")
+    assert message in str(excinfo.value)
+
+
+def test_a_missing_module_suggests_where_to_run_from() -> None:
+    with pytest.raises(PluginError, match=r"is its directory the current one, or on PYTHONPATH\?"):
+        registry.load_spec("no_such_module_xyz:build")
+
+
+def test_a_module_that_fails_while_importing_is_reported(tmp_path, monkeypatch) -> None:
+    (tmp_path / "half_written_model.py").write_text("def build(config, weights):\n    return None\n1 / 0\n")
+    monkeypatch.syspath_prepend(tmp_path)
+    with pytest.raises(PluginError, match="cannot import module 'half_written_model': ZeroDivisionError"):
+        registry.load_spec("half_written_model:build")
+
+
+def test_the_variable_takes_several_specs_separated_by_commas() -> None:
+    specs = registry.env_specs({registry.ENV_VAR: " numpy , examples.torch_gpt2:build,"})
+    expected = [("numpy", "built-in"), ("examples.torch_gpt2:build", "$VERIFIER_MODEL")]
+    assert [(s.name, s.origin) for s in specs] == expected
+
+
+def test_options_win_over_the_variable_which_wins_over_the_registry() -> None:
+    env = {registry.ENV_VAR: "examples.torch_gpt2:build"}
+    assert [s.name for s in registry.select(["numpy"], env)] == ["numpy"]
+    assert [s.name for s in registry.select([], env)] == ["examples.torch_gpt2:build"]
+    assert [s.name for s in registry.select([], {})][:2] == ["numpy", "transformers"]
+
+
+def test_a_model_selected_twice_is_an_error() -> None:
+    with pytest.raises(PluginError, match="model 'numpy' is selected twice: from built-in and built-in"):
+        registry.select(["numpy", "numpy"], {})
+
+
+def test_registering_another_factory_under_a_taken_name_is_an_error() -> None:
+    with pytest.raises(PluginError, match="model 'numpy' is registered twice: by built-in and by fixtures/"):
+        registry.register("numpy", broken.wrong_shape)
+
+
+def _entry_point(name: str, value: str) -> metadata.EntryPoint:
+    return metadata.EntryPoint(name=name, value=value, group=registry.ENTRY_POINT_GROUP)
+
+
+def test_entry_points_load_as_named_specs() -> None:
+    specs = registry.entry_point_specs([_entry_point("example-gpt2", "examples.torch_gpt2:build")])
+    assert specs == [ModelSpec("example-gpt2", torch_gpt2.build, "entry point examples.torch_gpt2:build")]
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("no_such_module_xyz:build", "cannot load: ModuleNotFoundError"),
+        ("examples.torch_gpt2:RENAMES", "dict is not a callable factory"),
+    ],
+)
+def test_a_broken_entry_point_names_itself(value: str, message: str) -> None:
+    with pytest.raises(PluginError) as excinfo:
+        registry.entry_point_specs([_entry_point("mine", value)])
+    assert f"entry point 'mine' = {value!r} in group 'verifier.models'" in str(excinfo.value)
+    assert message in str(excinfo.value)

@@ -1,0 +1,115 @@
+"""The three ways a model gets in, each run for real: pytest in a throwaway copy of the suite,
+with a user's file in `fixtures/`, an installed distribution's entry point, `--model` and
+$VERIFIER_MODEL; and a broken model failing a property by the rule's name. (A spec that names
+nothing is tested through `verifier check`, in test_check.py.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.plugin.project import ROOT, junit_cases, make_project, run
+from verifier import registry
+from verifier.contract import RULES
+
+THROWAWAY_PROPERTY = """
+    import numpy as np
+    from verifier.contract import PROBE_CONFIGS, build_checked
+    from verifier.weights import init_weights
+
+    def test_selected(model_spec):
+        assert callable(model_spec.factory)
+
+    def test_logits_have_the_contract_shape(model_spec):
+        config = PROBE_CONFIGS["gpt2"]
+        model = build_checked(model_spec, config, init_weights(config))
+        assert model.logits(np.arange(4)).shape == (4, config.vocab_size)
+
+    def test_model_independent():
+        pass
+"""
+
+USERS_FIXTURE = """
+    from verifier.adapters.reference import build
+    from verifier.registry import register
+
+    register("mine", build)
+"""
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_project(
+        tmp_path_factory.mktemp("suite"),
+        {"properties/test_throwaway.py": THROWAWAY_PROPERTY, "fixtures/my_model.py": USERS_FIXTURE},
+    )
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A site directory holding an installed distribution that declares a `verifier.models` entry point."""
+    site = tmp_path_factory.mktemp("site")
+    info = site / "my_models-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: my-models\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[verifier.models]\nmy-installed = verifier.adapters.reference:build\n")
+    return site
+
+
+def models_tested(project: Path, *args: str, **kwargs) -> dict[str, str]:
+    """{model name: outcome} of `test_selected` in a pytest run (which builds no model, so that
+    transformers, slow to import, is not imported)."""
+    junit = project / "junit.xml"
+    done = run(project, "-m", "pytest", "properties", "-k", "selected", f"--junitxml={junit}", *args, **kwargs)
+    assert done.returncode == 0, done
+    cases = junit_cases(junit)
+    return {case["model"]: case["outcome"] for name, case in cases.items() if name.startswith("test_selected")}
+
+
+def test_without_a_choice_every_registered_and_installed_model_is_tested(project: Path, installed: Path) -> None:
+    tested = models_tested(project, pythonpath=(installed,))
+    built_in = [spec.name for spec in registry.registered()]  # what fixtures/builtin.py registers
+    assert {"numpy", "transformers"} <= set(built_in)
+    assert tested == dict.fromkeys([*built_in, "mine", "my-installed"], "passed")
+
+
+def test_model_options_choose_by_name_or_spec_and_win_over_the_variable(project: Path, installed: Path) -> None:
+    args = ("--model", "my-installed", "--model", "tests.plugin.broken:wrong_shape")
+    env = {"VERIFIER_MODEL": "numpy"}
+    tested = models_tested(project, *args, pythonpath=(installed,), env=env)
+    assert tested == {"my-installed": "passed", "tests.plugin.broken:wrong_shape": "passed"}
+
+
+def test_the_variable_chooses_and_a_broken_model_fails_by_the_rule_name(project: Path) -> None:
+    env = {"VERIFIER_MODEL": "mine, tests.plugin.broken:nan_logits"}
+    done = run(project, "-m", "pytest", "properties", "-q", env=env)
+    assert done.returncode == 1, done
+    assert "1 failed, 4 passed" in done.stdout, done
+    assert (
+        "ContractViolation: model 'tests.plugin.broken:nan_logits' broke the contract rule 'finite' "
+        "(logits hold no NaN or Inf for finite weights) in logits(tokens int64 [4]): first non-finite entry at [3, 0]"
+    ) in done.stdout, done
+
+
+# The rules that take more than one call, and the property of the suite that checks each.
+MULTI_CALL_RULES = {
+    "deterministic": ("test_agreement.py::test_the_same_input_gives_the_same_output", "nondeterministic"),
+    "cache-reusable": ("test_kv_cache.py::test_a_cache_stays_usable_after_decoding_from_it", "mutating_cache"),
+}
+
+
+def test_the_properties_checking_multi_call_rules_fail_broken_factories_by_the_rule(tmp_path: Path) -> None:
+    suite = ROOT / "properties"
+    if not all((suite / test.split("::")[0]).exists() for test, _ in MULTI_CALL_RULES.values()):
+        pytest.skip("the property suite's test_agreement.py and test_kv_cache.py are not in this checkout")
+    junit = tmp_path / "junit.xml"
+    tests = [f"properties/{test}" for test, _ in MULTI_CALL_RULES.values()]
+    models = [f"--model=tests.plugin.broken:{factory}" for _, factory in MULTI_CALL_RULES.values()]
+    done = run(ROOT, "-m", "pytest", *tests, *models, "-p", "no:cacheprovider", f"--junitxml={junit}")
+    assert done.returncode == 1, done
+    cases = junit_cases(junit)
+    for rule, (test, factory) in MULTI_CALL_RULES.items():
+        case = cases[f"{test.split('::')[1]}[tests.plugin.broken:{factory}]"]
+        assert case["outcome"] == "failure", (rule, case)
+        assert f"contract rule {rule!r} ({RULES[rule]})" in done.stdout, done

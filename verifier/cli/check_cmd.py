@@ -1,0 +1,74 @@
+"""`verifier check`: run the property suite and print the conformance table property x model.
+
+Exit status: 0 when the models conform (nothing failed, something passed), 1 when not,
+2 when pytest could not start (a bad --model, a bad pytest option).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from verifier.registry import ENV_VAR
+from verifier.report import render, suite
+from verifier.report.output import write_reports
+from verifier.report.results import Report
+
+# pytest's exit status for a usage error (a bad option, a --model that names nothing).
+_PYTEST_USAGE_ERROR = 4
+
+
+def add_parser(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "check",
+        help="run the property suite and print the conformance table",
+        description="Run the property suite (pytest underneath) against models and print a conformance table "
+        "property x model: pass / fail / skip (with the reason), worst error / tolerance. "
+        "Writes it as Markdown and JSON; exits 1 on any failure.",
+        epilog="Arguments after `--` go to pytest, e.g. `verifier check -- -n auto --junitxml=reports/junit.xml`.",
+    )
+    p.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help=f"model under test: a registered name or module.path:factory; repeatable (default: ${ENV_VAR}, "
+        "else every registered model)",
+    )
+    p.add_argument(
+        "--suite",
+        metavar="DIR",
+        help=f"the properties/ folder (default: ${suite.SUITE_ENV_VAR}, else next to the package)",
+    )
+    p.add_argument("--reports", metavar="DIR", default="reports", help="where to write the report (default: reports)")
+    p.add_argument("--plot", action="store_true", help="also write an error-per-stage PNG for each localized failure")
+    p.add_argument("--hypothesis-profile", metavar="NAME", help="ci (default), dev or thorough")
+    p.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="passed to pytest as they are")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    suite_dir = suite.find_suite(args.suite)
+    with tempfile.TemporaryDirectory(prefix="verifier-check-") as tmp:
+        results = Path(tmp) / "results.json"
+        command = suite.pytest_command(
+            suite_dir, results, models=args.model, profile=args.hypothesis_profile, pytest_args=args.pytest_args
+        )
+        status = suite.run(command)
+        if not results.exists():
+            reason = "a usage error" if status == _PYTEST_USAGE_ERROR else f"exit status {status}"
+            print(f"verifier check: error: pytest stopped before the suite ran ({reason}); see above", file=sys.stderr)
+            return 2
+        report = Report.read(results)
+    written = write_reports(report, Path(args.reports), plots=args.plot)
+    print()
+    print(render.text(report))
+    print(f"written: {', '.join(map(str, written))}")
+    if args.plot:
+        for result in report.failures:
+            if result.first_divergent_stage and not result.stage_errors:
+                print(f"no plot for {result.property} / {result.model}: it recorded no stage errors")
+    return 0 if report.conforms else 1

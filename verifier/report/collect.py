@@ -1,0 +1,162 @@
+"""A pytest plugin that records every test's outcome for `verifier check`.
+
+Loaded with `pytest -p verifier.report.collect --verifier-results PATH`. It works from pytest's
+reports only, so it sees the same results under pytest-xdist (in the controller) as in a plain run.
+At the end of the session it probes each model under test for its capabilities and writes a
+`Report` as JSON to PATH.
+"""
+
+from __future__ import annotations
+
+import platform
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from verifier import contract, registry
+from verifier.registry import PluginError
+from verifier.report.output import write_atomic
+from verifier.report.results import (
+    FIRST_DIVERGENT_STAGE,
+    MODEL,
+    STAGE_ERRORS,
+    WORST_ERROR_RATIO,
+    Header,
+    ModelCard,
+    Report,
+    Result,
+)
+
+# Distributions whose versions the header shows.
+LIBRARIES = ("lm-verifier", "numpy", "torch", "transformers", "hypothesis", "pytest")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--verifier-results", metavar="PATH", default=None, help="write every test's outcome as JSON (verifier check)"
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    path = config.getoption("verifier_results")
+    if path and not hasattr(config, "workerinput"):  # under xdist, only the controller writes
+        config.pluginmanager.register(Collector(config, Path(path)), "verifier-results-collector")
+
+
+def property_name(nodeid: str, model: str | None) -> str:
+    """`test_file.py::test_name[params]` with the model's id left out of the params."""
+    path, sep, name = nodeid.partition("::")
+    base, bracket, params = f"{path.rsplit('/', 1)[-1]}{sep}{name}".partition("[")
+    params = params.removesuffix("]")
+    if not bracket or model is None:
+        return base + bracket + params + ("]" if bracket else "")
+    ids = params.split("-")
+    model_ids = model.split("-")
+    for start in range(len(ids) - len(model_ids) + 1):
+        if ids[start : start + len(model_ids)] == model_ids:
+            del ids[start : start + len(model_ids)]
+            break
+    return f"{base}[{'-'.join(ids)}]" if ids else base
+
+
+def _message(report: pytest.CollectReport | pytest.TestReport) -> str:
+    """The exception line(s) of a failure, or the reason of a skip."""
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple):  # a skip: (path, line, "Skipped: reason")
+        return str(longrepr[2]).removeprefix("Skipped: ")
+    crash = getattr(longrepr, "reprcrash", None)
+    if crash is not None:
+        return str(crash.message)
+    lines = str(longrepr or "").strip().splitlines()
+    return lines[-1] if lines else ""
+
+
+class Collector:
+    """Accumulates one `Result` per test from its setup, call and teardown reports."""
+
+    def __init__(self, config: pytest.Config, path: Path) -> None:
+        self.config = config
+        self.path = path
+        self.results: dict[str, Result] = {}
+        self.order: dict[str, int] = {}  # collection order, so that reports list tests as the suite does
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.order = {item.nodeid: i for i, item in enumerate(session.items)}
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        self.order = {nodeid: i for i, nodeid in enumerate(ids)}  # under xdist, the controller collects nothing
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self.results[report.nodeid] = Result(
+                report.nodeid, None, "error", f"collection failed: {_message(report)}", nodeid=report.nodeid
+            )
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        props: dict[str, Any] = dict(report.user_properties)
+        result = self.results.get(report.nodeid)
+        if result is None:
+            model = props.get(MODEL)
+            # An error until its call reports, so a run that stops half-way shows no false pass.
+            result = Result(property_name(report.nodeid, model), model, "error", "the test did not finish")
+            result.nodeid = report.nodeid
+            self.results[report.nodeid] = result
+        result.duration += report.duration
+        if WORST_ERROR_RATIO in props:
+            result.worst_error_ratio = float(props[WORST_ERROR_RATIO])
+        if FIRST_DIVERGENT_STAGE in props:
+            result.first_divergent_stage = str(props[FIRST_DIVERGENT_STAGE])
+        if STAGE_ERRORS in props:
+            result.stage_errors = [(str(stage), float(e), float(b)) for stage, e, b in props[STAGE_ERRORS]]
+        xfail = getattr(report, "wasxfail", None)
+        if report.when == "call":
+            if report.passed:
+                result.outcome, result.detail = ("xpass", xfail) if xfail is not None else ("pass", "")
+            elif report.skipped:
+                result.outcome, result.detail = ("xfail", xfail) if xfail is not None else ("skip", _message(report))
+            else:
+                result.outcome, result.detail = "fail", _message(report)
+        elif report.skipped:  # skipped in setup: a skip mark, or a fixture that skipped
+            result.outcome, result.detail = "skip", _message(report)
+        elif report.failed and (report.when == "setup" or result.outcome not in ("fail", "error")):
+            result.outcome, result.detail = "error", f"{report.when} failed: {_message(report)}"
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        results = sorted(self.results.values(), key=lambda r: self.order.get(r.nodeid, -1))
+        report = Report(header(self.config), results, int(exitstatus))
+        write_atomic(self.path, report.to_json().encode())
+
+
+def _version(distribution: str) -> str:
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _model_cards(config: pytest.Config) -> list[ModelCard]:
+    try:
+        specs = registry.select(config.getoption("model", default=None) or [])
+    except PluginError as e:  # the run itself would have stopped on it; say so rather than crash
+        return [ModelCard("?", "?", {"selection": f"broken ({e})"})]
+    return [ModelCard(s.name, s.origin, {p.kind: p.summary() for p in contract.probe(s)}) for s in specs]
+
+
+def header(config: pytest.Config) -> Header:
+    """The models under test with their capabilities, library versions and the Hypothesis profile."""
+    from hypothesis import settings
+
+    current = settings.default
+    return Header(
+        models=_model_cards(config),
+        versions={"python": platform.python_version(), **{name: _version(name) for name in LIBRARIES}},
+        hypothesis_profile=settings.get_current_profile_name(),
+        hypothesis_settings={name: str(getattr(current, name)) for name in ("max_examples", "derandomize", "deadline")},
+        suite=" ".join(str(arg) for arg in config.args) or str(config.rootpath),
+        created=datetime.now(UTC).isoformat(timespec="seconds"),
+    )

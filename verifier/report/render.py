@@ -1,0 +1,132 @@
+"""The conformance table as text (for the terminal) and Markdown (for files and CI summaries).
+
+Rows are properties, columns are models; a cell reads `pass 0.012` (the worst error / tolerance
+ratio, where the property measured one), `FAIL 3.1e+04 [2]`, `skip [1]`. Numbered notes below
+the table give each skip's reason and each failure's message and first divergent stage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from verifier.report.results import Report, Result
+
+NO_MODEL = "(no model)"
+_LABELS = {"pass": "pass", "fail": "FAIL", "error": "ERROR", "skip": "skip", "xfail": "xfail", "xpass": "xpass"}
+
+
+@dataclass
+class Table:
+    """The matrix of a report: property x model -> result, with the numbered notes of its cells."""
+
+    properties: list[str]
+    models: list[str]
+    cells: dict[tuple[str, str], str]
+    notes: list[tuple[list[Result], str]]  # (the results a note is for, its text), numbered from 1
+
+    def note_heading(self, n: int) -> str:
+        """`property / model` of note n (from 1), or `model, k properties` for a note several share."""
+        results, _ = self.notes[n - 1]
+        model = results[0].model or NO_MODEL
+        return f"{results[0].property} / {model}" if len(results) == 1 else f"{model}, {len(results)} properties"
+
+
+def _note(result: Result) -> str:
+    where = f"first divergent stage {result.first_divergent_stage}; " if result.first_divergent_stage else ""
+    return where + (result.detail or "(no message)")
+
+
+def table(report: Report) -> Table:
+    """Arrange `report.results` as property x model, properties in run order."""
+    properties = list(dict.fromkeys(r.property for r in report.results))
+    seen = list(dict.fromkeys(r.model or NO_MODEL for r in report.results))
+    declared = [m.name for m in report.header.models]
+    models = [m for m in declared if m in seen] + [m for m in seen if m not in declared]
+    cells: dict[tuple[str, str], str] = {}
+    notes: list[tuple[list[Result], str]] = []
+    numbers: dict[tuple[str, str], int] = {}  # (model, note text) -> its number, so repeated reasons share one
+    by_cell = {(r.property, r.model or NO_MODEL): r for r in report.results}
+    for prop in properties:
+        for model in models:
+            result = by_cell.get((prop, model))
+            if result is None:
+                continue
+            parts = [_LABELS[result.outcome]]
+            if result.worst_error_ratio is not None:
+                parts.append(f"{result.worst_error_ratio:.3g}")
+            if result.outcome != "pass":
+                key = (model, _note(result))
+                if key not in numbers:
+                    notes.append(([], key[1]))
+                    numbers[key] = len(notes)
+                notes[numbers[key] - 1][0].append(result)
+                parts.append(f"[{numbers[key]}]")
+            cells[prop, model] = " ".join(parts)
+    return Table(properties, models, cells, notes)
+
+
+def summary(report: Report) -> str:
+    """`12 pass, 1 fail, 3 skip: does not conform`."""
+    counts = ", ".join(f"{n} {outcome}" for outcome, n in report.counts().items()) or "no tests ran"
+    return f"{counts}: {'conforms' if report.conforms else 'does not conform'}"
+
+
+def _header_lines(report: Report) -> list[tuple[str, str]]:
+    h = report.header
+    settings = ", ".join(f"{k}={v}" for k, v in h.hypothesis_settings.items())
+    lines = [
+        ("suite", h.suite),
+        ("hypothesis", f"profile {h.hypothesis_profile} ({settings})"),
+        ("versions", ", ".join(f"{name} {version}" for name, version in h.versions.items())),
+    ]
+    for card in h.models:
+        lines.append(("model", f"{card.name} ({card.origin})"))
+        kinds_by_summary: dict[str, list[str]] = {}
+        for kind, probe in card.probes.items():
+            kinds_by_summary.setdefault(probe, []).append(kind)
+        lines.extend(("", f"  {', '.join(kinds)}: {probe}") for probe, kinds in kinds_by_summary.items())
+    return lines
+
+
+def text(report: Report, *, note_width: int = 200) -> str:
+    """The report for a terminal: header, aligned table, notes (first line, cut at `note_width`)."""
+    t = table(report)
+    lines = [f"{label:<11}{value}" for label, value in _header_lines(report)]
+    rows = [["property", *t.models]] + [[p, *(t.cells.get((p, m), "-") for m in t.models)] for p in t.properties]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines.append("")
+    for i, row in enumerate(rows):
+        lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+        if i == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    if t.notes:
+        lines.append("")
+    for n, (_, note) in enumerate(t.notes, 1):
+        first = f"[{n}] {t.note_heading(n)}: {note.splitlines()[0]}"
+        lines.append(first if len(first) <= note_width else first[: note_width - 1] + "…")
+    lines += ["", summary(report)]
+    return "\n".join(lines)
+
+
+def _md_cell(value: str) -> str:
+    return value.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown(report: Report) -> str:
+    """The report as Markdown: header list, table, notes with full failure messages."""
+    t = table(report)
+    out = ["# Conformance report", ""]
+    for label, value in _header_lines(report):
+        out.append(f"- **{label}**: `{value}`" if label else f"  - `{value.strip()}`")
+    out += ["", f"| property | {' | '.join(map(_md_cell, t.models))} |", "|---" * (len(t.models) + 1) + "|"]
+    for p in t.properties:
+        out.append(f"| `{_md_cell(p)}` | {' | '.join(_md_cell(t.cells.get((p, m), '-')) for m in t.models)} |")
+    if t.notes:
+        out += ["", "## Notes", ""]
+    for n, (results, note) in enumerate(t.notes, 1):
+        first, *rest = note.splitlines() or [""]
+        out.append(f"{n}. {t.note_heading(n)} ({results[0].outcome}): {_md_cell(first)}")
+        if rest:
+            out += ["", "   ```", *(f"   {line}" for line in rest), "   ```", ""]
+    out += ["", f"**{summary(report)}**", ""]
+    return "\n".join(out)

@@ -1,0 +1,68 @@
+"""Finding the property suite and running pytest on it with the results collector.
+
+The suite is the `properties/` folder of a clone of lm-verifier. An editable install (or running
+from the clone) finds it beside the `verifier` package; otherwise `--suite DIR` or $VERIFIER_SUITE
+says where it is.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import verifier
+
+SUITE_ENV_VAR = "VERIFIER_SUITE"
+
+
+class SuiteNotFound(ValueError):
+    """No property suite where one was looked for; the message says where and how to point at one."""
+
+
+def default_suite() -> Path:
+    """`properties/` beside the `verifier` package: where a clone or an editable install has it."""
+    return Path(verifier.__file__).resolve().parent.parent / "properties"
+
+
+def find_suite(option: str | None = None, environ: Mapping[str, str] | None = None) -> Path:
+    """The suite folder: `option`, else $VERIFIER_SUITE, else `default_suite()`; it must hold tests."""
+    env = os.environ if environ is None else environ
+    if option:
+        path, source = Path(option), "--suite"
+    elif env.get(SUITE_ENV_VAR):
+        path, source = Path(env[SUITE_ENV_VAR]), f"${SUITE_ENV_VAR}"
+    else:
+        path, source = default_suite(), "beside the verifier package"
+    if not path.is_dir():
+        raise SuiteNotFound(
+            f"no property suite at {path} ({source}); run from a clone of lm-verifier installed with "
+            f"`pip install -e`, or point at its properties/ folder with --suite DIR or ${SUITE_ENV_VAR}"
+        )
+    if not any(path.rglob("test_*.py")) and not any(path.rglob("*_test.py")):
+        raise SuiteNotFound(f"{path} ({source}) holds no test_*.py files: not a property suite")
+    return path.resolve()
+
+
+def pytest_command(
+    suite: Path,
+    results: Path,
+    *,
+    models: Sequence[str] = (),
+    profile: str | None = None,
+    pytest_args: Sequence[str] = (),
+) -> list[str]:
+    """The command line that runs the suite under pytest with the results collector loaded."""
+    command = [sys.executable, "-m", "pytest", str(suite), "-p", "verifier.report.collect"]
+    command.append(f"--verifier-results={results}")
+    command += [f"--model={model}" for model in models]
+    if profile:
+        command.append(f"--hypothesis-profile={profile}")
+    return [*command, *pytest_args]
+
+
+def run(command: Sequence[str]) -> int:
+    """Run pytest in the current directory, so the user's modules import as they do for plain pytest."""
+    return subprocess.run(list(command), check=False).returncode
