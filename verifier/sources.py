@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 from verifier.config import ModelConfig
 from verifier.formats import checkpoint_config
+from verifier.formats.config_json import read_config_fields
 from verifier.presets import PRESETS
 
 # What Hugging Face accepts as a model repo id: `name` or `owner/name`.
@@ -59,3 +61,19 @@ def load_config(spec: str, *, download: bool = False) -> ModelConfig:
     except SourceError:
         raise _not_found(spec) from None
     return checkpoint_config(path)
+
+
+def hf_config_fields(spec: str, *, download: bool = False) -> tuple[Path, dict[str, Any]] | None:
+    """(path, fields) of the `config.json` that `spec` names or holds (a file, an HF directory or a
+    cached repo id), or None when `spec` is a preset or another kind of checkpoint."""
+    if spec in PRESETS:
+        return None
+    try:
+        path = locate(spec, download=download)
+    except SourceError:
+        raise _not_found(spec) from None
+    if path.is_dir() and (path / "config.json").is_file():
+        path = path / "config.json"
+    if path.suffix != ".json":
+        return None
+    return path, read_config_fields(path)

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 from verifier.cli import main
 from verifier.formats import save_checkpoint
-from verifier.known_models import known_models
+from verifier.known_models import known_model, known_models
 from verifier.presets import PRESETS
 from verifier.weights import init_weights
 
@@ -53,3 +56,32 @@ def test_a_checkpoint_written_by_the_suite_is_counted(tmp_path, capsys) -> None:
     data = json.loads(capsys.readouterr().out)
     # 512 x 64 embedding, 5 layers of q, o [64, 64], k, v [32, 64], 3 x [172, 64], 11 RMSNorm gains
     assert data["total"] == 512 * 64 + 5 * (2 * 64 * 64 + 2 * 32 * 64 + 3 * 172 * 64) + 11 * 64 == 260_032
+
+
+def test_params_counts_a_config_json_of_a_type_the_reference_does_not_run(tmp_path, capsys) -> None:
+    """A Mixtral config.json is counted from its own fields (experts and router included)."""
+    (tmp_path / "config.json").write_text(json.dumps(known_model("mixtral-8x7b").fields))
+    assert main(["params", str(tmp_path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["total"] == 46_702_792_704
+
+
+def test_params_names_the_file_and_field_of_an_uncountable_config_json(tmp_path, capsys) -> None:
+    path = tmp_path / "config.json"
+    path.write_text('{"model_type": "bert", "hidden_size": 8}')
+    assert main(["params", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert str(path) in err and "model_type" in err
+
+
+def test_output_into_a_closed_pipe_is_not_a_traceback() -> None:
+    """`verifier params --list | head -n 0`: the reader is gone before the first write."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "verifier", "params", "--list"], stdout=write_end, stderr=subprocess.PIPE, text=True
+        )
+    finally:
+        os.close(write_end)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr

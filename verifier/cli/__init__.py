@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -51,3 +52,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except USER_ERRORS as e:
         print(f"verifier {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `verifier ... | head`: the reader left; not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0

@@ -8,10 +8,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from verifier.config import describe
+from verifier.formats.config_json import config_from_fields
 from verifier.known_models import KnownModel, known_models
 from verifier.params import Architecture, ParamTable, from_config, parameter_table
+from verifier.params import from_hf_dict as params_from_hf_dict
 from verifier.presets import PRESETS
-from verifier.sources import SourceError, load_config
+from verifier.sources import SourceError, hf_config_fields, load_config
 
 
 def add_parser(subparsers: Any) -> None:
@@ -47,6 +49,11 @@ class _Counted:
 def _counted(spec: str, *, download: bool) -> _Counted:
     if spec not in PRESETS and spec in known_models():
         return _counted_known(known_models()[spec])
+    found = hf_config_fields(spec, download=download)
+    if found is not None:  # counted from config.json itself: Mistral, Qwen2, Mixtral, ... too
+        path, fields = found
+        a = config_from_fields(path, fields, params_from_hf_dict)
+        return _Counted(spec, a, parameter_table(a), _describe_known(a, fields), fields, None)
     config = load_config(spec, download=download)
     a = from_config(config)
     return _Counted(spec, a, parameter_table(a), describe(config), config.to_dict(), None)

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 from verifier.config import ConfigError, ModelConfig, from_hf_dict
 from verifier.formats.errors import CheckpointError
 
+T = TypeVar("T")
 
-def read_config_json(path: str | Path) -> ModelConfig:
-    """The config described by a `config.json` file (or by the one inside directory `path`)."""
+
+def read_config_fields(path: str | Path) -> dict[str, Any]:
+    """The JSON object of a `config.json` file (or of the one inside directory `path`)."""
     path = Path(path)
     if path.is_dir():
         path = path / "config.json"
@@ -22,8 +26,18 @@ def read_config_json(path: str | Path) -> ModelConfig:
         raise CheckpointError(path, "config.json", f"not valid JSON: {e}") from None
     if not isinstance(fields, dict):
         raise CheckpointError(path, "config.json", "must hold a JSON object", found=type(fields).__name__)
+    return fields
+
+
+def read_config_json(path: str | Path) -> ModelConfig:
+    """The config described by a `config.json` file (or by the one inside directory `path`)."""
+    return config_from_fields(path, read_config_fields(path), from_hf_dict)
+
+
+def config_from_fields(path: str | Path, fields: dict[str, Any], convert: Callable[[dict[str, Any]], T]) -> T:
+    """`convert(fields)`, with its errors reported as errors of the file at `path`."""
     try:
-        return from_hf_dict(fields)
+        return convert(fields)
     except ConfigError as e:
         raise CheckpointError(path, e.field, e.reason) from None
     except (TypeError, ValueError) as e:  # a field of the wrong JSON type, e.g. "rms_norm_eps": "tiny"
