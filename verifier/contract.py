@@ -26,6 +26,8 @@ RULES = {
     "decode-returns-pair": "decode(tokens, cache) returns (logits, cache)",
     "trace-returns-dict": "trace(tokens) returns a dict of stage name -> array",
     "greedy-tokens": "greedy(prompt, n_new) returns n_new token ids in [0, V)",
+    "deterministic": "the same input gives the same output, also after other calls",
+    "cache-reusable": "decode(tokens, cache) leaves `cache` usable: decoding from it again gives the same result",
 }
 
 
