@@ -105,7 +105,7 @@ def agree(
     expected: Expected,
     *,
     what: str,
-    model: CheckedModel,
+    model: CheckedModel | str,
     against: np.ndarray | None = None,
     slack: float = 1.0,
     localize: Callable[[], Divergence | None] | None = None,

@@ -58,6 +58,11 @@ class Expected:
         return Expected(self.value[index], lambda: tuple(n[index] for n in self.neighbours), self.rope_positions)
 
 
+def exact(value: np.ndarray, rope_positions: int = 0) -> Expected:
+    """What a law gives exactly (a rotation's norm, an unchanged prefix): only the floor applies."""
+    return Expected(np.asarray(value, np.float64), tuple, rope_positions)
+
+
 class Oracle:
     """The float64 reference for one config and weight set, and its two neighbours."""
 
