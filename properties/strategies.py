@@ -14,6 +14,7 @@ grouped-query attention with one kv head, and the real presets where the cost al
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import Any, NamedTuple, TypeVar
 
@@ -45,7 +46,7 @@ class Case(NamedTuple):
     tokens: tuple[int, ...]
 
     @property
-    def T(self) -> int:
+    def T(self) -> int:  # noqa: N802 - the suite's name for the sequence length
         return len(self.tokens)
 
     def token_array(self) -> np.ndarray:
@@ -156,7 +157,7 @@ def chunkings(draw: st.DrawFn, T: int) -> tuple[int, ...]:
         return (prefill,) + (1,) * (T - prefill)
     cuts = draw(st.sets(st.integers(1, T - 1), max_size=min(T - 1, 8)), label="cuts")
     bounds = [0, *sorted(cuts), T]
-    return tuple(b - a for a, b in zip(bounds, bounds[1:], strict=False))
+    return tuple(b - a for a, b in itertools.pairwise(bounds))
 
 
 class Chunked(NamedTuple):

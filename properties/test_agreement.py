@@ -71,14 +71,22 @@ def _rows_alone(model_spec: ModelSpec, batched: Batched, *, masked: bool) -> Non
 
 
 @requires("logits")
-@pinned(Batched(RICH_LLAMA, (RICH_GPT2.tokens[: RICH_LLAMA.T],)), Batched(RICH_GPT2, (RICH_GPT2.tokens[::-1],) * 2), arg="batched")
+@pinned(
+    Batched(RICH_LLAMA, (RICH_GPT2.tokens[: RICH_LLAMA.T],)),
+    Batched(RICH_GPT2, (RICH_GPT2.tokens[::-1],) * 2),
+    arg="batched",
+)
 @given(batched=batched_cases(ragged=False, max_n_ctx=64))
 def test_batch_rows_equal_the_rows_run_alone(model_spec: ModelSpec, batched: Batched) -> None:
     _rows_alone(model_spec, batched, masked=False)
 
 
 @requires("attention_mask")
-@pinned(Batched(RICH_LLAMA, (RICH_LLAMA.tokens[:5], RICH_LLAMA.tokens[3:])), Batched(RICH_GPT2, ((7,), (1, 2, 3))), arg="batched")
+@pinned(
+    Batched(RICH_LLAMA, (RICH_LLAMA.tokens[:5], RICH_LLAMA.tokens[3:])),
+    Batched(RICH_GPT2, ((7,), (1, 2, 3))),
+    arg="batched",
+)
 @given(batched=batched_cases(ragged=True, max_n_ctx=64))
 def test_left_padded_rows_with_a_mask_equal_the_rows_run_alone(model_spec: ModelSpec, batched: Batched) -> None:
     _rows_alone(model_spec, batched, masked=True)

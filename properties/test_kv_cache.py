@@ -65,7 +65,9 @@ def _check_layout(model: CheckedModel, cache: Any, case: Case, B: int) -> None:
                     f"n_kv_heads, d_head] = {list(documented)}")  # fmt: skip
     nbytes = getattr(cache, "nbytes", None)
     if nbytes is not None and nbytes not in {math.prod(documented) * size for size in (2, 4, 8)}:
-        checks.fail(model, "the cache's size", f"is {nbytes} bytes for {math.prod(documented)} elements of 2, 4 or 8 bytes")
+        checks.fail(
+            model, "the cache's size", f"is {nbytes} bytes for {math.prod(documented)} elements of 2, 4 or 8 bytes"
+        )
 
 
 @requires("decode")
@@ -122,7 +124,7 @@ def test_a_cache_stays_usable_after_decoding_from_it(model_spec: ModelSpec, case
                  against=first)  # fmt: skip
     checks.agree(first, expected_rest, what="the chunk decoded after the prefix's cache", model=model)
 
-    _, other_cache = model.decode(other)  # another sequence decoded in between: nothing may leak
+    model.decode(other)  # another sequence decoded in between: nothing may leak
     restarted, _ = model.decode(tokens, None)
     checks.agree(restarted, o.logits(tokens), what="decode(tokens, None) after decoding another sequence",
                  model=model)  # fmt: skip

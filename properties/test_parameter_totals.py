@@ -41,4 +41,6 @@ def test_presets_have_their_published_totals() -> None:
     published = {"gpt2": 124_439_808, "llama2c-stories15M learned": 15_191_712, "llama2c-stories15M stored": 15_204_000}
     wrong = {name: (found[name], total) for name, total in published.items() if found[name] != total}
     if wrong:
-        checks.fail("formula", "preset totals", "; ".join(f"{n}: {f:,}, published {p:,}" for n, (f, p) in wrong.items()))
+        checks.fail(
+            "formula", "preset totals", "; ".join(f"{n}: {f:,}, published {p:,}" for n, (f, p) in wrong.items())
+        )

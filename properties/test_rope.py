@@ -10,6 +10,8 @@ Pairs are (i, i + d_head/2) of each head vector: the `transformers` (rotate-half
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import torch
 from hypothesis import given
@@ -57,7 +59,7 @@ def _traced(model_spec: ModelSpec, case: Case) -> tuple[CheckedModel, dict[str, 
     return model, trace
 
 
-def _rotated_pairs(trace: dict[str, np.ndarray], config: ModelConfig):  # noqa: ANN202 - an iterator
+def _rotated_pairs(trace: dict[str, np.ndarray], config: ModelConfig) -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
     for layer in range(config.n_layers):
         for before, after in (("q", "q_rope"), ("k", "k_rope")):
             b, a = stages.layer_stage(layer, before), stages.layer_stage(layer, after)
@@ -199,5 +201,6 @@ def test_rope_tables_equal_the_ones_llama2c_stores() -> None:
     for name in ("llama2c-stories260K", "llama2c-stories15M", "llama2c-stories110M"):
         c = preset(name)
         cos, sin = rope_tables(np.arange(c.n_ctx), c.d_head, c.rope_theta)
-        for ours, theirs, what in zip((cos, sin), _llama2c_tables(c.d_head, c.n_ctx, c.rope_theta), ("cos", "sin")):
+        theirs_cos, theirs_sin = _llama2c_tables(c.d_head, c.n_ctx, c.rope_theta)
+        for ours, theirs, what in ((cos, theirs_cos, "cos"), (sin, theirs_sin, "sin")):
             checks.agree(ours, exact(theirs, c.n_ctx), what=f"{name} {what} table", model="reference")

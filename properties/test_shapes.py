@@ -46,7 +46,7 @@ def test_every_traced_stage_has_its_formula_shape(model_spec: ModelSpec, case: C
 @requires("logits")
 @pinned(*PINNED[:2])
 @given(case=cases(max_n_ctx=32))
-def test_logits_are_T_by_vocab_for_a_sequence_and_B_by_T_by_vocab_for_a_batch(
+def test_logits_are_t_by_vocab_for_a_sequence_and_b_by_t_by_vocab_for_a_batch(
     model_spec: ModelSpec, case: Case
 ) -> None:
     # The contract (verifier.contract) rejects any other shape with the rule it breaks.

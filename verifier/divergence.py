@@ -140,9 +140,7 @@ def localize(
             compared.append(StageError(stage, float("inf"), 0.0, problem=problem))
             continue
         others = [_comparable(stage, n[stage]) for n in neighbours if stage in n]
-        c = tolerance.compare(
-            _comparable(stage, got), _comparable(stage, want), others, rope_positions=rope_positions
-        )
+        c = tolerance.compare(_comparable(stage, got), _comparable(stage, want), others, rope_positions=rope_positions)
         compared.append(StageError(stage, c.max_error, c.bound, c.index))
     return Divergence(tuple(compared), tuple(untraced))
 

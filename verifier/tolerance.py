@@ -44,7 +44,10 @@ CONDITIONING = 16
 def perturbed(weights: Weights, seed: int = 0) -> Weights:
     """float64 weights, each entry times (1 + eps32 z) with z ~ N(0, 1): a float32-sized nudge."""
     rng = np.random.default_rng(seed)
-    return {name: np.asarray(w, np.float64) * (1.0 + EPS32 * rng.standard_normal(np.shape(w))) for name, w in weights.items()}
+    return {
+        name: np.asarray(w, np.float64) * (1.0 + EPS32 * rng.standard_normal(np.shape(w)))
+        for name, w in weights.items()
+    }
 
 
 def max_error(actual: np.ndarray, expected: np.ndarray) -> float:
