@@ -64,7 +64,8 @@ def _table(rows: list[Row], command: str, profile: str, max_examples: int, wall:
         SECTION,
         "",
         f"Command: `{command}` (profile `{profile}`, max_examples {max_examples}); wall time {wall:.0f} s.",
-        "Worst ratio: max over the examples of max |error| / tolerance bound (`verifier/tolerance.py`); at most 1 passes.",
+        "Worst ratio: max over the examples of max |error| / tolerance bound (`verifier/tolerance.py`);",
+        "at most 1 passes.",
         "",
         "| property [model] | outcome | examples | time (s) | worst error / tolerance |",
         "|---|---|---:|---:|---:|",
@@ -110,9 +111,11 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     status = pytest.main(pytest_args, plugins=[collector])
     wall = time.perf_counter() - start
-    command = "python benchmarks/thorough_profile.py" + (
-        f" --max-examples {args.max_examples}" if args.max_examples is not None else ""
-    ) + (" -- " + " ".join(args.pytest_args) if args.pytest_args else "")
+    command = (
+        "python benchmarks/thorough_profile.py"
+        + (f" --max-examples {args.max_examples}" if args.max_examples is not None else "")
+        + (" -- " + " ".join(args.pytest_args) if args.pytest_args else "")
+    )
     rows: list[Any] = sorted(collector.rows.values(), key=lambda r: r.test)
     write_section(_table(rows, command, profile, max_examples, wall), args.results)
     print(f"wrote {SECTION!r} to {args.results}")
