@@ -1,7 +1,7 @@
 """The float64 oracle of a case, with what the tolerance policy needs to bound each comparison.
 
 Every expected array comes with its neighbours (see `verifier.tolerance`): the oracle run on
-weights nudged at float32 precision, and the reference run in float32. They measure how
+weights nudged at float32 precision (two seeds), and the reference run in float32. They measure how
 sensitive this very case is to rounding, so the bound is tight where the case is well
 conditioned and wide only where any correct float32 model lands far from the oracle.
 """
@@ -72,10 +72,11 @@ class Oracle:
         self._weights = weights
 
     @cached_property
-    def _neighbours(self) -> tuple[NumpyModel, NumpyModel]:
+    def _neighbours(self) -> tuple[NumpyModel, ...]:
         """Built on first use: most comparisons never need them."""
         return (
             NumpyModel(self.config, tolerance.perturbed(self._weights, seed=0), np.float64),
+            NumpyModel(self.config, tolerance.perturbed(self._weights, seed=1), np.float64),
             NumpyModel(self.config, self._weights, np.float32),
         )
 

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 
 from properties import checks, models
+from properties.models import requires
 from properties.oracle import oracle
 from properties.strategies import LARGE_LOGITS, ONE_KV_HEAD, RICH_GPT2, RICH_LLAMA, Prompted, pinned, prompted_cases
 from verifier.contract import CheckedModel
@@ -28,6 +29,7 @@ def _generate(model: CheckedModel, prompt: np.ndarray, n_new: int) -> np.ndarray
     return np.array(tokens[len(prompt) :])
 
 
+@requires()
 @pinned(*PROMPTED, arg="prompted")
 @given(prompted=prompted_cases(max_n_ctx=64))
 def test_greedy_tokens_are_the_oracle_argmax_up_to_ties(model_spec: ModelSpec, prompted: Prompted) -> None:

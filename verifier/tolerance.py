@@ -23,8 +23,10 @@ which key wins: correct models then land thousands of eps32 away from the oracle
 tight. The policy measures each case's sensitivity instead, with `neighbours`: the same quantity
 computed by the oracle with weights perturbed at float32 precision (`perturbed`) and by a correct
 float32 implementation (the reference in float32). A correct model's error measured at most 5.4x
-the larger of the two (most cases below 1x); CONDITIONING = 16 gives 3x room. On well-conditioned
-cases the neighbours sit within a few eps32 and the floor decides.
+the largest of them over 120 large-weight cases (most below 1x), but one generated case of
+chunked decoding reached 15x in a reduced thorough run; hence two perturbed neighbours and
+CONDITIONING = 32. On well-conditioned cases the neighbours sit within a few eps32 and the
+floor decides.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from verifier.weights import Weights
 
 EPS32 = float(np.finfo(np.float32).eps)
 ULPS = 128
-CONDITIONING = 16
+CONDITIONING = 32
 
 
 def perturbed(weights: Weights, seed: int = 0) -> Weights:
