@@ -49,7 +49,9 @@ class Expected:
         for the same input) under this value's bound times `slack`."""
         error = tolerance.compare(actual, self.value if against is None else against)
         floor = slack * self.bound(with_neighbours=False)
-        if error.max_error <= floor:  # the neighbours could only widen the bound: skip computing them
+        # The neighbours only widen the bound: skip computing them while the error is far below the
+        # floor (the ratio reported is then an upper bound, at most 1/4).
+        if error.max_error <= floor / 4:
             return tolerance.Comparison(error.max_error, floor, error.index)
         return tolerance.Comparison(error.max_error, slack * self.bound(), error.index)
 
@@ -96,7 +98,7 @@ class Oracle:
         """Where a model's trace of `tokens` [T] first departs from the oracle's."""
         expected, rope_positions = self.model.trace(tokens), self._rope_positions(len(tokens))
         floor_only = localize(trace, expected, rope_positions=rope_positions)
-        if floor_only.first is None:  # the neighbours could only widen the bounds
+        if max((s.ratio for s in floor_only.stages), default=0.0) <= 0.25:  # as in Expected.compare
             return floor_only
         neighbours = [m.trace(tokens) for m in self._neighbours]
         return localize(trace, expected, neighbours, rope_positions=rope_positions)
