@@ -122,6 +122,17 @@ class ModelConfig:
         return {"architectures": [arch], **fields}
 
 
+def describe(config: ModelConfig) -> str:
+    """One line of the sizes that matter: `llama family, 6 layers, d_model 288, 6 heads, ...`."""
+    heads = f"{config.n_heads} heads"
+    if config.n_kv_heads != config.n_heads:
+        heads += f" ({config.n_kv_heads} kv heads)"
+    return (
+        f"{config.family} family, {config.n_layers} layers, d_model {config.d_model}, {heads}, "
+        f"d_ff {config.d_ff}, vocab {config.vocab_size:,}, n_ctx {config.n_ctx:,}"
+    )
+
+
 def from_transformers(hf_config: Any) -> ModelConfig:
     """The suite's config for a `transformers` `GPT2Config` or `LlamaConfig`."""
     return from_hf_dict(hf_config.to_dict())

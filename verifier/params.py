@@ -1,15 +1,116 @@
-"""Exact parameter counts from the config alone, component by component.
+"""Exact parameter counts from a model's sizes alone, component by component.
 
-The formula is written from the architecture, not from the weight set, so that the two can
-check each other (and both against `transformers` on the meta device). Components follow the
-articles' grouping: embeddings, attention q/k/v, output projection, MLP, norms, classifier.
+The formula is written from the architecture, not from a weight set, so that the two can check
+each other (and both against `transformers` on the meta device). It counts an `Architecture`: the
+counting view that a `ModelConfig` (the models the reference runs) and a published `config.json`
+of the Llama-like families it knows (Llama, Mistral, Qwen2, Mixtral) both convert to, so models
+the reference does not run (q/k/v biases, mixtures of experts) are counted by the same formula.
+Components follow the articles' grouping: embeddings, attention q/k/v, output projection, MLP,
+norms, classifier.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Any
 
-from verifier.config import ModelConfig
+from verifier.config import ConfigError, Family, ModelConfig
+from verifier.config import from_hf_dict as config_from_hf_dict
+
+# config.json model types counted with the Llama layout, and how each differs from Llama's.
+LLAMA_LIKE = ("llama", "mistral", "qwen2", "mixtral")
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """What the formula needs to know about a model.
+
+    `family` "gpt2" is GPT-2's layout; "llama" is the Llama layout (RMSNorm, SwiGLU, no position
+    table) shared by Mistral, Qwen2 and Mixtral. `qkv_bias`: q, k, v projections have biases
+    (Qwen2). `n_experts` > 0: each layer's MLP is that many SwiGLU experts behind a router
+    [n_experts, d_model], `experts_per_token` of them active (Mixtral); 0: one dense MLP.
+    `stores_rope_tables`: the checkpoint also stores RoPE cos/sin tables (llama2.c's legacy format).
+    """
+
+    family: Family
+    vocab_size: int
+    n_ctx: int
+    d_model: int
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    d_head: int
+    d_ff: int
+    tie_embeddings: bool
+    qkv_bias: bool = False
+    n_experts: int = 0
+    experts_per_token: int = 0
+    stores_rope_tables: bool = False
+
+
+def from_config(c: ModelConfig) -> Architecture:
+    """The counting view of a config the reference runs (llama: as llama2.c stores it, RoPE tables included)."""
+    return Architecture(
+        family=c.family,
+        vocab_size=c.vocab_size,
+        n_ctx=c.n_ctx,
+        d_model=c.d_model,
+        n_layers=c.n_layers,
+        n_heads=c.n_heads,
+        n_kv_heads=c.n_kv_heads,
+        d_head=c.d_head,
+        d_ff=c.d_ff,
+        tie_embeddings=c.tie_embeddings,
+        stores_rope_tables=c.family == "llama",
+    )
+
+
+def _int_field(f: dict[str, Any], name: str, default: int | None = None) -> int:
+    value = f.get(name, default)
+    if value is None:
+        raise ConfigError(name, "missing from the config")
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ConfigError(name, f"must be a positive int, found {value!r}")
+    return value
+
+
+def from_hf_dict(fields: dict[str, Any]) -> Architecture:
+    """The counting view of a `config.json` of type gpt2, llama, mistral, qwen2 or mixtral.
+
+    Raises ConfigError naming the field for another model type or for settings the formula does
+    not count (biased Llama projections).
+    """
+    model_type = fields.get("model_type")
+    if model_type == "gpt2":
+        return from_config(config_from_hf_dict(fields))
+    if model_type not in LLAMA_LIKE:
+        counted = ", ".join(("gpt2", *LLAMA_LIKE))
+        raise ConfigError("model_type", f"the parameter formula counts {counted}; found {model_type!r}")
+    for flag in ("attention_bias", "mlp_bias"):
+        if fields.get(flag):
+            raise ConfigError(flag, f"{model_type} with biased projections is not counted by the formula")
+    d_model = _int_field(fields, "hidden_size")
+    n_heads = _int_field(fields, "num_attention_heads")
+    n_experts = _int_field(fields, "num_local_experts") if model_type == "mixtral" else 0
+    per_token = _int_field(fields, "num_experts_per_tok") if n_experts else 0
+    if per_token > n_experts:
+        raise ConfigError("num_experts_per_tok", f"must be at most num_local_experts={n_experts}, found {per_token}")
+    return Architecture(
+        family="llama",
+        vocab_size=_int_field(fields, "vocab_size"),
+        n_ctx=_int_field(fields, "max_position_embeddings"),
+        d_model=d_model,
+        n_layers=_int_field(fields, "num_hidden_layers"),
+        n_heads=n_heads,
+        n_kv_heads=_int_field(fields, "num_key_value_heads", n_heads),
+        d_head=_int_field(fields, "head_dim", d_model // n_heads),
+        d_ff=_int_field(fields, "intermediate_size"),
+        tie_embeddings=bool(fields.get("tie_word_embeddings", False)),
+        qkv_bias=model_type == "qwen2",  # Qwen2's q, k, v always have biases; o_proj has none
+        n_experts=n_experts,
+        experts_per_token=per_token,
+    )
 
 
 @dataclass(frozen=True)
@@ -23,16 +124,18 @@ class ParamRow:
 
 @dataclass(frozen=True)
 class ParamTable:
-    """The breakdown of a config's parameters.
+    """The breakdown of a model's parameters.
 
     `total` counts learned parameters (a tied classifier once). `stored_rope` is the size of
     the RoPE cos/sin tables a llama2.c legacy checkpoint stores ([n_ctx, d_head/2] each), which
-    are not learned; it is 0 for models without RoPE.
+    are not learned; 0 for other models. `active` is, for a mixture of experts, the parameters
+    one token meets (`experts_per_token` experts of each layer); for a dense model, `total`.
     """
 
     rows: tuple[ParamRow, ...]
     total: int
     stored_rope: int
+    active: int
 
     @property
     def total_with_stored_rope(self) -> int:
@@ -43,45 +146,66 @@ class ParamTable:
         return row.count / self.total
 
 
-def _per_layer(n_layers: int, parts: list[tuple[int, ...]]) -> tuple[str, int]:
-    """`n_layers x ([a, b] + [c])` and its count."""
+def _per_layer(n_layers: int, parts: list[tuple[int, ...]], repeat: int = 1) -> tuple[str, int]:
+    """`n_layers x ([a, b] + [c])` (or `n_layers x repeat x (...)`) and its count."""
     shape = " + ".join(f"[{', '.join(map(str, p))}]" for p in parts)
-    count = sum(_prod(p) for p in parts)
-    return f"{n_layers} x ({shape})", n_layers * count
+    count = sum(math.prod(p) for p in parts)
+    times = f"{n_layers} x {repeat} x" if repeat > 1 else f"{n_layers} x"
+    return f"{times} ({shape})", n_layers * repeat * count
 
 
-def _prod(shape: tuple[int, ...]) -> int:
-    n = 1
-    for s in shape:
-        n *= s
-    return n
+def _gpt2_rows(a: Architecture) -> list[ParamRow]:
+    d, L, ff = a.d_model, a.n_layers, a.d_ff
+    return [
+        ParamRow("token embedding", f"[{a.vocab_size}, {d}]", a.vocab_size * d),
+        ParamRow("position embedding", f"[{a.n_ctx}, {d}]", a.n_ctx * d),
+        ParamRow("attention q, k, v", *_per_layer(L, [(d, 3 * d), (3 * d,)])),
+        ParamRow("attention output", *_per_layer(L, [(d, d), (d,)])),
+        ParamRow("MLP", *_per_layer(L, [(d, ff), (ff,), (ff, d), (d,)])),
+        ParamRow("norms (LayerNorm gain, bias)", f"{2 * L + 1} x [2, {d}]", (2 * L + 1) * 2 * d),
+    ]
 
 
-def parameter_table(c: ModelConfig) -> ParamTable:
-    """The parameter breakdown of `c`; `total` is the exact number of learned parameters."""
-    d, L, V = c.d_model, c.n_layers, c.vocab_size
-    rows = [ParamRow("token embedding", f"[{V}, {d}]", V * d)]
-    if c.family == "gpt2":
-        rows.append(ParamRow("position embedding", f"[{c.n_ctx}, {d}]", c.n_ctx * d))
-        rows.append(ParamRow("attention q, k, v", *_per_layer(L, [(d, 3 * d), (3 * d,)])))
-        rows.append(ParamRow("attention output", *_per_layer(L, [(d, d), (d,)])))
-        rows.append(ParamRow("MLP", *_per_layer(L, [(d, c.d_ff), (c.d_ff,), (c.d_ff, d), (d,)])))
-        rows.append(ParamRow("norms (LayerNorm gain, bias)", f"{2 * L + 1} x [2, {d}]", (2 * L + 1) * 2 * d))
-        stored_rope = 0
+def _swiglu(a: Architecture) -> list[tuple[int, ...]]:
+    return [(a.d_ff, a.d_model), (a.d_ff, a.d_model), (a.d_model, a.d_ff)]
+
+
+def _llama_rows(a: Architecture) -> list[ParamRow]:
+    d, L, q, kv = a.d_model, a.n_layers, a.n_heads * a.d_head, a.n_kv_heads * a.d_head
+    qkv: list[tuple[int, ...]] = [(q, d), (kv, d), (kv, d)]
+    rows = [
+        ParamRow("token embedding", f"[{a.vocab_size}, {d}]", a.vocab_size * d),
+        ParamRow(
+            "attention q, k, v (with biases)" if a.qkv_bias else "attention q, k, v",
+            *_per_layer(L, [*qkv, (q,), (kv,), (kv,)] if a.qkv_bias else qkv),
+        ),
+        ParamRow("attention output", *_per_layer(L, [(d, q)])),
+    ]
+    if a.n_experts:
+        experts = f"MLP ({a.n_experts} SwiGLU experts: gate, up, down)"
+        rows.append(ParamRow(experts, *_per_layer(L, _swiglu(a), a.n_experts)))
+        rows.append(ParamRow("expert router", *_per_layer(L, [(a.n_experts, d)])))
     else:
-        kv = c.n_kv_heads * c.d_head
-        rows.append(ParamRow("attention q, k, v", *_per_layer(L, [(d, d), (kv, d), (kv, d)])))
-        rows.append(ParamRow("attention output", *_per_layer(L, [(d, d)])))
-        rows.append(ParamRow("MLP (SwiGLU gate, up, down)", *_per_layer(L, [(c.d_ff, d), (c.d_ff, d), (d, c.d_ff)])))
-        rows.append(ParamRow("norms (RMSNorm gain)", f"{2 * L + 1} x [{d}]", (2 * L + 1) * d))
-        stored_rope = 2 * c.n_ctx * (c.d_head // 2)
-    if c.tie_embeddings:
+        rows.append(ParamRow("MLP (SwiGLU gate, up, down)", *_per_layer(L, _swiglu(a))))
+    rows.append(ParamRow("norms (RMSNorm gain)", f"{2 * L + 1} x [{d}]", (2 * L + 1) * d))
+    return rows
+
+
+def parameter_table(model: ModelConfig | Architecture) -> ParamTable:
+    """The parameter breakdown of `model`; `total` is the exact number of learned parameters."""
+    a = from_config(model) if isinstance(model, ModelConfig) else model
+    rows = _gpt2_rows(a) if a.family == "gpt2" else _llama_rows(a)
+    V, d = a.vocab_size, a.d_model
+    if a.tie_embeddings:
         rows.append(ParamRow("classifier (tied to token embedding)", f"[{V}, {d}]", 0))
     else:
         rows.append(ParamRow("classifier", f"[{V}, {d}]", V * d))
-    return ParamTable(tuple(rows), sum(r.count for r in rows), stored_rope)
+    total = sum(r.count for r in rows)
+    idle_experts = a.n_layers * (a.n_experts - a.experts_per_token) * sum(math.prod(p) for p in _swiglu(a))
+    stored_rope = 2 * a.n_ctx * (a.d_head // 2) if a.stores_rope_tables else 0
+    return ParamTable(tuple(rows), total, stored_rope, total - idle_experts if a.n_experts else total)
 
 
-def count_parameters(c: ModelConfig) -> int:
-    """The exact number of learned parameters of `c`."""
-    return parameter_table(c).total
+def count_parameters(model: ModelConfig | Architecture) -> int:
+    """The exact number of learned parameters of `model`."""
+    return parameter_table(model).total

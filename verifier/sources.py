@@ -1,23 +1,61 @@
-"""What the command line accepts as a model: a preset name, a `config.json`, a model directory."""
+"""What the command line accepts as a model: a preset name, a checkpoint file or directory, a
+`config.json`, or a Hugging Face repo id found in the user's Hugging Face cache.
+
+A repo id (`openai-community/gpt2`) is looked up in the local cache only (HF_HUB_CACHE, else
+HF_HOME/hub, else ~/.cache/huggingface/hub), never downloaded unless `download=True` is asked for.
+"""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from verifier.config import ModelConfig
-from verifier.formats.config_json import read_config_json
+from verifier.formats import checkpoint_config
 from verifier.presets import PRESETS
+
+# What Hugging Face accepts as a model repo id: `name` or `owner/name`.
+_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 
 
 class SourceError(ValueError):
     """A model argument that names nothing the suite can read."""
 
 
-def load_config(spec: str) -> ModelConfig:
-    """The config named by `spec`: a preset, a `config.json` file, or a directory holding one."""
+def _not_found(spec: str) -> SourceError:
+    return SourceError(
+        f"{spec!r} is not a preset ({', '.join(PRESETS)}), an existing checkpoint file or directory, "
+        "or a repo id in the local Hugging Face cache"
+    )
+
+
+def resolve_repo(repo_id: str, *, download: bool = False, cache_dir: str | Path | None = None) -> Path:
+    """The local snapshot directory of a Hugging Face model repo, from the cache (or downloaded if asked)."""
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(str(snapshot_download(repo_id, cache_dir=cache_dir, local_files_only=not download)))
+    except Exception as e:  # huggingface_hub raises its own errors and OSErrors
+        where = "downloading it failed" if download else "it is not in the local Hugging Face cache (pass --download)"
+        raise SourceError(f"repo id {repo_id!r}: {where}: {type(e).__name__}: {e}") from None
+
+
+def locate(spec: str, *, download: bool = False, cache_dir: str | Path | None = None) -> Path:
+    """The file or directory `spec` names: an existing path, else a cached (or downloaded) HF repo."""
+    path = Path(spec)
+    if path.exists():
+        return path
+    if _REPO_ID.match(spec):
+        return resolve_repo(spec, download=download, cache_dir=cache_dir)
+    raise SourceError(f"{spec!r}: no such file or directory (and not the form of a Hugging Face repo id)")
+
+
+def load_config(spec: str, *, download: bool = False) -> ModelConfig:
+    """The config named by `spec`: a preset, or the config of a checkpoint, directory or repo id."""
     if spec in PRESETS:
         return PRESETS[spec]
-    path = Path(spec)
-    if path.is_dir() or path.suffix == ".json":
-        return read_config_json(path)
-    raise SourceError(f"{spec!r} is not a preset ({', '.join(PRESETS)}), a config.json, or a directory with one")
+    try:
+        path = locate(spec, download=download)
+    except SourceError:
+        raise _not_found(spec) from None
+    return checkpoint_config(path)

@@ -5,11 +5,13 @@ A trace is a dict {stage name: array} for one sequence of T tokens. Names are `e
 Per-head tensors are [n_heads, T, d_head]; q and k are in the `transformers` (rotate-half)
 layout of the head dimension. `scores` are the scaled dot products q k^T / sqrt(d_head); only
 entries on or below the diagonal are defined (above it a model may hold anything).
+`stage_weights` names the canonical weights (`verifier.weights`) each stage is computed with.
 """
 
 from __future__ import annotations
 
 from verifier.config import Family, ModelConfig
+from verifier.weights import CLASSIFIER, EMBEDDING
 
 EMBED = "embed"
 FINAL_NORM = "final_norm"
@@ -67,3 +69,48 @@ def stage_shapes(config: ModelConfig, T: int) -> dict[str, tuple[int, ...]]:
     shapes[FINAL_NORM] = (T, config.d_model)
     shapes[LOGITS] = (T, config.vocab_size)
     return shapes
+
+
+# The weights each op meets, relative to its layer's prefix; ops not listed meet none.
+_GPT2_WEIGHTS = {
+    "attn_norm": ("ln_1.weight", "ln_1.bias"),
+    "q": ("attn.c_attn.weight", "attn.c_attn.bias"),
+    "k": ("attn.c_attn.weight", "attn.c_attn.bias"),
+    "v": ("attn.c_attn.weight", "attn.c_attn.bias"),
+    "attn_out": ("attn.c_proj.weight", "attn.c_proj.bias"),
+    "mlp_norm": ("ln_2.weight", "ln_2.bias"),
+    "mlp_up": ("mlp.c_fc.weight", "mlp.c_fc.bias"),
+    "mlp_out": ("mlp.c_proj.weight", "mlp.c_proj.bias"),
+}
+_LLAMA_WEIGHTS = {
+    "attn_norm": ("input_layernorm.weight",),
+    "q": ("self_attn.q_proj.weight",),
+    "k": ("self_attn.k_proj.weight",),
+    "v": ("self_attn.v_proj.weight",),
+    "attn_out": ("self_attn.o_proj.weight",),
+    "mlp_norm": ("post_attention_layernorm.weight",),
+    "mlp_gate": ("mlp.gate_proj.weight",),
+    "mlp_up": ("mlp.up_proj.weight",),
+    "mlp_out": ("mlp.down_proj.weight",),
+}
+_LAYER_PREFIX = {"gpt2": "transformer.h.{}.", "llama": "model.layers.{}."}
+_EMBED_WEIGHTS = {"gpt2": ("transformer.wte.weight", "transformer.wpe.weight"), "llama": ("model.embed_tokens.weight",)}
+_FINAL_NORM_WEIGHTS = {"gpt2": ("transformer.ln_f.weight", "transformer.ln_f.bias"), "llama": ("model.norm.weight",)}
+
+
+def stage_weights(config: ModelConfig, stage: str) -> tuple[str, ...]:
+    """The canonical weight names `stage` is computed with (() for none), e.g. GPT-2's `layers.0.q`
+    meets the fused `transformer.h.0.attn.c_attn.weight` and `.bias`; `logits` meets the classifier
+    (the token embedding when tied)."""
+    family = config.family
+    layer, op = split_stage(stage)
+    if layer is not None:
+        names = (_GPT2_WEIGHTS if family == "gpt2" else _LLAMA_WEIGHTS).get(op, ())
+        return tuple(_LAYER_PREFIX[family].format(layer) + name for name in names)
+    if stage == EMBED:
+        return _EMBED_WEIGHTS[family]
+    if stage == FINAL_NORM:
+        return _FINAL_NORM_WEIGHTS[family]
+    if stage == LOGITS:
+        return (EMBEDDING[family] if config.tie_embeddings else CLASSIFIER,)
+    raise ValueError(f"unknown stage {stage!r}")

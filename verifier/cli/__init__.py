@@ -6,17 +6,20 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from verifier.cli import params_cmd
+from verifier.cli import audit_cmd, inspect_cmd, params_cmd, trace_cmd
 from verifier.config import ConfigError
 from verifier.formats.errors import CheckpointError
 from verifier.presets import UnknownPresetError
+from verifier.reference import InputError
 from verifier.sources import SourceError
+from verifier.tokenizer import TokenizerError
+from verifier.trace import TraceError
 
 # Each module has `add_parser(subparsers)`, which registers its subcommand with `func=run`.
-SUBCOMMANDS = (params_cmd,)
+SUBCOMMANDS = (params_cmd, inspect_cmd, trace_cmd, audit_cmd)
 
 # Errors that mean "bad input", reported in one line with exit status 2, not as a traceback.
-USER_ERRORS = (CheckpointError, ConfigError, SourceError, UnknownPresetError)
+USER_ERRORS = (CheckpointError, ConfigError, InputError, SourceError, TokenizerError, TraceError, UnknownPresetError)
 
 
 def build_parser() -> argparse.ArgumentParser:

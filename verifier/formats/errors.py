@@ -21,9 +21,8 @@ class CheckpointError(ValueError):
         expected: Any = None,
         found: Any = None,
     ) -> None:
-        detail = ""
-        if expected is not None or found is not None:
-            detail = f" (expected {expected}, found {found})"
+        parts = [f"{label} {value}" for label, value in (("expected", expected), ("found", found)) if value is not None]
+        detail = f" ({', '.join(parts)})" if parts else ""
         super().__init__(f"{path}: {what}: {problem}{detail}")
         self.path = str(path)
         self.what = what

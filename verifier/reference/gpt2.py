@@ -26,8 +26,13 @@ def norm(w: Weights, c: ModelConfig, i: int, which: str, x: np.ndarray) -> np.nd
     return L.layer_norm(x, w[p + "weight"], w[p + "bias"], c.norm_eps)
 
 
+def rope(c: ModelConfig, positions: np.ndarray) -> None:
+    """GPT-2 has no RoPE: its positions entered with the embedding."""
+    return None
+
+
 def qkv(
-    w: Weights, c: ModelConfig, i: int, h: np.ndarray, positions: np.ndarray, record: Recorder
+    w: Weights, c: ModelConfig, i: int, h: np.ndarray, rope: None, record: Recorder
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """[B, T, d_model] -> c_attn [B, T, 3 d_model] -> q, k, v, each [B, n_heads, T, d_head]."""
     p = f"transformer.h.{i}.attn.c_attn."

@@ -25,7 +25,7 @@ def rms_norm(x: np.ndarray, gain: np.ndarray, eps: float) -> np.ndarray:
 def gelu_tanh(x: np.ndarray) -> np.ndarray:
     """GPT-2's GELU, the tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
     c = np.sqrt(2.0 / np.pi).astype(x.dtype)
-    return 0.5 * x * (1.0 + np.tanh(c * (x + 0.044715 * x**3)))
+    return 0.5 * x * (1.0 + np.tanh(c * (x + 0.044715 * x * x * x)))
 
 
 def silu(x: np.ndarray) -> np.ndarray:
@@ -38,8 +38,10 @@ def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
 
     Rows that are -inf everywhere (a query that may attend to nothing) are not expected.
     """
-    e = np.exp(x - x.max(axis=axis, keepdims=True))
-    return e / e.sum(axis=axis, keepdims=True)
+    e = x - x.max(axis=axis, keepdims=True)
+    np.exp(e, out=e)  # in place: attention's [B, h, T, S] arrays are the largest of the pass
+    e /= e.sum(axis=axis, keepdims=True)
+    return e
 
 
 def linear(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
@@ -83,7 +85,7 @@ def merge_heads(x: np.ndarray) -> np.ndarray:
 
 
 def attention_scores(q: np.ndarray, k: np.ndarray) -> np.ndarray:
-    """Scaled dot products q k^T / sqrt(d_head): [B, h, T, d_head], [B, h, S, d_head] -> [B, h, T, S]."""
+    """Scaled dot products q k^T / sqrt(d_head): [..., T, d_head], [..., S, d_head] -> [..., T, S]."""
     return q @ k.swapaxes(-1, -2) / np.sqrt(q.shape[-1]).astype(q.dtype)
 
 
@@ -98,11 +100,14 @@ def attention(
     """Masked softmax attention with grouped-query heads.
 
     q: [B, h, T, d_head]; k, v: [B, kv, S, d_head]; allowed: bool, broadcastable to [B, h, T, S].
-    Query head j reads key/value head j // (h / kv). Returns (out [B, h, T, d_head],
+    Query head j reads key/value head j // (h / kv): q is viewed as [B, kv, h / kv, T, d_head] so that
+    each group of query heads meets its key/value head by broadcasting. Returns (out [B, h, T, d_head],
     scores [B, h, T, S], probs [B, h, T, S]).
     """
-    group = q.shape[1] // k.shape[1]
-    k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
-    scores = attention_scores(q, k)
-    probs = softmax(np.where(allowed, scores, -np.inf))
-    return probs @ v, scores, probs
+    B, h, T, d_head = q.shape
+    kv, S = k.shape[1], k.shape[2]
+    grouped = q.reshape(B, kv, h // kv, T, d_head)
+    scores = attention_scores(grouped, k[:, :, None])  # [B, kv, h / kv, T, S]
+    probs = softmax(np.where(allowed.reshape(allowed.shape[0], -1, 1, T, S), scores, -np.inf))
+    out = probs @ v[:, :, None]  # [B, kv, h / kv, T, d_head]
+    return out.reshape(B, h, T, d_head), scores.reshape(B, h, T, S), probs.reshape(B, h, T, S)

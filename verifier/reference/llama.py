@@ -11,7 +11,7 @@ import numpy as np
 
 from verifier.config import ModelConfig
 from verifier.reference import layers as L
-from verifier.reference.recorder import Recorder
+from verifier.reference.recorder import Recorder, RopeTables
 from verifier.stages import layer_stage
 from verifier.weights import Weights
 
@@ -27,8 +27,13 @@ def norm(w: Weights, c: ModelConfig, i: int, which: str, x: np.ndarray) -> np.nd
     return L.rms_norm(x, w[f"model.layers.{i}.{name}.weight"], c.norm_eps)
 
 
+def rope(c: ModelConfig, positions: np.ndarray) -> RopeTables:
+    """The cos, sin tables [B, T, d_head/2] of the positions [B, T], shared by every layer."""
+    return L.rope_tables(positions, c.d_head, c.rope_theta)
+
+
 def qkv(
-    w: Weights, c: ModelConfig, i: int, h: np.ndarray, positions: np.ndarray, record: Recorder
+    w: Weights, c: ModelConfig, i: int, h: np.ndarray, rope: RopeTables, record: Recorder
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """[B, T, d_model] -> q [B, n_heads, T, d_head], k, v [B, n_kv_heads, T, d_head]; RoPE on q, k."""
     p = f"model.layers.{i}.self_attn."
@@ -38,7 +43,7 @@ def qkv(
     record(layer_stage(i, "q"), q)
     record(layer_stage(i, "k"), k)
     record(layer_stage(i, "v"), v)
-    cos, sin = L.rope_tables(positions, c.d_head, c.rope_theta)
+    cos, sin = rope
     q, k = L.apply_rope(q, cos, sin), L.apply_rope(k, cos, sin)
     record(layer_stage(i, "q_rope"), q)
     record(layer_stage(i, "k_rope"), k)

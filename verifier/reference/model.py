@@ -16,7 +16,7 @@ from verifier import stages
 from verifier.config import ModelConfig
 from verifier.reference import gpt2, llama
 from verifier.reference import layers as L
-from verifier.reference.recorder import Recorder, ignore
+from verifier.reference.recorder import Recorder, Rope, ignore
 from verifier.weights import Weights, cast, classifier
 
 
@@ -137,9 +137,10 @@ class NumpyModel:
         x = f.embed(w, c, tokens, positions)
         record(stages.EMBED, x)
         new_layers = []
+        rope = f.rope(c, positions)
         for i in range(c.n_layers):
             past_kv = cache.layers[i] if cache is not None else None
-            x, kv = self._block(i, x, positions, allowed, past_kv, record)
+            x, kv = self._block(i, x, rope, allowed, past_kv, record)
             new_layers.append(kv)
         x = f.final_norm(w, c, x)
         record(stages.FINAL_NORM, x)
@@ -151,7 +152,7 @@ class NumpyModel:
         self,
         i: int,
         x: np.ndarray,
-        positions: np.ndarray,
+        rope: Rope,
         allowed: np.ndarray,
         past_kv: tuple[np.ndarray, np.ndarray] | None,
         record: Recorder,
@@ -167,7 +168,7 @@ class NumpyModel:
 
         h = f.norm(w, c, i, "attn", x)
         record(stage("attn_norm"), h)
-        q, k, v = f.qkv(w, c, i, h, positions, record)  # [B, heads, T, d_head]
+        q, k, v = f.qkv(w, c, i, h, rope, record)  # [B, heads, T, d_head]
         if past_kv is not None:
             k = np.concatenate([past_kv[0].transpose(0, 2, 1, 3), k], axis=2)
             v = np.concatenate([past_kv[1].transpose(0, 2, 1, 3), v], axis=2)

@@ -1,0 +1,55 @@
+"""`verifier params` on known models and `--list`."""
+
+from __future__ import annotations
+
+import json
+
+from verifier.cli import main
+from verifier.formats import save_checkpoint
+from verifier.known_models import known_models
+from verifier.presets import PRESETS
+from verifier.weights import init_weights
+
+
+def test_a_known_model_by_name_with_its_source(capsys) -> None:
+    assert main(["params", "llama-2-7b"]) == 0
+    out = capsys.readouterr().out
+    assert "6,738,415,616" in out
+    assert "source: https://huggingface.co/meta-llama/Llama-2-7b-hf/blob/main/config.json" in out
+    assert "RoPE" not in out  # a Hugging Face checkpoint stores no RoPE tables
+
+
+def test_mixture_of_experts_shows_experts_router_and_active_parameters(capsys) -> None:
+    assert main(["params", "mixtral-8x7b", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    components = {c["component"]: c["count"] for c in data["components"]}
+    assert components["expert router"] == 32 * 8 * 4096
+    assert components["MLP (8 SwiGLU experts: gate, up, down)"] == 32 * 8 * 3 * 4096 * 14336
+    assert (data["total"], data["active"]) == (46_702_792_704, 12_879_925_248)
+    assert data["config"]["num_local_experts"] == 8
+
+
+def test_list_shows_every_preset_and_known_model_once(capsys) -> None:
+    assert main(["params", "--list", "--json"]) == 0
+    entries = json.loads(capsys.readouterr().out)
+    names = [e["name"] for e in entries]
+    assert sorted(names) == sorted(set(PRESETS) | set(known_models()))
+    assert [e["total"] for e in entries] == sorted(e["total"] for e in entries)
+    assert next(e for e in entries if e["name"] == "gpt2")["kind"] == "preset, published config"
+    assert main(["params", "--list"]) == 0
+    table = capsys.readouterr().out
+    assert "qwen2.5-7b" in table and "7,615,616,512" in table and "12,879,925,248 active" in table
+
+
+def test_no_model_and_no_list_is_a_user_error(capsys) -> None:
+    assert main(["params"]) == 2
+    assert "give a MODEL" in capsys.readouterr().err
+
+
+def test_a_checkpoint_written_by_the_suite_is_counted(tmp_path, capsys) -> None:
+    config = PRESETS["llama2c-stories260K"]
+    save_checkpoint(tmp_path / "model.bin", config, init_weights(config), format="llama2c", version=1)
+    assert main(["params", str(tmp_path / "model.bin"), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    # 512 x 64 embedding, 5 layers of q, o [64, 64], k, v [32, 64], 3 x [172, 64], 11 RMSNorm gains
+    assert data["total"] == 512 * 64 + 5 * (2 * 64 * 64 + 2 * 32 * 64 + 3 * 172 * 64) + 11 * 64 == 260_032

@@ -1,0 +1,45 @@
+"""Fixtures of the library's tests: the real tokenizers when the shared data has them, or none at all."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import huggingface_hub.constants
+import pytest
+
+from verifier.data import DATA_DIR_ENV
+from verifier.tokenizer import GPT2Tokenizer, Llama2cTokenizer, TokenizerNotFound, find_tokenizer
+
+_ABSENT = f"the real {{}} tokenizer is not available: set {DATA_DIR_ENV} to the shared data directory"
+
+
+@pytest.fixture(scope="session")
+def gpt2_tokenizer() -> GPT2Tokenizer:
+    """GPT-2's real tokenizer, or a skip saying where to get it."""
+    try:
+        tokenizer = find_tokenizer("gpt2", 50257)
+    except TokenizerNotFound:
+        pytest.skip(_ABSENT.format("GPT-2"))
+    assert isinstance(tokenizer, GPT2Tokenizer)
+    return tokenizer
+
+
+@pytest.fixture(scope="session")
+def llama_tokenizer() -> Llama2cTokenizer:
+    """llama2.c's real tokenizer.bin (Llama 2's 32,000 pieces), or a skip saying where to get it."""
+    try:
+        tokenizer = find_tokenizer("llama", 32000)
+    except TokenizerNotFound:
+        pytest.skip(_ABSENT.format("llama2.c"))
+    assert isinstance(tokenizer, Llama2cTokenizer)
+    return tokenizer
+
+
+@pytest.fixture
+def no_tokenizers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """No shared data and an empty Hugging Face cache: nowhere a tokenizer could be found."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "hf").mkdir()
+    monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path / "data"))
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hf"))
+    return tmp_path

@@ -1,0 +1,251 @@
+"""A correct NumPy GPT-2 / Llama written to be mutated: every step is a method to override.
+
+It is a second implementation (not the suite's reference): a mutant subclasses `Transformer`,
+overrides the one method that holds its bug, and is plugged in with `factory(MutantClass)`.
+It has every capability of the contract: logits (with attention_mask), decode, trace, greedy.
+Shapes: x [B, T, d_model]; per-head q, k, v [B, heads, T, d_head]; a cache is a tuple per layer
+of (k, v) [B, kv_heads, S, d_head], never modified after it is returned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+Cache = tuple[tuple[np.ndarray, np.ndarray], ...]
+
+
+class Transformer:
+    def __init__(self, config: Any, weights: dict[str, np.ndarray]) -> None:
+        self.c = config
+        self.w = {name: np.asarray(value, np.float32) for name, value in weights.items()}
+        self.gpt2 = config.family == "gpt2"
+        self._trace: dict[str, np.ndarray] | None = None
+
+    # ---- the interface ---------------------------------------------------------------------
+    def logits(self, tokens: np.ndarray, attention_mask: np.ndarray | None = None) -> np.ndarray:
+        batch = np.atleast_2d(tokens)
+        mask = None if attention_mask is None else np.atleast_2d(attention_mask).astype(bool)
+        out, _ = self.forward(batch, None, mask)
+        return out if np.ndim(tokens) == 2 else out[0]
+
+    def decode(self, tokens: np.ndarray, cache: Cache | None = None) -> tuple[np.ndarray, Cache]:
+        out, new_cache = self.forward(np.atleast_2d(tokens), cache, None)
+        return (out if np.ndim(tokens) == 2 else out[0]), new_cache
+
+    def trace(self, tokens: np.ndarray) -> dict[str, np.ndarray]:
+        self._trace = {}
+        try:
+            self.forward(np.atleast_2d(tokens), None, None)
+            return {stage: value[0] for stage, value in self._trace.items()}
+        finally:
+            self._trace = None
+
+    def greedy(self, prompt: np.ndarray, n_new: int) -> np.ndarray:
+        out, cache = self.decode(prompt)
+        tokens = []
+        for _ in range(n_new):
+            tokens.append(int(self.next_token(out)))
+            out, cache = self.decode(np.array([tokens[-1]]), cache)
+        return np.array(tokens, dtype=np.int64)
+
+    # ---- the steps a mutant may override -----------------------------------------------------
+    def next_token(self, logits: np.ndarray) -> int:
+        """The argmax after the last position of a chunk's logits [T, V]."""
+        return int(np.argmax(logits[-1]))
+
+    def record(self, stage: str, value: np.ndarray) -> None:
+        if self._trace is not None:
+            self._trace[stage] = value
+
+    def positions(self, B: int, T: int, past: int, mask: np.ndarray | None) -> np.ndarray:
+        if mask is not None:
+            return np.maximum(np.cumsum(mask, axis=1) - 1, 0)
+        return np.broadcast_to(np.arange(past, past + T), (B, T))
+
+    def embed(self, tokens: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        if self.gpt2:
+            return self.w["transformer.wte.weight"][tokens] + self.w["transformer.wpe.weight"][positions]
+        return self.w["model.embed_tokens.weight"][tokens]
+
+    def layer_norm(self, x: np.ndarray, gain: np.ndarray, bias: np.ndarray) -> np.ndarray:
+        mean = x.mean(-1, keepdims=True)
+        var = ((x - mean) ** 2).mean(-1, keepdims=True)
+        return (x - mean) / np.sqrt(var + self.c.norm_eps) * gain + bias
+
+    def rms_norm(self, x: np.ndarray, gain: np.ndarray) -> np.ndarray:
+        return x / np.sqrt((x * x).mean(-1, keepdims=True) + self.c.norm_eps) * gain
+
+    def norm(self, x: np.ndarray, prefix: str) -> np.ndarray:
+        if self.gpt2:
+            return self.layer_norm(x, self.w[prefix + ".weight"], self.w[prefix + ".bias"])
+        return self.rms_norm(x, self.w[prefix + ".weight"])
+
+    def gelu(self, x: np.ndarray) -> np.ndarray:
+        return 0.5 * x * (1 + np.tanh(np.float32(np.sqrt(2 / np.pi)) * (x + 0.044715 * x * x * x)))
+
+    def silu(self, x: np.ndarray) -> np.ndarray:
+        return x / (1 + np.exp(-np.clip(x, -80, 80)))
+
+    def softmax(self, x: np.ndarray) -> np.ndarray:
+        e = np.exp(x - x.max(-1, keepdims=True))
+        return e / e.sum(-1, keepdims=True)
+
+    def linear(self, x: np.ndarray, name: str) -> np.ndarray:
+        """nn.Linear: x @ W.T (Llama); Conv1D: x @ W + b (GPT-2)."""
+        if self.gpt2:
+            return x @ self.w[name + ".weight"] + self.w[name + ".bias"]
+        return x @ self.w[name + ".weight"].T
+
+    def matmul(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return a @ b
+
+    def heads(self, x: np.ndarray, n: int) -> np.ndarray:
+        B, T, _ = x.shape
+        return x.reshape(B, T, n, -1).transpose(0, 2, 1, 3)
+
+    def qkv(self, h: np.ndarray, i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        c = self.c
+        if self.gpt2:
+            q, k, v = np.split(self.linear(h, f"transformer.h.{i}.attn.c_attn"), 3, axis=-1)
+            return self.heads(q, c.n_heads), self.heads(k, c.n_heads), self.heads(v, c.n_heads)
+        p = f"model.layers.{i}.self_attn."
+        q = self.heads(self.linear(h, p + "q_proj"), c.n_heads)
+        k = self.heads(self.linear(h, p + "k_proj"), c.n_kv_heads)
+        v = self.heads(self.linear(h, p + "v_proj"), c.n_kv_heads)
+        return q, k, v
+
+    def inv_freq(self) -> np.ndarray:
+        d = self.c.d_head
+        return self.c.rope_theta ** (-np.arange(0, d, 2) / d)
+
+    def rope(self, x: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        """Rotate pairs (j, j + d_head/2): x [B, heads, T, d_head], positions [B, T]."""
+        angles = positions[:, None, :, None] * self.inv_freq()
+        cos, sin = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+        half = x.shape[-1] // 2
+        x1, x2 = x[..., :half], x[..., half:]
+        return np.concatenate([x1 * cos - x2 * sin, x1 * sin + x2 * cos], axis=-1)
+
+    def rope_qkv(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, positions: np.ndarray):
+        """RoPE on q and k (never v)."""
+        return self.rope(q, positions), self.rope(k, positions), v
+
+    def append(self, past: tuple[np.ndarray, np.ndarray] | None, k: np.ndarray, v: np.ndarray):
+        """This layer's cache entry: the past keys and values followed by the chunk's."""
+        if past is None:
+            return k, v
+        return np.concatenate([past[0], k], axis=2), np.concatenate([past[1], v], axis=2)
+
+    def attended(self, past, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The keys and values the chunk attends to: the whole updated cache entry."""
+        return k, v
+
+    def kv_for_head(self, k: np.ndarray) -> np.ndarray:
+        """[B, kv_heads, S, d_head] -> [B, n_heads, S, d_head]: query head j reads kv head j // group."""
+        return np.repeat(k, self.c.n_heads // self.c.n_kv_heads, axis=1)
+
+    def scale(self) -> float:
+        return 1 / np.sqrt(self.c.d_head)
+
+    def allowed(self, T: int, S: int) -> np.ndarray:
+        return np.arange(S)[None, :] <= np.arange(S - T, S)[:, None]
+
+    def attend(self, scores: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+        return self.softmax(np.where(allowed, scores, -np.inf))
+
+    def attention(self, h, i, positions, past, mask):
+        q, k, v = self.qkv(h, i)
+        self.record(f"layers.{i}.q", q)
+        self.record(f"layers.{i}.k", k)
+        self.record(f"layers.{i}.v", v)
+        if not self.gpt2:
+            q, k, v = self.rope_qkv(q, k, v, positions)
+            self.record(f"layers.{i}.q_rope", q)
+            self.record(f"layers.{i}.k_rope", k)
+        k, v = self.append(past, k, v)
+        k_att, v_att = self.attended(past, k, v)
+        T, S = q.shape[2], k_att.shape[2]
+        scores = self.matmul(q, self.kv_for_head(k_att).swapaxes(-1, -2)) * np.float32(self.scale())
+        allowed = self.allowed(T, S)[None, None]
+        if mask is not None:
+            allowed = allowed & (mask[:, None, None, :] | np.eye(T, dtype=bool))
+        probs = self.attend(scores, allowed)
+        self.record(f"layers.{i}.scores", scores)
+        self.record(f"layers.{i}.probs", probs)
+        out = self.matmul(probs, self.kv_for_head(v_att))
+        B, H, _, dh = out.shape
+        attn = out.transpose(0, 2, 1, 3).reshape(B, T, H * dh)
+        self.record(f"layers.{i}.attn", attn)
+        name = f"transformer.h.{i}.attn.c_proj" if self.gpt2 else f"model.layers.{i}.self_attn.o_proj"
+        return self.linear(attn, name), (k, v)
+
+    def mlp(self, h: np.ndarray, i: int) -> np.ndarray:
+        if self.gpt2:
+            up = self.linear(h, f"transformer.h.{i}.mlp.c_fc")
+            self.record(f"layers.{i}.mlp_up", up)
+            act = self.gelu(up)
+            self.record(f"layers.{i}.mlp_act", act)
+            return self.linear(act, f"transformer.h.{i}.mlp.c_proj")
+        p = f"model.layers.{i}.mlp."
+        gate, up = self.linear(h, p + "gate_proj"), self.linear(h, p + "up_proj")
+        self.record(f"layers.{i}.mlp_gate", gate)
+        self.record(f"layers.{i}.mlp_up", up)
+        act = self.silu(gate) * up
+        self.record(f"layers.{i}.mlp_act", act)
+        return self.linear(act, p + "down_proj")
+
+    def block(self, x, i, positions, past, mask):
+        p = f"transformer.h.{i}." if self.gpt2 else f"model.layers.{i}."
+        h = self.norm(x, p + ("ln_1" if self.gpt2 else "input_layernorm"))
+        self.record(f"layers.{i}.attn_norm", h)
+        a, kv = self.attention(h, i, positions, past, mask)
+        self.record(f"layers.{i}.attn_out", a)
+        x = x + a
+        self.record(f"layers.{i}.resid_attn", x)
+        h = self.norm(x, p + ("ln_2" if self.gpt2 else "post_attention_layernorm"))
+        self.record(f"layers.{i}.mlp_norm", h)
+        m = self.mlp(h, i)
+        self.record(f"layers.{i}.mlp_out", m)
+        x = x + m
+        self.record(f"layers.{i}.resid_mlp", x)
+        return x, kv
+
+    def final_norm(self, x: np.ndarray) -> np.ndarray:
+        return self.norm(x, "transformer.ln_f" if self.gpt2 else "model.norm")
+
+    def classifier(self) -> np.ndarray:
+        if self.c.tie_embeddings:
+            return self.w["transformer.wte.weight" if self.gpt2 else "model.embed_tokens.weight"]
+        return self.w["lm_head.weight"]
+
+    def past_length(self, cache: Cache | None) -> int:
+        return 0 if cache is None else cache[0][0].shape[2]
+
+    def forward(self, tokens: np.ndarray, cache: Cache | None, mask: np.ndarray | None) -> tuple[np.ndarray, Cache]:
+        B, T = tokens.shape
+        positions = self.positions(B, T, self.past_length(cache), mask)
+        x = self.embed(tokens, positions)
+        self.record("embed", x)
+        new_cache = []
+        for i in range(self.c.n_layers):
+            x, kv = self.block(x, i, positions, None if cache is None else cache[i], mask)
+            new_cache.append(kv)
+        x = self.final_norm(x)
+        self.record("final_norm", x)
+        logits = self.matmul(x, self.classifier().T)
+        self.record("logits", logits)
+        return logits, tuple(new_cache)
+
+
+def factory(cls: type[Transformer]) -> Callable[[Any, dict[str, np.ndarray]], Transformer]:
+    """A plug-in factory `build(config, weights)` for the implementation `cls`."""
+
+    def build(config: Any, weights: dict[str, np.ndarray]) -> Transformer:
+        return cls(config, weights)
+
+    build.__name__ = build.__qualname__ = f"build_{cls.__name__}"
+    build.__doc__ = cls.__doc__
+    return build

@@ -1,0 +1,380 @@
+"""The mutant catalog: one realistic bug each, all seen in real projects.
+
+Every class overrides one step of the correct `base.Transformer`. `mutants.<ClassName>` is its
+factory, plugged in exactly as a user's: `--model tests.meta.mutants.catalog:mutants.ScaleByDHead`.
+"""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+
+from tests.meta.mutants.base import Transformer, factory
+
+# ---- attention scaling and softmax ---------------------------------------------------------------
+
+
+class ScaleByDHead(Transformer):
+    """Attention scores divided by d_head instead of sqrt(d_head)."""
+
+    def scale(self) -> float:
+        return 1 / self.c.d_head
+
+
+class ScaleByDModel(Transformer):
+    """Attention scores divided by sqrt(d_model) instead of sqrt(d_head)."""
+
+    def scale(self) -> float:
+        return 1 / math.sqrt(self.c.d_model)
+
+
+class NoScale(Transformer):
+    """Attention scores not scaled at all."""
+
+    def scale(self) -> float:
+        return 1.0
+
+
+class SoftmaxWrongAxis(Transformer):
+    """Attention softmax over the query axis instead of the key axis."""
+
+    def attend(self, scores: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+        x = np.where(allowed, scores, -np.inf)
+        e = np.exp(x - x.max(-2, keepdims=True))
+        return e / e.sum(-2, keepdims=True)
+
+
+class SoftmaxNoMaxShift(Transformer):
+    """Softmax as exp(x) / sum(exp(x)) without subtracting the max: overflows at large logits."""
+
+    def softmax(self, x: np.ndarray) -> np.ndarray:
+        with np.errstate(over="ignore", invalid="ignore"):
+            e = np.exp(x)
+            return e / e.sum(-1, keepdims=True)
+
+
+# ---- the causal mask ------------------------------------------------------------------------------
+
+
+class MaskMissing(Transformer):
+    """No causal mask: every position attends to the future too."""
+
+    def allowed(self, T: int, S: int) -> np.ndarray:
+        return np.ones((T, S), dtype=bool)
+
+
+class MaskExcludesDiagonal(Transformer):
+    """Causal mask shifted by one: a position cannot attend to itself (the first one attends to a
+    -1e9-filled row, as implementations with a finite fill value do)."""
+
+    def allowed(self, T: int, S: int) -> np.ndarray:
+        return np.arange(S)[None, :] < np.arange(S - T, S)[:, None]
+
+    def attend(self, scores: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+        return self.softmax(np.where(allowed, scores, np.float32(-1e9)))
+
+
+class MaskOneFutureToken(Transformer):
+    """Causal mask shifted by one the other way: each position sees one token ahead."""
+
+    def allowed(self, T: int, S: int) -> np.ndarray:
+        return np.arange(S)[None, :] <= np.arange(S - T, S)[:, None] + 1
+
+
+class MaskAfterSoftmax(Transformer):
+    """Mask applied after the softmax: future weights zeroed, rows no longer sum to 1."""
+
+    def attend(self, scores: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+        return np.where(allowed, self.softmax(scores), 0)
+
+
+# ---- norms ----------------------------------------------------------------------------------------
+
+
+class LayerNormUnbiasedVariance(Transformer):
+    """LayerNorm with the unbiased variance (divides by d_model - 1), as torch.var defaults to."""
+
+    def layer_norm(self, x: np.ndarray, gain: np.ndarray, bias: np.ndarray) -> np.ndarray:
+        var = x.var(-1, keepdims=True, ddof=1)
+        return (x - x.mean(-1, keepdims=True)) / np.sqrt(var + self.c.norm_eps) * gain + bias
+
+
+class LayerNormEpsOutsideSqrt(Transformer):
+    """LayerNorm as (x - mean) / (sqrt(var) + eps)."""
+
+    def layer_norm(self, x: np.ndarray, gain: np.ndarray, bias: np.ndarray) -> np.ndarray:
+        mean = x.mean(-1, keepdims=True)
+        std = np.sqrt(((x - mean) ** 2).mean(-1, keepdims=True))
+        return (x - mean) / (std + self.c.norm_eps) * gain + bias
+
+
+class RMSNormSumNoEps(Transformer):
+    """RMSNorm as x / sqrt(sum x^2): no mean, no eps (the formula printed in a source article)."""
+
+    def rms_norm(self, x: np.ndarray, gain: np.ndarray) -> np.ndarray:
+        return x / np.sqrt((x * x).sum(-1, keepdims=True)) * gain
+
+
+class NormEpsTooSmall(Transformer):
+    """Norm eps 1e-6 where the config says 1e-5 (HF Llama's default instead of llama2.c's)."""
+
+    def rms_norm(self, x: np.ndarray, gain: np.ndarray) -> np.ndarray:
+        return x / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-6) * gain
+
+    def layer_norm(self, x: np.ndarray, gain: np.ndarray, bias: np.ndarray) -> np.ndarray:
+        mean = x.mean(-1, keepdims=True)
+        var = ((x - mean) ** 2).mean(-1, keepdims=True)
+        return (x - mean) / np.sqrt(var + 1e-6) * gain + bias
+
+
+# ---- activations and the MLP ----------------------------------------------------------------------
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+class GeluExactErf(Transformer):
+    """GPT-2 with the exact erf GELU where GPT-2 uses the tanh approximation."""
+
+    def gelu(self, x: np.ndarray) -> np.ndarray:
+        return (0.5 * x * (1 + _erf(x / math.sqrt(2)))).astype(np.float32)
+
+
+class SwiGLUAsSum(Transformer):
+    """SwiGLU written as w2(w1 x + w3 x) (as printed in a source article)."""
+
+    def mlp(self, h: np.ndarray, i: int) -> np.ndarray:
+        if self.gpt2:
+            return super().mlp(h, i)
+        p = f"model.layers.{i}.mlp."
+        return self.linear(self.linear(h, p + "gate_proj") + self.linear(h, p + "up_proj"), p + "down_proj")
+
+
+class SiluOnWrongBranch(Transformer):
+    """SwiGLU with SiLU on the up projection instead of the gate: w2(w1 x * silu(w3 x))."""
+
+    def mlp(self, h: np.ndarray, i: int) -> np.ndarray:
+        if self.gpt2:
+            return super().mlp(h, i)
+        p = f"model.layers.{i}.mlp."
+        act = self.linear(h, p + "gate_proj") * self.silu(self.linear(h, p + "up_proj"))
+        return self.linear(act, p + "down_proj")
+
+
+# ---- the residual stream and the classifier -------------------------------------------------------
+
+
+class AttentionResidualDropped(Transformer):
+    """The residual connection around attention dropped: x = attn(norm(x))."""
+
+    def block(self, x, i, positions, past, mask):
+        p = f"transformer.h.{i}." if self.gpt2 else f"model.layers.{i}."
+        a, kv = self.attention(self.norm(x, p + ("ln_1" if self.gpt2 else "input_layernorm")), i, positions, past, mask)
+        x = a
+        h = self.norm(x, p + ("ln_2" if self.gpt2 else "post_attention_layernorm"))
+        return x + self.mlp(h, i), kv
+
+
+class PostNorm(Transformer):
+    """Post-norm blocks (x = norm(x + f(x)), the original Transformer) instead of pre-norm."""
+
+    def block(self, x, i, positions, past, mask):
+        p = f"transformer.h.{i}." if self.gpt2 else f"model.layers.{i}."
+        a, kv = self.attention(x, i, positions, past, mask)
+        x = self.norm(x + a, p + ("ln_1" if self.gpt2 else "input_layernorm"))
+        return self.norm(x + self.mlp(x, i), p + ("ln_2" if self.gpt2 else "post_attention_layernorm")), kv
+
+
+class FinalNormMissing(Transformer):
+    """The final norm (ln_f / model.norm) left out before the classifier."""
+
+    def final_norm(self, x: np.ndarray) -> np.ndarray:
+        return x
+
+
+class ClassifierNotTied(Transformer):
+    """A tied classifier left at its own random initialisation (loaded with strict=False)."""
+
+    def classifier(self) -> np.ndarray:
+        if not self.c.tie_embeddings:
+            return super().classifier()
+        rng = np.random.default_rng(0)
+        return (0.02 * rng.standard_normal((self.c.vocab_size, self.c.d_model))).astype(np.float32)
+
+
+class PositionEmbeddingMissing(Transformer):
+    """GPT-2 without its learned position embedding."""
+
+    def embed(self, tokens: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        if self.gpt2:
+            return self.w["transformer.wte.weight"][tokens]
+        return super().embed(tokens, positions)
+
+
+class PositionEmbeddingOffset(Transformer):
+    """GPT-2 reading the position embedding one row late (positions counted from 1)."""
+
+    def embed(self, tokens: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        if self.gpt2:
+            rows = np.minimum(positions + 1, self.c.n_ctx - 1)
+            return self.w["transformer.wte.weight"][tokens] + self.w["transformer.wpe.weight"][rows]
+        return super().embed(tokens, positions)
+
+
+# ---- RoPE -----------------------------------------------------------------------------------------
+
+
+class RopeInterleavedOnRotateHalf(Transformer):
+    """RoPE rotating adjacent pairs (2j, 2j+1), llama2.c's layout, on HF rotate-half weights."""
+
+    def rope(self, x: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        angles = positions[:, None, :, None] * self.inv_freq()
+        cos, sin = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+        x0, x1 = x[..., 0::2], x[..., 1::2]
+        out = np.empty_like(x)
+        out[..., 0::2], out[..., 1::2] = x0 * cos - x1 * sin, x0 * sin + x1 * cos
+        return out
+
+
+class RopeTheta1000(Transformer):
+    """RoPE base theta 1,000 instead of the config's 10,000."""
+
+    def inv_freq(self) -> np.ndarray:
+        d = self.c.d_head
+        return 1000.0 ** (-np.arange(0, d, 2) / d)
+
+
+class RopePositionsFromOne(Transformer):
+    """RoPE positions counted from 1 (invisible in logits: only the trace shows it)."""
+
+    def rope(self, x: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        return super().rope(x, positions + 1)
+
+
+class RopeFrequenciesOverDModel(Transformer):
+    """RoPE frequencies theta^(-2i/d_model) instead of theta^(-2i/d_head)."""
+
+    def inv_freq(self) -> np.ndarray:
+        return self.c.rope_theta ** (-np.arange(0, self.c.d_head, 2) / self.c.d_model)
+
+
+class RopeOnValues(Transformer):
+    """RoPE applied to v as well as q and k."""
+
+    def rope_qkv(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, positions: np.ndarray):
+        return self.rope(q, positions), self.rope(k, positions), self.rope(v, positions)
+
+
+class RopeMissingOnK(Transformer):
+    """RoPE applied to q only."""
+
+    def rope_qkv(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, positions: np.ndarray):
+        return self.rope(q, positions), k, v
+
+
+# ---- the KV cache ---------------------------------------------------------------------------------
+
+
+class CachePositionNotAdvanced(Transformer):
+    """Decoding numbers the new chunk's positions from 0 whatever the cache holds."""
+
+    def positions(self, B: int, T: int, past: int, mask: np.ndarray | None) -> np.ndarray:
+        return super().positions(B, T, 0, mask)
+
+
+class CacheChunkAppendedTwice(Transformer):
+    """Each decoded chunk's keys and values are appended to the cache twice."""
+
+    def append(self, past, k: np.ndarray, v: np.ndarray):
+        if past is None:
+            return k, v
+        return super().append(super().append(past, k, v), k, v)
+
+
+class CacheStaleReuse(Transformer):
+    """The model keeps its own cache and ignores the one passed in, so an old cache is not reusable."""
+
+    _own: tuple | None = None
+
+    def decode(self, tokens: np.ndarray, cache=None):
+        out, new_cache = super().decode(tokens, self._own if cache is not None else None)
+        self._own = new_cache
+        return out, new_cache
+
+
+class CacheOwnKeyMissing(Transformer):
+    """In a decode step, the new tokens attend to the cached keys but not to their own."""
+
+    def attended(self, past, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return (k, v) if past is None else past
+
+
+# ---- grouped-query attention, weight layouts ------------------------------------------------------
+
+
+class GQAModuloMapping(Transformer):
+    """Query head j reads kv head j % n_kv_heads instead of j // (n_heads / n_kv_heads)."""
+
+    def kv_for_head(self, k: np.ndarray) -> np.ndarray:
+        return np.tile(k, (1, self.c.n_heads // self.c.n_kv_heads, 1, 1))
+
+
+class OutputProjectionTransposed(Transformer):
+    """Llama's square o_proj used transposed, x @ W instead of x @ W.T (invisible to shape checks)."""
+
+    def linear(self, x: np.ndarray, name: str) -> np.ndarray:
+        if name.endswith("o_proj"):
+            return x @ self.w[name + ".weight"]
+        return super().linear(x, name)
+
+
+class Conv1DNotTransposed(Transformer):
+    """GPT-2's square Conv1D c_proj read as an nn.Linear [d_out, d_in] weight (invisible to shape checks)."""
+
+    def linear(self, x: np.ndarray, name: str) -> np.ndarray:
+        if name.endswith("attn.c_proj"):
+            return x @ self.w[name + ".weight"].T + self.w[name + ".bias"]
+        return super().linear(x, name)
+
+
+class QKVSplitOrder(Transformer):
+    """GPT-2's fused c_attn split as (k, q, v) instead of (q, k, v)."""
+
+    def qkv(self, h: np.ndarray, i: int):
+        q, k, v = super().qkv(h, i)
+        return (k, q, v) if self.gpt2 else (q, k, v)
+
+
+# ---- generation and precision ---------------------------------------------------------------------
+
+
+class GreedyFromFirstRow(Transformer):
+    """Generation takes the next token from the first row of the logits instead of the last."""
+
+    def next_token(self, logits: np.ndarray) -> int:
+        return int(np.argmax(logits[0]))
+
+
+class Float16Accumulation(Transformer):
+    """Matrix products accumulated in float16."""
+
+    def matmul(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        with np.errstate(over="ignore", invalid="ignore"):
+            return (a.astype(np.float16) @ b.astype(np.float16)).astype(np.float32)
+
+    def linear(self, x: np.ndarray, name: str) -> np.ndarray:
+        w = self.w[name + ".weight"]
+        w = w if self.gpt2 else w.T
+        y = self.matmul(x, w)
+        return y + self.w[name + ".bias"] if self.gpt2 else y
+
+
+MUTANTS: tuple[type[Transformer], ...] = tuple(
+    cls
+    for cls in list(globals().values())
+    if isinstance(cls, type) and issubclass(cls, Transformer) and cls is not Transformer
+)
+# `--model tests.meta.mutants.catalog:mutants.ScaleByDHead` plugs in one mutant; `correct` is the unmutated base.
+mutants = SimpleNamespace(**{cls.__name__: factory(cls) for cls in MUTANTS})
+correct = factory(Transformer)

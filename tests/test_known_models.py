@@ -1,0 +1,143 @@
+"""The parameter formula on published configs: each total against transformers on the meta device.
+
+transformers is the authority here. The published totals below are the sizes the models'
+own checkpoints report (what the model cards round to 124M, 6.7B, 46.7B ...).
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from transformers import AutoConfig
+
+from verifier import hf
+from verifier.config import ConfigError, from_hf_dict
+from verifier.known_models import UnknownModelError, known_model, known_models
+from verifier.params import LLAMA_LIKE, Architecture, count_parameters, from_config, parameter_table
+from verifier.params import from_hf_dict as architecture_from_hf_dict
+from verifier.presets import PRESETS
+
+PUBLISHED_TOTALS = {
+    "gpt2": 124_439_808,
+    "gpt2-medium": 354_823_168,
+    "gpt2-large": 774_030_080,
+    "gpt2-xl": 1_557_611_200,
+    "llama-2-7b": 6_738_415_616,
+    "llama-2-13b": 13_015_864_320,
+    "llama-2-70b": 68_976_648_192,
+    "llama-3-8b": 8_030_261_248,
+    "mistral-7b": 7_241_732_096,
+    "qwen2.5-7b": 7_615_616_512,
+    "mixtral-8x7b": 46_702_792_704,
+}
+
+
+def _transformers_count(fields: dict) -> int:
+    fields = dict(fields)
+    return hf.parameter_count(AutoConfig.for_model(fields.pop("model_type"), **fields))
+
+
+def test_the_table_has_the_models_the_issue_asks_for() -> None:
+    assert set(known_models()) == set(PUBLISHED_TOTALS)
+    for model in known_models().values():
+        assert model.source.startswith("https://huggingface.co/") and model.source.endswith("/config.json")
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED_TOTALS))
+def test_formula_equals_transformers_and_the_published_total(name: str) -> None:
+    model = known_model(name)
+    total = count_parameters(model.architecture)
+    assert total == _transformers_count(model.fields), f"{name}: formula {total:,} vs transformers"
+    assert total == PUBLISHED_TOTALS[name], f"{name}: formula {total:,} vs published {PUBLISHED_TOTALS[name]:,}"
+
+
+def test_breakdown_rows_sum_to_the_total() -> None:
+    for name, model in known_models().items():
+        table = parameter_table(model.architecture)
+        assert sum(r.count for r in table.rows) == table.total, name
+
+
+def test_mixtral_active_parameters_equal_a_mixtral_with_only_the_routed_experts() -> None:
+    fields = known_model("mixtral-8x7b").fields
+    table = parameter_table(known_model("mixtral-8x7b").architecture)
+    # Two experts instead of eight: the experts a token meets, plus a router of 2 rows instead of 8.
+    two_experts = _transformers_count(fields | {"num_local_experts": 2})
+    router_rows_dropped = fields["num_hidden_layers"] * 6 * fields["hidden_size"]
+    assert table.active == two_experts + router_rows_dropped == 12_879_925_248
+
+
+def test_gpt2_presets_are_the_published_configs() -> None:
+    for name in ("gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl"):
+        assert from_hf_dict(known_model(name).fields) == PRESETS[name], name
+
+
+def test_qwen2_counts_q_k_v_biases_and_no_output_bias() -> None:
+    table = parameter_table(known_model("qwen2.5-7b").architecture)
+    rows = {r.component: r.count for r in table.rows}
+    d, kv, L = 3584, 4 * 128, 28
+    assert rows["attention q, k, v (with biases)"] == L * (d * d + 2 * kv * d + d + 2 * kv)
+    assert rows["attention output"] == L * d * d
+
+
+@st.composite
+def llama_like_fields(draw: st.DrawFn) -> dict:
+    """Small config.json fields of the Llama-like model types, drawn as a user would write them."""
+    model_type = draw(st.sampled_from(LLAMA_LIKE), label="model_type")
+    n_kv_heads = draw(st.integers(1, 3), label="num_key_value_heads")
+    n_heads = n_kv_heads * draw(st.integers(1, 3), label="query heads per kv head")
+    fields = {
+        "model_type": model_type,
+        "vocab_size": draw(st.integers(2, 300), label="vocab_size"),
+        "hidden_size": n_heads * 2 * draw(st.integers(1, 4), label="d_head / 2"),
+        "intermediate_size": draw(st.integers(1, 40), label="intermediate_size"),
+        "num_hidden_layers": draw(st.integers(1, 3), label="num_hidden_layers"),
+        "num_attention_heads": n_heads,
+        "num_key_value_heads": n_kv_heads,
+        "max_position_embeddings": 64,
+        "tie_word_embeddings": draw(st.booleans(), label="tie_word_embeddings"),
+    }
+    if model_type == "mixtral":
+        fields["num_local_experts"] = draw(st.integers(1, 4), label="num_local_experts")
+        fields["num_experts_per_tok"] = draw(st.integers(1, fields["num_local_experts"]), label="num_experts_per_tok")
+    if draw(st.booleans(), label="explicit head_dim"):
+        fields["head_dim"] = 2 * draw(st.integers(1, 4), label="head_dim / 2")
+    return fields
+
+
+@settings(max_examples=20)
+@given(llama_like_fields())
+def test_formula_equals_transformers_on_generated_llama_like_configs(fields: dict) -> None:
+    assert count_parameters(architecture_from_hf_dict(fields)) == _transformers_count(fields)
+
+
+def test_a_modelconfig_counts_as_before_with_the_stored_rope_tables() -> None:
+    table = parameter_table(from_config(PRESETS["llama2c-stories15M"]))
+    assert (table.total, table.stored_rope, table.active) == (15_191_712, 12_288, 15_191_712)
+    gpt2 = from_config(PRESETS["gpt2"])
+    assert isinstance(gpt2, Architecture) and parameter_table(gpt2).stored_rope == 0
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({"model_type": "bert"}, "model_type"),
+        ({"model_type": "llama", "attention_bias": True}, "attention_bias"),
+        ({"model_type": "mistral", "hidden_size": 64}, "num_attention_heads"),
+        ({"model_type": "qwen2", "hidden_size": "64", "num_attention_heads": 4}, "hidden_size"),
+        ({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 0}, "num_attention_heads"),
+        (
+            {**known_model("mixtral-8x7b").fields, "num_local_experts": 2, "num_experts_per_tok": 3},
+            "num_experts_per_tok",
+        ),
+    ],
+)
+def test_configs_the_formula_cannot_count_name_the_field(fields: dict, field: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        architecture_from_hf_dict(fields)
+    assert info.value.field == field
+
+
+def test_an_unknown_name_lists_the_known_ones() -> None:
+    with pytest.raises(UnknownModelError, match=r"known models: .*llama-2-7b"):
+        known_model("llama-9")

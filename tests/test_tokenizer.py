@@ -1,0 +1,179 @@
+"""Tokenizers: llama2.c's encoder against sentencepiece's ids, GPT-2's against OpenAI's, and how they are found.
+
+The expected ids are not ours: the llama2.c ones are sentencepiece's for Llama 2's vocabulary (the
+expectations of llama2.c's own `test.c`), GPT-2's are those `shared/README.md` records.
+"""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+from pathlib import Path
+
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from verifier.data import DATA_DIR_ENV
+from verifier.formats import CheckpointError, write_tokenizer
+from verifier.formats import Tokenizer as FormatsTokenizer
+from verifier.tokenizer import (
+    LLAMA_BOS,
+    Llama2cTokenizer,
+    TokenizerError,
+    TokenizerNotFound,
+    find_tokenizer,
+    load_gpt2_tokenizer,
+)
+
+
+def _ids(text: str) -> list[int]:
+    return [int(i) for i in text.split()]
+
+
+SENTENCEPIECE_IDS = [
+    ("I believe the meaning of life is", [1, 306, 4658, 278, 6593, 310, 2834, 338]),
+    (
+        "Simply put, the theory of relativity states that ",
+        [1, 3439, 17632, 1925, 29892, 278, 6368, 310, 14215, 537, 5922, 393, 29871],
+    ),
+    (
+        "A brief message congratulating the team on the launch:\n\n        Hi everyone,\n\n        I just ",
+        _ids(
+            "1 319 11473 2643 378 629 271 18099 278 3815 373 278 6826 29901 13 13 4706 6324 14332 29892 13 13 4706 "
+            "306 925 29871"
+        ),
+    ),
+    ("Once upon a time", [1, 9038, 2501, 263, 931]),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), SENTENCEPIECE_IDS, ids=["meaning", "relativity", "newlines", "story"])
+def test_llama2c_encoder_gives_sentencepieces_ids(llama_tokenizer: Llama2cTokenizer, text: str, expected: list[int]):
+    assert llama_tokenizer.encode(text) == expected
+
+
+def test_llama2c_encoder_falls_back_to_byte_pieces(llama_tokenizer: Llama2cTokenizer) -> None:
+    ids = llama_tokenizer.encode("☃", bos=False)  # U+2603, UTF-8 E2 98 83, has no piece of its own
+    assert [llama_tokenizer.piece(i) for i in ids] == [" ", "<0xE2>", "<0x98>", "<0x83>"]
+
+
+def test_gpt2_tokenizer_gives_openais_ids(gpt2_tokenizer) -> None:
+    assert gpt2_tokenizer.encode("The capital of France is") == [464, 3139, 286, 4881, 318]
+    assert gpt2_tokenizer.encode(" Paris") == [6342]
+    assert gpt2_tokenizer.vocab_size == 50257
+
+
+# ---- the merge loop on small vocabularies -------------------------------------------------------
+
+
+def _tokenizer(pieces: dict[str, float]) -> Llama2cTokenizer:
+    return Llama2cTokenizer([p.encode() for p in pieces], list(pieces.values()), "test vocabulary")
+
+
+def test_the_best_scored_merge_wins_then_the_leftmost() -> None:
+    tok = _tokenizer({" ": 0, "a": 0, "b": 0, "c": 0, "ab": 1.0, "bc": 2.0, " a": -1.0})
+    # " abc": " a" (-1), "ab" (1), "bc" (2) are candidates; "bc" scores best, then " a" merges.
+    assert [tok.pieces[i] for i in tok.encode("abc", bos=False)] == [b" a", b"bc"]
+    tied = _tokenizer({" ": 0, "a": 0, "aa": 1.0})
+    assert [tied.pieces[i] for i in tied.encode("aaa", bos=False)] == [b" ", b"aa", b"a"]
+
+
+def test_bos_comes_first_and_empty_text_is_bos_alone() -> None:
+    tok = _tokenizer({" ": 0, "<s>": 0, "a": 0})
+    assert tok.encode("") == [LLAMA_BOS]
+    assert tok.encode("a") == [LLAMA_BOS, 0, 2]
+
+
+def test_a_character_without_piece_or_byte_piece_is_an_error() -> None:
+    with pytest.raises(TokenizerError, match="no piece for 'z'"):
+        _tokenizer({" ": 0, "a": 0}).encode("az")
+
+
+@st.composite
+def vocabularies(draw: st.DrawFn) -> dict[str, float]:
+    """Every single character of a small alphabet and the space, plus random merges with random scores."""
+    alphabet = "abc"
+    singles = {c: 0.0 for c in " " + alphabet}
+    merged = draw(st.lists(st.text(" " + alphabet, min_size=2, max_size=4), max_size=12, unique=True), label="merges")
+    scores = draw(st.lists(st.floats(-10, 10), min_size=len(merged), max_size=len(merged)), label="scores")
+    return singles | dict(zip(merged, scores, strict=True))
+
+
+@given(vocabulary=vocabularies(), text=st.text("abc ", max_size=20))
+@example(vocabulary={" ": 0, "a": 0, "b": 0, "c": 0, "ab": 1.0, " a": 2.0}, text="ab")
+def test_encoding_spells_the_text_and_leaves_no_pair_to_merge(vocabulary: dict[str, float], text: str) -> None:
+    tok = _tokenizer(vocabulary)
+    ids = tok.encode(text, bos=False)
+    assert b"".join(tok.pieces[i] for i in ids) == (b" " + text.encode() if text else b"")
+    for a, b in itertools.pairwise(ids):
+        merged = tok.pieces[a] + tok.pieces[b]
+        assert merged.decode() not in vocabulary, f"{merged!r} is in the vocabulary but was not merged: {ids}"
+
+
+# ---- reading tokenizer.bin (through verifier.formats) -------------------------------------------------
+
+
+def _write_tokenizer_bin(path: Path, pieces: list[bytes], scores: list[float]) -> Path:
+    write_tokenizer(path, FormatsTokenizer(tuple(pieces), tuple(scores), max(map(len, pieces))))
+    return path
+
+
+def test_tokenizer_bin_is_read_piece_by_piece(tmp_path: Path) -> None:
+    path = _write_tokenizer_bin(tmp_path / "tokenizer.bin", [b"<unk>", b"", b" the", b"\xe2"], [0.0, -1.5, 2.25, 0.0])
+    tok = find_tokenizer("llama", 4, path)
+    assert isinstance(tok, Llama2cTokenizer)
+    assert tok.pieces == (b"<unk>", b"", b" the", b"\xe2")
+    assert tok.scores == (0.0, -1.5, 2.25, 0.0)
+
+
+def test_a_truncated_tokenizer_bin_is_the_formats_error(tmp_path: Path) -> None:
+    path = _write_tokenizer_bin(tmp_path / "tokenizer.bin", [b"<unk>", b"abc"], [0.0, 1.0])
+    path.write_bytes(path.read_bytes()[:-2])
+    with pytest.raises(CheckpointError, match="piece 1 bytes"):
+        find_tokenizer("llama", 2, tmp_path)
+
+
+# ---- finding tokenizers -----------------------------------------------------------------------------
+
+
+def test_nothing_found_lists_where_the_suite_looked(no_tokenizers: Path) -> None:
+    with pytest.raises(TokenizerNotFound, match=r"no gpt2 tokenizer with 50257 tokens; looked in: .*\(absent\)"):
+        find_tokenizer("gpt2", 50257)
+    with pytest.raises(TokenizerNotFound, match=r"llama2c/tokenizer.bin \(absent\)"):
+        find_tokenizer("llama", 32000)
+
+
+def test_a_tokenizer_of_another_vocabulary_size_is_passed_over(llama_tokenizer, monkeypatch) -> None:
+    with pytest.raises(TokenizerNotFound, match=r"\(32000 tokens\)"):
+        find_tokenizer("llama", 512)
+    with pytest.raises(TokenizerError, match="32000 tokens, but the model's vocab_size is 512"):
+        find_tokenizer("llama", 512, llama_tokenizer.source)
+
+
+def test_gpt2_tokenizer_is_found_in_the_hugging_face_cache(gpt2_tokenizer, no_tokenizers: Path) -> None:
+    snapshot = no_tokenizers / "hf" / "models--openai-community--gpt2" / "snapshots" / "0123abcd"
+    snapshot.mkdir(parents=True)
+    (snapshot.parents[1] / "refs").mkdir()
+    (snapshot.parents[1] / "refs" / "main").write_text("0123abcd")
+    for name in ("vocab.json", "merges.txt"):
+        shutil.copy(Path(gpt2_tokenizer.source) / name, snapshot / name)
+    found = find_tokenizer("gpt2", 50257)
+    assert found.source == str(snapshot)
+    assert found.encode(" Paris") == [6342]
+
+
+def test_gpt2_directory_without_usable_files_is_an_error_not_an_empty_tokenizer(tmp_path: Path) -> None:
+    with pytest.raises(TokenizerError, match=r"merges\.txt missing"):
+        load_gpt2_tokenizer(tmp_path)
+    (tmp_path / "vocab.json").write_text("{}")
+    (tmp_path / "merges.txt").write_text("")
+    with pytest.raises(TokenizerError, match="empty tokenizer"):
+        load_gpt2_tokenizer(tmp_path)
+
+
+def test_the_data_dir_variable_is_where_shared_data_is_found(tmp_path: Path, monkeypatch) -> None:
+    (tmp_path / "llama2c").mkdir()
+    _write_tokenizer_bin(tmp_path / "llama2c" / "tokenizer.bin", [b"<unk>", b"<s>", b" "], [0.0] * 3)
+    monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path))
+    assert find_tokenizer("llama", 3).source == str(tmp_path / "llama2c" / "tokenizer.bin")

@@ -1,0 +1,82 @@
+"""What every reader returns: a `Checkpoint` (config, canonical weights, what the file held, findings).
+
+`check_canonical` is the one validation of a weight set against its config that every reader ends
+with: the names, shapes and dtypes of `verifier.weights.weight_shapes`, and finite values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from verifier.config import ModelConfig
+from verifier.formats.errors import CheckpointError
+from verifier.weights import Weights, weight_shapes
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """One tensor as the file stores it: its name in the file, shape and dtype."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A model read from a file.
+
+    `format` is `hf-safetensors`, `hf-safetensors-sharded`, `hf-pytorch`, `hf-pytorch-sharded` or
+    `llama2c`; `version` is llama2.c's format version (0, 1 or 2) and None for the others.
+    `weights` is the canonical set (float32, HF names and layouts); `tensors` lists what the file
+    itself holds, in file order; `findings` are the validation notes that did not stop loading
+    (conversions, assumed constants, dropped buffers).
+    """
+
+    path: Path
+    format: str
+    version: int | None
+    config: ModelConfig
+    weights: Weights
+    tensors: tuple[TensorInfo, ...]
+    findings: tuple[str, ...]
+
+    @property
+    def shared_classifier(self) -> bool:
+        return self.config.tie_embeddings
+
+    @property
+    def parameter_total(self) -> int:
+        """Learned parameters of the canonical weights (a shared classifier once)."""
+        return sum(int(w.size) for w in self.weights.values())
+
+
+def check_canonical(path: Path, config: ModelConfig, weights: Weights) -> None:
+    """Raise CheckpointError unless `weights` is exactly the canonical set of `config`, all finite."""
+    expected = weight_shapes(config)
+    missing = [name for name in expected if name not in weights]
+    if missing:
+        raise CheckpointError(
+            path, f"tensor {missing[0]}", f"missing ({len(missing)} missing in all: {', '.join(missing[:5])})"
+        )
+    extra = [name for name in weights if name not in expected]
+    if extra:
+        raise CheckpointError(
+            path, f"tensor {extra[0]}", f"not a weight of this config ({len(extra)} unexpected: {', '.join(extra[:5])})"
+        )
+    for name, shape in expected.items():
+        array = weights[name]
+        if array.shape != shape:
+            raise CheckpointError(path, f"tensor {name}", "wrong shape", expected=list(shape), found=list(array.shape))
+        if array.dtype != np.float32:
+            raise CheckpointError(path, f"tensor {name}", "wrong dtype", expected="float32", found=array.dtype)
+        finite = np.isfinite(array)
+        if not finite.all():
+            index = tuple(int(i) for i in np.argwhere(~finite)[0])
+            raise CheckpointError(
+                path, f"tensor {name}", f"holds {int((~finite).sum())} non-finite values, the first at {list(index)}",
+                expected="finite values", found=array[index],
+            )  # fmt: skip

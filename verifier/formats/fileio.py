@@ -1,0 +1,87 @@
+"""Bounded reads and all-or-nothing writes, shared by every format.
+
+Readers never trust a size they read from a file: `BoundedReader` knows the file size and
+refuses to read (or allocate for) more bytes than remain, so a hostile header fails before any
+large allocation. Writers go through `atomic_write`: a temporary file beside the target,
+renamed over it only once complete, so a failed write leaves nothing half-written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
+
+from verifier.formats.errors import CheckpointError
+
+
+class BoundedReader:
+    """Reads exact byte counts from a file whose size is known up front."""
+
+    def __init__(self, path: Path, handle: io.BufferedReader) -> None:
+        self.path = path
+        self.handle = handle
+        self.size = os.fstat(handle.fileno()).st_size
+
+    @property
+    def offset(self) -> int:
+        return self.handle.tell()
+
+    def require(self, n_bytes: int, what: str) -> None:
+        """Raise CheckpointError unless `n_bytes` more bytes remain for `what`."""
+        remaining = self.size - self.offset
+        if n_bytes > remaining:
+            raise CheckpointError(
+                self.path,
+                what,
+                f"file is truncated: {n_bytes:,} bytes needed at offset {self.offset:,}",
+                expected=f"at least {self.offset + n_bytes:,} bytes",
+                found=f"{self.size:,} bytes",
+            )
+
+    def read(self, n_bytes: int, what: str) -> bytes:
+        self.require(n_bytes, what)
+        return self.handle.read(n_bytes)
+
+    def array(self, dtype: np.dtype, shape: tuple[int, ...], what: str) -> np.ndarray:
+        """A new array of `shape` read from the current offset; the size is checked first."""
+        count = int(np.prod(shape, dtype=object))
+        self.require(count * dtype.itemsize, what)
+        out = np.empty(shape, dtype=dtype)
+        if self.handle.readinto(out.data.cast("B")) != out.nbytes:
+            raise CheckpointError(self.path, what, "short read: the file changed while it was read")
+        return out
+
+
+@contextlib.contextmanager
+def open_bounded(path: Path) -> Iterator[BoundedReader]:
+    """A BoundedReader over `path`; a missing or unreadable file is a CheckpointError."""
+    try:
+        handle = open(path, "rb")  # noqa: SIM115 (closed below)
+    except OSError as e:
+        raise CheckpointError(path, "file", f"cannot be opened: {e.strerror or e}") from None
+    with handle:
+        yield BoundedReader(path, handle)
+
+
+@contextlib.contextmanager
+def atomic_write(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
+    """A binary file handle whose contents replace `path` only if the block completes."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise

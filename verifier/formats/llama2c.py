@@ -1,0 +1,550 @@
+"""llama2.c's model files: legacy version 0, version 1 (float32) and version 2 (int8 Q8_0).
+
+Layouts, little-endian, as llama2.c's `export.py` writes them and its `run.c` / `runq.c` read them:
+
+- v0 (legacy): 7 int32 `dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len`
+  (a negative vocab_size means an unshared classifier), then float32: tok_embeddings [V, dim],
+  rms_att [L, dim], wq [L, dim, dim], wk, wv [L, kv_dim, dim], wo [L, dim, dim], rms_ffn [L, dim],
+  w1 [L, hidden_dim, dim], w2 [L, dim, hidden_dim], w3 [L, hidden_dim, dim], rms_final [dim],
+  the RoPE tables freq_cis_real, freq_cis_imag [seq_len, head_size/2], then wcls [V, dim] if unshared.
+- v1: a 256-byte header (uint32 magic 0x616b3432 "ak42", int32 version, the 7 ints, uint8 shared
+  classifier, zero padding), then float32: rms_att, rms_ffn, rms_final, tok_embeddings, wq, wk, wv,
+  wo, w1, w2, w3, and wcls if unshared. No RoPE tables: RoPE uses theta 10000.
+- v2: the v1 header plus int32 group_size at byte 37; float32 rms_att, rms_ffn, rms_final; then each
+  matrix (tok_embeddings, every layer's wq, ..., every layer's w3, wcls if unshared) as int8 values
+  followed by one float32 scale per group of group_size values (value = int8 * scale).
+
+Matrices are nn.Linear weights [d_out, d_in]; wq/wk rows are in llama2.c's interleaved RoPE pair
+order, converted to and from the canonical (HF rotate-half) order here. RMSNorm eps is 1e-5 in
+every llama2.c runtime, which the format cannot change.
+"""
+
+from __future__ import annotations
+
+import itertools
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
+
+from verifier.config import ConfigError, ModelConfig
+from verifier.formats.checkpoint import Checkpoint, TensorInfo, check_canonical
+from verifier.formats.errors import CheckpointError
+from verifier.formats.fileio import BoundedReader, atomic_write, open_bounded
+from verifier.weights import Weights
+
+MAGIC = 0x616B3432
+HEADER_BYTES = 256  # versions 1 and 2
+NORM_EPS = 1e-5  # hard-coded in run.c / runq.c
+ROPE_THETA = 10000.0  # llama2.c's model.py default; versions 1 and 2 cannot store another
+DEFAULT_GROUP_SIZE = 64
+_MAX_SEGMENTS_SEARCHED = 100_000  # for naming where a truncated file ends
+
+_F32 = np.dtype("<f4")
+_I8 = np.dtype("i1")
+_V0_HEADER = struct.Struct("<7i")
+_V1_HEADER = struct.Struct("<Ii7iB")
+_GROUP_SIZE = struct.Struct("<i")
+_FIELDS = ("dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size", "seq_len")
+# Which header field a ConfigError about a config field comes from.
+_FIELD_OF = {
+    "d_model": "dim", "d_ff": "hidden_dim", "n_layers": "n_layers", "n_heads": "n_heads",
+    "n_kv_heads": "n_kv_heads", "vocab_size": "vocab_size", "n_ctx": "seq_len",
+}  # fmt: skip
+
+_LAYER_KEYS = ("rms_att", "wq", "wk", "wv", "wo", "rms_ffn", "w1", "w2", "w3")
+_CANONICAL = {
+    "tok_embeddings": "model.embed_tokens.weight",
+    "rms_att": "model.layers.{}.input_layernorm.weight",
+    "wq": "model.layers.{}.self_attn.q_proj.weight",
+    "wk": "model.layers.{}.self_attn.k_proj.weight",
+    "wv": "model.layers.{}.self_attn.v_proj.weight",
+    "wo": "model.layers.{}.self_attn.o_proj.weight",
+    "rms_ffn": "model.layers.{}.post_attention_layernorm.weight",
+    "w1": "model.layers.{}.mlp.gate_proj.weight",
+    "w2": "model.layers.{}.mlp.down_proj.weight",
+    "w3": "model.layers.{}.mlp.up_proj.weight",
+    "rms_final": "model.norm.weight",
+    "wcls": "lm_head.weight",
+}
+_ROPE_KEYS = ("freq_cis_real", "freq_cis_imag")
+
+
+@dataclass(frozen=True)
+class Header:
+    """The header of a llama2.c model file; `group_size` is 0 except in version 2."""
+
+    version: int
+    dim: int
+    hidden_dim: int
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    vocab_size: int
+    seq_len: int
+    shared_classifier: bool
+    group_size: int = 0
+
+    @property
+    def head_size(self) -> int:
+        return self.dim // self.n_heads
+
+    def describe(self) -> str:
+        fields = ", ".join(f"{name} {getattr(self, name)}" for name in _FIELDS)
+        return f"version {self.version} header ({fields}, shared classifier {self.shared_classifier})"
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One stored tensor: llama2.c's name, shape as stored, and whether it is int8 + scales (v2).
+
+    Per-layer tensors are stacked [n_layers, ...] in versions 0 and 1; version 2 stores each
+    layer's matrix on its own (`layer` set).
+    """
+
+    key: str
+    shape: tuple[int, ...]
+    layer: int | None = None
+    quantized: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.key if self.layer is None else f"layers.{self.layer}.{self.key}"
+
+    @property
+    def count(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    def nbytes(self, group_size: int) -> int:
+        return self.count + 4 * (self.count // group_size) if self.quantized else 4 * self.count
+
+
+def to_rotate_half(w: np.ndarray, n_heads: int) -> np.ndarray:
+    """q/k rows from llama2.c's interleaved order to HF's rotate-half order: [n_heads * d_head, d_in].
+
+    Both rotate pairs with frequency i: llama2.c the rows (2i, 2i+1) of a head, HF the rows
+    (i, i + d_head/2). So HF's row j * d_head/2 + i is llama2.c's row 2i + j (j = 0, 1).
+    """
+    rows, cols = w.shape
+    return w.reshape(n_heads, rows // n_heads // 2, 2, cols).transpose(0, 2, 1, 3).reshape(rows, cols)
+
+
+def to_interleaved(w: np.ndarray, n_heads: int) -> np.ndarray:
+    """The inverse of `to_rotate_half`: HF's rotate-half q/k rows to llama2.c's interleaved order."""
+    rows, cols = w.shape
+    return w.reshape(n_heads, 2, rows // n_heads // 2, cols).transpose(0, 2, 1, 3).reshape(rows, cols)
+
+
+def rope_tables(seq_len: int, head_size: int, theta: float) -> tuple[np.ndarray, np.ndarray]:
+    """llama2.c's stored tables freq_cis_real, freq_cis_imag: cos, sin of pos * theta^(-2i/head_size).
+
+    Written from llama2.c's `precompute_freqs_cis`, independently of the NumPy reference (whose
+    RoPE the differential test against run.c checks), with angles in float64: [seq_len, head_size/2].
+    """
+    freqs = 1.0 / theta ** (np.arange(0, head_size, 2, dtype=np.float64) / head_size)
+    angles = np.outer(np.arange(seq_len, dtype=np.float64), freqs)
+    return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+
+
+# ----------------------------------------------------------------------------------------------
+# Layout
+
+
+def _matrices(h: Header) -> dict[str, tuple[int, int]]:
+    """The shape of each per-layer matrix, [d_out, d_in]."""
+    d, kv = h.dim, h.n_kv_heads * h.head_size
+    return {
+        "wq": (d, d), "wk": (kv, d), "wv": (kv, d), "wo": (d, d),
+        "w1": (h.hidden_dim, d), "w2": (d, h.hidden_dim), "w3": (h.hidden_dim, d),
+    }  # fmt: skip
+
+
+def layout(h: Header) -> Iterator[Segment]:
+    """Every tensor of a file with header `h`, in file order (lazily: v2 has one per layer and matrix)."""
+    d, L, V = h.dim, h.n_layers, h.vocab_size
+    matrices = _matrices(h)
+    classifier = [] if h.shared_classifier else ["wcls"]
+    norms = [Segment("rms_att", (L, d)), Segment("rms_ffn", (L, d)), Segment("rms_final", (d,))]
+    if h.version == 0:
+        yield Segment("tok_embeddings", (V, d))
+        yield norms[0]
+        yield from (Segment(key, (L, *matrices[key])) for key in ("wq", "wk", "wv", "wo"))
+        yield norms[1]
+        yield from (Segment(key, (L, *matrices[key])) for key in ("w1", "w2", "w3"))
+        yield norms[2]
+        yield from (Segment(key, (h.seq_len, h.head_size // 2)) for key in _ROPE_KEYS)
+    elif h.version == 1:
+        yield from norms
+        yield Segment("tok_embeddings", (V, d))
+        yield from (Segment(key, (L, *shape)) for key, shape in matrices.items())
+    else:
+        yield from norms
+        yield Segment("tok_embeddings", (V, d), quantized=True)
+        yield from (Segment(key, shape, layer, True) for key, shape in matrices.items() for layer in range(L))
+    yield from (Segment(key, (V, d), quantized=h.version == 2) for key in classifier)
+
+
+def _header_bytes(version: int) -> int:
+    return _V0_HEADER.size if version == 0 else HEADER_BYTES
+
+
+def expected_size(h: Header) -> int:
+    """The exact file size a header implies, in closed form (Python ints: absurd headers cost nothing)."""
+    d, L, V = h.dim, h.n_layers, h.vocab_size
+    floats = 2 * L * d + d  # the RMSNorm gains, float32 in every version
+    if h.version == 0:
+        floats += 2 * h.seq_len * (h.head_size // 2)
+    matrices = [V * d, *(L * rows * cols for rows, cols in _matrices(h).values())]
+    if not h.shared_classifier:
+        matrices.append(V * d)
+    if h.version < 2:
+        return _header_bytes(h.version) + 4 * (floats + sum(matrices))
+    # int8 values plus one float32 scale per group; every per-layer count divides by group_size.
+    return _header_bytes(h.version) + 4 * floats + sum(n + 4 * (n // h.group_size) for n in matrices)
+
+
+# ----------------------------------------------------------------------------------------------
+# Reading
+
+
+def read_header(reader: BoundedReader) -> Header:
+    """The header at the start of the file, with every field checked against the file size."""
+    path = reader.path
+    if reader.size < 4:
+        raise CheckpointError(
+            path,
+            "header",
+            "file is too short to be a llama2.c checkpoint",
+            expected=f"at least {_V0_HEADER.size} bytes",
+            found=f"{reader.size} bytes",
+        )
+    (magic,) = struct.unpack("<I", reader.read(4, "header"))
+    reader.handle.seek(0)
+    if magic == MAGIC:
+        raw = reader.read(_V1_HEADER.size, "header (version 1/2, 256 bytes)")
+        _, version, *dims, shared = _V1_HEADER.unpack(raw)
+        if version not in (1, 2):
+            raise CheckpointError(
+                path,
+                "header field version",
+                "unsupported llama2.c format version",
+                expected="1 or 2 after the magic 'ak42'",
+                found=version,
+            )
+        if shared not in (0, 1):
+            raise CheckpointError(path, "header field shared_classifier", "must be a 0/1 flag", found=shared)
+        group_size = 0
+        if version == 2:
+            (group_size,) = _GROUP_SIZE.unpack(reader.read(_GROUP_SIZE.size, "header field group_size"))
+        reader.require(HEADER_BYTES - reader.offset, "header (256 bytes)")
+        header = _header(version, dims, bool(shared), group_size)
+    else:
+        dims = list(_V0_HEADER.unpack(reader.read(_V0_HEADER.size, "header (version 0, 7 int32)")))
+        vocab = dims[5]
+        dims[5] = abs(vocab)
+        header = _header(0, dims, vocab > 0, 0)
+    _check_dims(path, header)
+    _check_size(path, header, reader.size)
+    reader.handle.seek(_header_bytes(header.version))
+    return header
+
+
+def _header(version: int, dims: list[int], shared_classifier: bool, group_size: int) -> Header:
+    dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len = dims
+    return Header(
+        version, dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len, shared_classifier, group_size
+    )
+
+
+def _check_dims(path: Path, h: Header) -> None:
+    for name in _FIELDS:
+        value = getattr(h, name)
+        if value <= 0:
+            raise CheckpointError(path, f"header field {name}", "must be positive", found=value)
+    try:
+        _config_of(h)
+    except ConfigError as e:
+        raise CheckpointError(path, f"header field {_FIELD_OF.get(e.field, e.field)}", e.reason) from None
+    if h.version == 2:
+        if h.group_size <= 0:
+            raise CheckpointError(path, "header field group_size", "must be positive", found=h.group_size)
+        counts = {"tok_embeddings": h.vocab_size * h.dim} | {k: r * c for k, (r, c) in _matrices(h).items()}
+        for key, count in counts.items():
+            if count % h.group_size:
+                raise CheckpointError(
+                    path,
+                    "header field group_size",
+                    f"does not divide the size of {key}",
+                    expected=f"a divisor of {count}",
+                    found=h.group_size,
+                )
+
+
+def _check_size(path: Path, h: Header, size: int) -> None:
+    """Raise CheckpointError unless the file is exactly as long as the header says, naming where it ends."""
+    expected = expected_size(h)
+    if size == expected:
+        return
+    if size > expected:
+        hint = ""
+        if size - expected == 4 * h.vocab_size * h.dim and h.shared_classifier:
+            hint = "; that is exactly an unshared classifier [vocab_size, dim]: is the shared-classifier flag wrong?"
+        raise CheckpointError(
+            path,
+            "file size",
+            f"{size - expected:,} bytes after the last tensor{hint}; the {h.describe()} implies the size expected",
+            expected=f"{expected:,} bytes",
+            found=f"{size:,} bytes",
+        )
+    offset = _header_bytes(h.version)
+    where = "inside the header"
+    for seg in itertools.islice(layout(h), _MAX_SEGMENTS_SEARCHED):  # hostile headers can imply billions
+        end = offset + seg.nbytes(h.group_size)
+        if size == offset:
+            where = f"at the start of tensor {seg.name}"
+            break
+        if size < end:
+            where = f"inside tensor {seg.name} ({size - offset:,} of its {end - offset:,} bytes)"
+            break
+        offset = end
+    raise CheckpointError(
+        path,
+        "file size",
+        f"file is truncated (it ends {where}); the {h.describe()} implies the size expected",
+        expected=f"{expected:,} bytes",
+        found=f"{size:,} bytes",
+    )
+
+
+def _config_of(h: Header, rope_theta: float = ROPE_THETA) -> ModelConfig:
+    return ModelConfig(
+        family="llama",
+        vocab_size=h.vocab_size,
+        n_ctx=h.seq_len,
+        d_model=h.dim,
+        n_layers=h.n_layers,
+        n_heads=h.n_heads,
+        n_kv_heads=h.n_kv_heads,
+        d_ff=h.hidden_dim,
+        norm_eps=NORM_EPS,
+        tie_embeddings=h.shared_classifier,
+        rope_theta=rope_theta,
+    )
+
+
+def read_llama2c_config(path: str | Path) -> ModelConfig:
+    """The config a llama2.c file's header describes (the file size is checked; weights are not read)."""
+    with open_bounded(Path(path)) as reader:
+        return _config_of(read_header(reader))
+
+
+def _read_segment(reader: BoundedReader, seg: Segment, group_size: int) -> np.ndarray:
+    if not seg.quantized:
+        return reader.array(_F32, seg.shape, f"tensor {seg.name}").astype(np.float32, copy=False)
+    values = reader.array(_I8, seg.shape, f"tensor {seg.name}")
+    scales = reader.array(_F32, (seg.count // group_size,), f"scales of {seg.name}")
+    if not (np.isfinite(scales).all() and (scales >= 0).all()):
+        bad = int(np.argwhere(~(np.isfinite(scales) & (scales >= 0)))[0][0])
+        raise CheckpointError(
+            reader.path,
+            f"scales of {seg.name}",
+            f"group {bad} has an invalid scale",
+            expected="a finite scale >= 0",
+            found=scales[bad],
+        )
+    out = values.reshape(-1, group_size).astype(np.float32)
+    out *= scales[:, None]
+    return out.reshape(seg.shape)
+
+
+def read_llama2c(path: str | Path) -> Checkpoint:
+    """A llama2.c model file (version 0, 1 or 2) as config + canonical weights."""
+    path = Path(path)
+    with open_bounded(path) as reader:
+        h = read_header(reader)
+        segments = list(layout(h))
+        stored = {seg.name: _read_segment(reader, seg, h.group_size) for seg in segments}
+    findings = []
+    theta = ROPE_THETA
+    if h.version == 0:
+        theta, finding = _infer_rope_theta(path, h, stored.pop("freq_cis_real"), stored.pop("freq_cis_imag"))
+        findings.append(finding)
+    else:
+        findings.append(f"RoPE theta is not stored in version {h.version}; llama2.c's {ROPE_THETA:g} assumed")
+    if h.version == 2:
+        findings.append(
+            f"matrices stored as int8 Q8_0 (groups of {h.group_size} with float32 scales), dequantized to float32"
+        )
+    findings.append(f"RMSNorm eps is not stored; llama2.c's {NORM_EPS:g} assumed")
+    config = _config_of(h, theta)
+    weights = _canonical(config, stored)
+    check_canonical(path, config, weights)
+    tensors = tuple(
+        TensorInfo(seg.name, seg.shape, "int8+float32 scales" if seg.quantized else "float32") for seg in segments
+    )
+    return Checkpoint(path, "llama2c", h.version, config, weights, tensors, tuple(findings))
+
+
+def _canonical(config: ModelConfig, stored: dict[str, np.ndarray]) -> Weights:
+    """Canonical weights from llama2.c's tensors (stacked or per layer), q/k rows to rotate-half order."""
+    weights: Weights = {}
+    for name, array in stored.items():
+        layer_prefix, _, key = name.rpartition(".")
+        if key in _LAYER_KEYS:
+            layers = [(int(layer_prefix.split(".")[1]), array)] if layer_prefix else list(enumerate(array))
+            for i, w in layers:
+                if key in ("wq", "wk"):  # in place, so only one layer's copy is ever extra
+                    w[...] = to_rotate_half(w, config.n_heads if key == "wq" else config.n_kv_heads)
+                weights[_CANONICAL[key].format(i)] = w
+        else:
+            weights[_CANONICAL[key]] = array
+    return weights
+
+
+def _infer_rope_theta(path: Path, h: Header, cos: np.ndarray, sin: np.ndarray) -> tuple[float, str]:
+    """theta from the stored tables (position 1, the lowest frequency), then every entry checked against it."""
+    half = h.head_size // 2
+    theta = ROPE_THETA
+    finding = f"RoPE tables are llama2.c's for theta {ROPE_THETA:g}"
+    if h.seq_len >= 2 and half >= 2:
+        angle = float(np.arctan2(np.float64(sin[1, half - 1]), np.float64(cos[1, half - 1])))
+        if angle > 0:
+            # angle = theta^(-2 (half-1) / head_size); 6 significant digits undo float32 rounding.
+            theta = float(f"{angle ** (-h.head_size / (2 * (half - 1))):.6g}")
+            finding = f"RoPE tables match theta {theta:g}"
+    else:
+        finding = f"RoPE theta cannot be told from tables of shape [{h.seq_len}, {half}]; {ROPE_THETA:g} assumed"
+    exact_cos, exact_sin = (t.astype(np.float64) for t in rope_tables(h.seq_len, h.head_size, theta))
+    error = max(float(np.max(np.abs(cos - exact_cos), initial=0)), float(np.max(np.abs(sin - exact_sin), initial=0)))
+    # Tables computed with float32 angles (as llama2.c's model.py does) err by ~pos * eps32.
+    tolerance = 8 * float(np.finfo(np.float32).eps) * (1 + h.seq_len)
+    if not error <= tolerance:  # also catches NaN
+        raise CheckpointError(
+            path,
+            "tensors freq_cis_real/freq_cis_imag",
+            f"are not RoPE cos/sin tables (best fit theta {theta:g})",
+            expected=f"max deviation <= {tolerance:.2e}",
+            found=f"{error:.2e}",
+        )
+    if not theta > 1:
+        raise CheckpointError(path, "tensors freq_cis_real/freq_cis_imag", "imply an invalid RoPE theta", found=theta)
+    return theta, finding
+
+
+# ----------------------------------------------------------------------------------------------
+# Writing
+
+
+def header_for(config: ModelConfig, version: int, group_size: int = DEFAULT_GROUP_SIZE) -> Header:
+    """The header of `config` in `version`; v2's group size backs off (halves) until it divides dim."""
+    if version == 2:
+        while config.d_model % group_size:
+            group_size //= 2
+    return Header(
+        version, config.d_model, config.d_ff, config.n_layers, config.n_heads, config.n_kv_heads,
+        config.vocab_size, config.n_ctx, config.tie_embeddings, group_size if version == 2 else 0,
+    )  # fmt: skip
+
+
+def _check_writable(path: Path, config: ModelConfig, version: int) -> None:
+    if version not in (0, 1, 2):
+        raise CheckpointError(path, "version", "llama2.c formats are versions 0, 1 and 2", found=version)
+    if config.family != "llama":
+        raise CheckpointError(path, "config family", "llama2.c files hold Llama models only", found=config.family)
+    if config.norm_eps != NORM_EPS:
+        raise CheckpointError(
+            path,
+            "config norm_eps",
+            "llama2.c's runtimes hard-code RMSNorm eps 1e-5 and the format cannot store another",
+            expected=NORM_EPS,
+            found=config.norm_eps,
+        )
+    if version > 0 and config.rope_theta != ROPE_THETA:
+        raise CheckpointError(
+            path,
+            "config rope_theta",
+            f"version {version} cannot store RoPE theta (only version 0's tables can)",
+            expected=ROPE_THETA,
+            found=config.rope_theta,
+        )
+
+
+def _stored(config: ModelConfig, weights: Weights, seg: Segment) -> np.ndarray:
+    """The array llama2.c stores for `seg`, from canonical weights."""
+    if seg.key in _ROPE_KEYS:
+        cos, sin = rope_tables(config.n_ctx, config.d_head, config.rope_theta)
+        return cos if seg.key == "freq_cis_real" else sin
+
+    def one(layer: int) -> np.ndarray:
+        w = np.asarray(weights[_CANONICAL[seg.key].format(layer)], dtype=np.float32)
+        if seg.key in ("wq", "wk"):
+            w = to_interleaved(w, config.n_heads if seg.key == "wq" else config.n_kv_heads)
+        return w
+
+    if seg.key not in _LAYER_KEYS:
+        return one(0)
+    if seg.layer is not None:
+        return one(seg.layer)
+    return np.stack([one(i) for i in range(config.n_layers)])
+
+
+def _quantize(w: np.ndarray, group_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """llama2.c's Q8_0: per group, scale = max|w| / 127 and int8 = round(w / scale)."""
+    groups = w.reshape(-1, group_size).astype(np.float32)
+    scales = np.abs(groups).max(axis=1) / np.float32(127.0)
+    safe = np.where(scales > 0, scales, np.float32(1.0))
+    values = np.round(groups / safe[:, None]).astype(np.int8)
+    return values, scales.astype(np.float32)
+
+
+def _write_header(handle: BinaryIO, h: Header) -> None:
+    if h.version == 0:
+        vocab = h.vocab_size if h.shared_classifier else -h.vocab_size
+        handle.write(_V0_HEADER.pack(h.dim, h.hidden_dim, h.n_layers, h.n_heads, h.n_kv_heads, vocab, h.seq_len))
+        return
+    raw = _V1_HEADER.pack(
+        MAGIC,
+        h.version,
+        h.dim,
+        h.hidden_dim,
+        h.n_layers,
+        h.n_heads,
+        h.n_kv_heads,
+        h.vocab_size,
+        h.seq_len,
+        int(h.shared_classifier),
+    )
+    if h.version == 2:
+        raw += _GROUP_SIZE.pack(h.group_size)
+    handle.write(raw.ljust(HEADER_BYTES, b"\0"))
+
+
+def write_llama2c(
+    path: str | Path, config: ModelConfig, weights: Weights, *, version: int = 0, group_size: int = DEFAULT_GROUP_SIZE
+) -> None:
+    """Write canonical weights as a llama2.c model file (all or nothing).
+
+    Version 0 is what llama2.c's original run.c reads (RoPE tables stored); 1 is the float32 file of
+    later run.c; 2 is runq.c's int8 Q8_0 (`group_size` halves until it divides d_model).
+    """
+    path = Path(path)
+    _check_writable(path, config, version)
+    weights = {name: np.asarray(w, dtype=np.float32) for name, w in weights.items()}
+    check_canonical(path, config, weights)
+    h = header_for(config, version, group_size)
+    with atomic_write(path) as handle:
+        _write_header(handle, h)
+        for seg in layout(h):
+            array = _stored(config, weights, seg)
+            if seg.quantized:
+                values, scales = _quantize(array, h.group_size)
+                handle.write(values.tobytes())
+                handle.write(scales.astype(_F32).tobytes())
+            else:
+                handle.write(np.ascontiguousarray(array, dtype=_F32).tobytes())

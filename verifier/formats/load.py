@@ -1,0 +1,105 @@
+"""One entry point for every model file: what a path holds, its config, its weights, and writing.
+
+Detection looks at contents, not extensions, except for three names: a `*.json` file is an HF
+`config.json` (its directory is the model), `pytorch_model*` is a pickle (legacy pickles have no
+magic that a llama2.c header cannot imitate), and a `.bin` file named like `tokenizer*.bin` is a
+llama2.c tokenizer, whose layout has no magic to tell it from a model.
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+from verifier.config import ModelConfig
+from verifier.formats.checkpoint import Checkpoint
+from verifier.formats.config_json import read_config_json
+from verifier.formats.errors import CheckpointError
+from verifier.formats.hf_dir import read_hf_dir, write_hf_dir
+from verifier.formats.llama2c import read_llama2c, read_llama2c_config, write_llama2c
+from verifier.weights import Weights
+
+HF = "hf"  # a directory with config.json, or one of its files
+LLAMA2C = "llama2c"
+TOKENIZER = "llama2c-tokenizer"
+WRITE_FORMATS = ("hf", "llama2c")
+
+
+def _is_hf_weight_file(path: Path) -> bool:
+    """A torch zip archive, a legacy pickle named as transformers names it, or a safetensors file.
+
+    A llama2.c v0 file starts with 7 small int32s, so it never has the zip magic, and read as
+    safetensors its "header size" (dim + hidden_dim * 2^32) exceeds the file.
+    """
+    with open(path, "rb") as handle:
+        head = handle.read(9)
+    if head[:4] == b"PK\x03\x04" or path.name.startswith("pytorch_model"):
+        return True
+    if len(head) < 9 or head[8:9] != b"{":
+        return False
+    return 1 < struct.unpack("<Q", head[:8])[0] <= path.stat().st_size - 8
+
+
+def detect_format(path: str | Path) -> str:
+    """`hf`, `llama2c` or `llama2c-tokenizer`; CheckpointError for a path that is none of them."""
+    path = Path(path)
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise CheckpointError(
+                path,
+                "directory",
+                "holds no config.json, so it is not a Hugging Face model directory",
+                found=sorted(p.name for p in path.iterdir())[:10],
+            )
+        return HF
+    if not path.is_file():
+        raise CheckpointError(path, "path", "no such file or directory")
+    if path.suffix == ".json" or _is_hf_weight_file(path):
+        return HF
+    if path.suffix == ".bin" and path.name.startswith("tokenizer"):
+        return TOKENIZER
+    return LLAMA2C
+
+
+def _hf_parts(path: Path) -> tuple[Path, Path | None]:
+    """(model directory, the weight file the user named, if any)."""
+    if path.is_dir():
+        return path, None
+    if path.suffix == ".json" and not path.name.endswith(".index.json"):
+        return path.parent, None
+    return path.parent, path
+
+
+def load_checkpoint(path: str | Path) -> Checkpoint:
+    """Config and canonical weights of a model directory or file, in any supported format."""
+    path = Path(path)
+    fmt = detect_format(path)
+    if fmt == TOKENIZER:
+        raise CheckpointError(path, "file", "is a llama2.c tokenizer, not a model (read it with read_tokenizer)")
+    if fmt == LLAMA2C:
+        return read_llama2c(path)
+    directory, weights_file = _hf_parts(path)
+    return read_hf_dir(directory, weights_file)
+
+
+def checkpoint_config(path: str | Path) -> ModelConfig:
+    """The config of a model directory or file, without reading its weights."""
+    path = Path(path)
+    fmt = detect_format(path)
+    if fmt == TOKENIZER:
+        raise CheckpointError(path, "file", "is a llama2.c tokenizer, which has no model config")
+    if fmt == LLAMA2C:
+        return read_llama2c_config(path)
+    return read_config_json(_hf_parts(path)[0])
+
+
+def save_checkpoint(
+    path: str | Path, config: ModelConfig, weights: Weights, *, format: str = HF, version: int = 0
+) -> None:
+    """Write canonical weights as an HF directory (`format="hf"`) or a llama2.c file of `version`."""
+    if format == HF:
+        write_hf_dir(path, config, weights)
+    elif format == LLAMA2C:
+        write_llama2c(path, config, weights, version=version)
+    else:
+        raise CheckpointError(path, "format", "unknown output format", expected=WRITE_FORMATS, found=format)

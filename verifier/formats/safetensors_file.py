@@ -1,0 +1,156 @@
+"""The safetensors layout, read by the suite itself so that every header is checked before use.
+
+A file is: u64 little-endian N, an N-byte JSON header {name: {dtype, shape, data_offsets: [begin,
+end]}, "__metadata__": {str: str}}, then the data, tensors packed back to back. The header is
+hostile until proven otherwise: its size, every dtype, shape and offset are checked against the
+file size, and tensors must tile the data exactly, before any tensor is read.
+Writing uses the `safetensors` library (the format's own writer).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from verifier.formats.errors import CheckpointError
+from verifier.formats.fileio import BoundedReader, atomic_write, open_bounded
+
+MAX_HEADER_BYTES = 100_000_000  # the safetensors library's own limit
+# dtype name -> (numpy dtype of the stored bytes, float dtype it converts to, or None for non-floats)
+DTYPES: dict[str, tuple[np.dtype, np.dtype | None]] = {
+    "F64": (np.dtype("<f8"), np.dtype(np.float64)),
+    "F32": (np.dtype("<f4"), np.dtype(np.float32)),
+    "F16": (np.dtype("<f2"), np.dtype(np.float16)),
+    "BF16": (np.dtype("<u2"), np.dtype(np.float32)),  # the top half of a float32
+    "I64": (np.dtype("<i8"), None),
+    "I32": (np.dtype("<i4"), None),
+    "I16": (np.dtype("<i2"), None),
+    "I8": (np.dtype("i1"), None),
+    "U8": (np.dtype("u1"), None),
+    "BOOL": (np.dtype("u1"), None),
+}
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One tensor of the header: name, dtype name, shape, and its byte range in the data."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    begin: int
+    end: int
+
+
+@dataclass(frozen=True)
+class SafetensorsFile:
+    """A checked header: entries in file order and where the data starts."""
+
+    path: Path
+    entries: tuple[Entry, ...]
+    data_start: int
+    metadata: dict[str, str]
+
+
+def _entry(path: Path, name: str, spec: object) -> Entry:
+    what = f"header entry {name!r}"
+    if not isinstance(spec, dict) or set(spec) != {"dtype", "shape", "data_offsets"}:
+        raise CheckpointError(path, what, "must be an object with exactly dtype, shape, data_offsets", found=spec)
+    dtype, shape, offsets = spec["dtype"], spec["shape"], spec["data_offsets"]
+    if dtype not in DTYPES:
+        raise CheckpointError(
+            path, f"{what} dtype", "unknown or unsupported dtype", expected=sorted(DTYPES), found=dtype
+        )
+    if not (isinstance(shape, list) and all(type(s) is int and s >= 0 for s in shape)):
+        raise CheckpointError(path, f"{what} shape", "must be a list of non-negative ints", found=shape)
+    if not (isinstance(offsets, list) and len(offsets) == 2 and all(type(o) is int for o in offsets)):
+        raise CheckpointError(path, f"{what} data_offsets", "must be [begin, end] ints", found=offsets)
+    begin, end = offsets
+    count = 1
+    for s in shape:
+        count *= s
+    if not 0 <= begin <= end or end - begin != count * DTYPES[dtype][0].itemsize:
+        raise CheckpointError(
+            path,
+            f"{what} data_offsets",
+            f"do not span {dtype} {shape}",
+            expected=f"end - begin = {count * DTYPES[dtype][0].itemsize}",
+            found=offsets,
+        )
+    return Entry(name, dtype, tuple(shape), begin, end)
+
+
+def read_header(reader: BoundedReader) -> SafetensorsFile:
+    """The checked header of the file `reader` is open on."""
+    path = reader.path
+    (n,) = struct.unpack("<Q", reader.read(8, "safetensors header size"))
+    if n > min(MAX_HEADER_BYTES, reader.size - 8):
+        raise CheckpointError(
+            path,
+            "safetensors header size",
+            "larger than the file (or than the 100 MB limit)",
+            expected=f"<= {min(MAX_HEADER_BYTES, reader.size - 8):,} bytes",
+            found=f"{n:,} bytes",
+        )
+    raw = reader.read(n, "safetensors header")
+    try:
+        header = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CheckpointError(path, "safetensors header", f"not valid UTF-8 JSON: {e}") from None
+    if not isinstance(header, dict):
+        raise CheckpointError(path, "safetensors header", "must be a JSON object", found=type(header).__name__)
+    metadata = header.pop("__metadata__", None) or {}
+    if not (isinstance(metadata, dict) and all(isinstance(v, str) for v in metadata.values())):
+        raise CheckpointError(path, "safetensors __metadata__", "must map strings to strings", found=metadata)
+    entries = sorted((_entry(path, name, spec) for name, spec in header.items()), key=lambda e: (e.begin, e.end))
+    data_size = reader.size - 8 - n
+    offset = 0
+    for entry in entries:
+        if entry.begin != offset:
+            problem = "overlaps the tensor before it" if entry.begin < offset else "leaves a gap before it"
+            raise CheckpointError(
+                path, f"tensor {entry.name} data_offsets", problem, expected=f"begin {offset}", found=entry.begin
+            )
+        offset = entry.end
+    if offset != data_size:
+        problem = "the file is truncated" if offset > data_size else "the file has bytes no tensor covers"
+        raise CheckpointError(
+            path,
+            "safetensors data",
+            f"tensors do not tile the data: {problem}",
+            expected=f"{offset:,} data bytes",
+            found=f"{data_size:,} data bytes",
+        )
+    return SafetensorsFile(path, tuple(entries), 8 + n, metadata)
+
+
+def read_tensor(reader: BoundedReader, file: SafetensorsFile, entry: Entry) -> np.ndarray:
+    """One tensor, converted to float32 (BF16 and F16 exactly); non-float dtypes are returned as stored."""
+    stored, as_float = DTYPES[entry.dtype]
+    reader.handle.seek(file.data_start + entry.begin)
+    array = reader.array(stored, entry.shape, f"tensor {entry.name}")
+    if entry.dtype == "BF16":
+        return (array.astype(np.uint32) << 16).view(np.float32)
+    if as_float is None:
+        return array
+    return array.astype(np.float32, copy=False)
+
+
+def read_safetensors(path: Path) -> tuple[SafetensorsFile, dict[str, np.ndarray]]:
+    """The header and every tensor of a file (float tensors as float32)."""
+    with open_bounded(path) as reader:
+        file = read_header(reader)
+        return file, {e.name: read_tensor(reader, file, e) for e in file.entries}
+
+
+def write_safetensors(path: Path, tensors: dict[str, np.ndarray], metadata: dict[str, str]) -> None:
+    """Write tensors with the `safetensors` library, all or nothing."""
+    from safetensors.numpy import save
+
+    data = save({name: np.ascontiguousarray(t) for name, t in tensors.items()}, metadata=metadata)
+    with atomic_write(path) as handle:
+        handle.write(data)
