@@ -12,8 +12,10 @@ from hypothesis import HealthCheck, settings
 PROFILE_ENV_VAR = "HYPOTHESIS_PROFILE"
 DEFAULT_PROFILE = "ci"
 
-# Models are built and run per example, so examples are slower than Hypothesis expects.
-_SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large]
+# Models are built and run per example, so examples are slower than Hypothesis expects; and a
+# model that runs only some configs (one family, no grouped-query attention, one norm eps) rejects
+# the others by design (see properties/models.py), which can be most of them.
+_SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
 
 
 def register_profiles() -> None:

@@ -1,0 +1,156 @@
+"""Assertion helpers of the property suite: one message format, and what each test records.
+
+Every numeric check goes through `agree`, which compares under the tolerance policy and
+
+- records error / bound, so the test leaves ("worst_error_ratio", max over its examples) in
+  `item.user_properties` (the hook is in `properties/conftest.py`);
+- on failure, raises an AssertionError that says the property, the model, what was compared,
+  the largest error and where, found and expected values, the bound and the ratio; and, when the
+  model can trace, the first divergent stage (recorded as ("first_divergent_stage", stage) and
+  ("stage_errors", [(stage, max error, bound), ...]) for the report and its plot).
+
+The reproducible case is printed by Hypothesis from the `note()` that `models.build` makes.
+
+    checks.agree(model.logits(tokens), oracle.logits(tokens), what="logits", model=model)
+
+is equivalent to `assert max|found - expected| <= bound`, with the message and the records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from properties.oracle import Expected, Oracle
+from verifier.contract import CheckedModel
+from verifier.divergence import Divergence
+
+__all__ = ["Record", "agree", "fail", "localizer", "record_ratio", "recording", "trace_agrees"]
+
+
+@dataclass
+class Record:
+    """What one property test leaves for the report."""
+
+    property: str
+    worst_ratio: float | None = None
+    first_divergent_stage: str | None = None
+    stage_errors: list[tuple[str, float, float]] = field(default_factory=list)
+
+    def user_properties(self) -> list[tuple[str, Any]]:
+        found: list[tuple[str, Any]] = []
+        if self.worst_ratio is not None:
+            found.append(("worst_error_ratio", self.worst_ratio))
+        if self.first_divergent_stage is not None:
+            found.append(("first_divergent_stage", self.first_divergent_stage))
+            found.append(("stage_errors", self.stage_errors))
+        return found
+
+
+_records: list[Record] = []
+
+
+@contextmanager
+def recording(property_name: str) -> Iterator[Record]:
+    """Collect what the checks of one test record (used by the conftest hook)."""
+    record = Record(property_name)
+    _records.append(record)
+    try:
+        yield record
+    finally:
+        _records.remove(record)
+
+
+def _current() -> Record | None:
+    return _records[-1] if _records else None
+
+
+def property_name() -> str:
+    record = _current()
+    return record.property if record else "property"
+
+
+def record_ratio(ratio: float) -> None:
+    """Keep the largest error / bound of the running test."""
+    record = _current()
+    if record is not None and not np.isnan(ratio):
+        record.worst_ratio = ratio if record.worst_ratio is None else max(record.worst_ratio, ratio)
+
+
+def _record_divergence(divergence: Divergence) -> None:
+    record = _current()
+    first = divergence.first
+    if record is not None and first is not None:
+        record.first_divergent_stage = first.stage
+        record.stage_errors = divergence.as_rows()
+
+
+def fail(model: CheckedModel | str, what: str, detail: str) -> None:
+    """Raise the suite's AssertionError: `<property>: model 'x', <what>: <detail>`."""
+    __tracebackhide__ = True
+    name = model if isinstance(model, str) else model.name
+    raise AssertionError(f"{property_name()}: model {name!r}, {what}: {detail}")
+
+
+def _at(array: np.ndarray, index: tuple[int, ...]) -> str:
+    return f"{float(np.asarray(array)[index]):.6g}" if index else "-"
+
+
+def agree(
+    found: np.ndarray,
+    expected: Expected,
+    *,
+    what: str,
+    model: CheckedModel | str,
+    against: np.ndarray | None = None,
+    slack: float = 1.0,
+    localize: Callable[[], Divergence | None] | None = None,
+) -> float:
+    """Assert `found` is within the bound of `expected` (the oracle's) and return error / bound.
+
+    With `against`, `found` is compared with that other output of the model for the same input
+    (chunked vs full, a row vs the batch...), under the oracle's bound times `slack`. `localize`
+    is called on failure to name the first divergent stage.
+    """
+    __tracebackhide__ = True
+    c = expected.compare(found, against=against, slack=slack)
+    record_ratio(c.ratio)
+    if c.ok:
+        return c.ratio
+    reference = expected.value if against is None else against
+    source = "the oracle" if against is None else "the model's own output"
+    detail = (
+        f"max |diff| {c.max_error:.3g} at {list(c.index)} (found {_at(found, c.index)}, "
+        f"{source} {_at(reference, c.index)}) exceeds the tolerance {c.bound:.3g} ({c.ratio:.3g}x the bound)"
+    )
+    divergence = localize() if localize is not None else None
+    if divergence is not None:
+        _record_divergence(divergence)
+        detail += ("\nfirst divergent stage: " if divergence.first else "\n") + divergence.describe()
+    fail(model, what, detail)
+    return c.ratio
+
+
+def localizer(model: CheckedModel, oracle: Oracle, tokens: np.ndarray) -> Callable[[], Divergence | None]:
+    """What `agree` calls on failure: the model's trace of `tokens` [T] against the oracle's, when it traces."""
+
+    def localize() -> Divergence | None:
+        if "trace" not in model.capabilities:
+            return None
+        return oracle.localize(model.trace(tokens), tokens)
+
+    return localize
+
+
+def trace_agrees(divergence: Divergence, *, what: str, model: CheckedModel) -> None:
+    """Assert every stage of a localized trace is within its bound; records each stage's ratio."""
+    __tracebackhide__ = True
+    for stage in divergence.stages:
+        record_ratio(stage.ratio)
+    if divergence.first is not None:
+        _record_divergence(divergence)
+        fail(model, what, "first divergent stage: " + divergence.describe())

@@ -1,0 +1,118 @@
+"""The suite's side of the model contract: what a model supports, building it for a case, skipping.
+
+What a model supports is probed once per session and process: its factory is asked for a tiny
+config of each family, with and without grouped-query attention. Properties then skip (saying
+why) where a model lacks a capability or a family, and reject drawn cases it cannot run, so
+Hypothesis draws others.
+
+A property declares what it needs with `@requires("trace", family="llama")`; the hook in
+`properties/conftest.py` turns that into a skip with the reason before any example runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import pytest
+from hypothesis import note, reject
+
+from properties.strategies import Case
+from verifier.config import Family, ModelConfig
+from verifier.contract import CheckedModel, build_checked
+from verifier.interface import Unsupported
+from verifier.registry import ModelSpec
+from verifier.weights import init_weights
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_PROBES: dict[str, ModelConfig] = {
+    "gpt2": ModelConfig(
+        family="gpt2", vocab_size=11, n_ctx=8, d_model=8, n_layers=1, n_heads=2, n_kv_heads=2, d_ff=8,
+        norm_eps=1e-5, tie_embeddings=True,
+    ),
+    "llama": ModelConfig(
+        family="llama", vocab_size=11, n_ctx=8, d_model=8, n_layers=1, n_heads=2, n_kv_heads=2, d_ff=8,
+        norm_eps=1e-5, tie_embeddings=False,
+    ),
+    "grouped-query attention": ModelConfig(
+        family="llama", vocab_size=11, n_ctx=8, d_model=8, n_layers=1, n_heads=2, n_kv_heads=1, d_ff=8,
+        norm_eps=1e-5, tie_embeddings=False,
+    ),
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Support:
+    """What one model runs: per probe ("gpt2", "llama", "grouped-query attention") its capabilities,
+    or the reason its factory gave for refusing it."""
+
+    model: str
+    capabilities: dict[str, frozenset[str]] = field(default_factory=dict)
+    refused: dict[str, str] = field(default_factory=dict)
+
+    def runs(self, config: ModelConfig) -> bool:
+        """Whether the probes say the model runs configs like this one."""
+        if config.family not in self.capabilities:
+            return False
+        return config.n_kv_heads == config.n_heads or "grouped-query attention" in self.capabilities
+
+    def why_not(self, family: Family | None, capability: str | None) -> str | None:
+        """The reason to skip a property needing `capability` on `family` (any if None), or None."""
+        families = [family] if family else ["gpt2", "llama"]
+        runnable = [f for f in families if f in self.capabilities]
+        if not runnable:
+            reasons = "; ".join(f"{f}: {self.refused.get(f, 'not probed')}" for f in families)
+            return f"model {self.model!r} runs no {' or '.join(families)} config ({reasons})"
+        if capability and not any(capability in self.capabilities[f] for f in runnable):
+            found = sorted(set().union(*(self.capabilities[f] for f in runnable)))
+            return f"model {self.model!r} has no {capability!r} capability (it has {', '.join(found)})"
+        return None
+
+
+_SUPPORT: dict[tuple[str, int], Support] = {}
+
+
+def support(spec: ModelSpec) -> Support:
+    """What `spec`'s model runs, probed once per process (a factory that raises anything but
+    `Unsupported` counts as running the config: the property then reports the violation)."""
+    key = (spec.name, id(spec.factory))
+    if key not in _SUPPORT:
+        found = Support(spec.name)
+        for probe, config in _PROBES.items():
+            try:
+                model = build_checked(spec, config, init_weights(config, seed=0))
+                found.capabilities[probe] = model.capabilities
+            except Unsupported as e:
+                found.refused[probe] = str(e) or "Unsupported"
+            except AssertionError:
+                found.capabilities[probe] = frozenset({"logits"})
+        _SUPPORT[key] = found
+    return _SUPPORT[key]
+
+
+def requires(capability: str | None = None, *, family: Family | None = None) -> Callable[[F], F]:
+    """Mark a property as needing `capability` (and configs of `family`); others skip with the reason."""
+    return pytest.mark.requires(capability=capability, family=family)  # type: ignore[no-any-return]
+
+
+def skip_reason(spec: ModelSpec, capability: str | None, family: Family | None) -> str | None:
+    """Why a property marked `requires(capability, family=family)` cannot run on `spec`, or None."""
+    return support(spec).why_not(family, capability)
+
+
+def build(spec: ModelSpec, case: Case, capability: str | None = None) -> CheckedModel:
+    """`spec`'s model for `case`, checked; rejects the case (Hypothesis draws another) when the
+    model does not run its config, and skips when the built model lacks `capability`."""
+    note(f"model {spec.name!r}; case:\n{case.describe()}")
+    if not support(spec).runs(case.config):
+        reject()
+    try:
+        model = build_checked(spec, case.config, case.weights())
+    except Unsupported as e:
+        note(f"the factory refused this config: {e}")
+        reject()
+    if capability and capability not in model.capabilities:
+        pytest.skip(f"model {spec.name!r} has no {capability!r} capability for {case.config.family} configs")
+    return model

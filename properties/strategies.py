@@ -1,0 +1,281 @@
+"""Hypothesis strategies of the property suite: configs, weights, token sequences, chunkings, batches.
+
+Every draw is labelled, so a failure names its inputs. A `Case` is one reproducible model input:
+a config, the seed and scale of its weights (`verifier.weights.init_weights`), and the tokens.
+Sizes stay small for speed, but reach the regimes where bugs hide: grouped-query attention,
+odd vocab sizes, head sizes 2..64, 1..4 layers, sequences up to the context limit (256 here),
+weight scales from 0.003 (small activations, where a norm's eps matters) to 3 (attention scores
+in the hundreds, where a softmax that does not subtract its max overflows).
+
+`PINNED` holds the edge cases the properties pin with `@example`: rich configs first (every
+feature on, so a bug fails on the first example), then length 1, full context, a single head,
+grouped-query attention with one kv head, and the real presets where the cost allows.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from typing import Any, NamedTuple, TypeVar
+
+import numpy as np
+from hypothesis import example
+from hypothesis import strategies as st
+
+from verifier.config import Family, ModelConfig
+from verifier.presets import preset
+from verifier.weights import Weights, init_weights
+
+# Order matters: Hypothesis shrinks a sampled value towards the first entry.
+FAMILIES: tuple[Family, ...] = ("gpt2", "llama")
+SCALES = (0.02, 0.003, 0.3, 1.0, 3.0)
+LARGE_SCALES = (1.0, 3.0, 10.0)
+MAX_N_CTX = 256
+SHORT_N_CTX = 48
+MAX_D_MODEL = 128  # head sizes up to 64 with 1 or 2 heads
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Case(NamedTuple):
+    """One reproducible input: `init_weights(config, seed=seed, scale=scale)` run on `tokens`."""
+
+    config: ModelConfig
+    seed: int
+    scale: float
+    tokens: tuple[int, ...]
+
+    @property
+    def T(self) -> int:  # noqa: N802 - the suite's name for the sequence length
+        return len(self.tokens)
+
+    def token_array(self) -> np.ndarray:
+        """The tokens as int64 [T]."""
+        return np.array(self.tokens, dtype=np.int64)
+
+    def weights(self) -> Weights:
+        return _weights(self.config, self.seed, self.scale)
+
+    def describe(self) -> str:
+        """A snippet that rebuilds this case, for `hypothesis.note`."""
+        return (
+            f"config = {self.config!r}\n"
+            f"weights = init_weights(config, seed={self.seed}, scale={self.scale})\n"
+            f"tokens = np.array({list(self.tokens)})"
+        )
+
+
+_last_weights: dict[tuple[ModelConfig, int, float], Weights] = {}
+
+
+def _weights(config: ModelConfig, seed: int, scale: float) -> Weights:
+    """init_weights, remembered for the last case: properties ask for the same weights repeatedly."""
+    key = (config, seed, scale)
+    if key not in _last_weights:
+        _last_weights.clear()
+        _last_weights[key] = init_weights(config, seed=seed, scale=scale)
+    return _last_weights[key]
+
+
+@st.composite
+def configs(
+    draw: st.DrawFn,
+    families: tuple[Family, ...] = FAMILIES,
+    *,
+    max_n_ctx: int = MAX_N_CTX,
+    min_n_ctx: int = 1,
+    max_layers: int = 4,
+) -> ModelConfig:
+    """Valid configs: GPT-2 or Llama, 1..8 heads (Llama: any n_kv_heads dividing n_heads),
+    d_head 2..64 (even for RoPE; d_model <= 128), 1..4 layers, vocab 2..600, d_ff 1..256,
+    n_ctx up to `max_n_ctx`."""
+    family = draw(st.sampled_from(families), label="family")
+    n_heads = draw(st.integers(1, 8), label="n_heads")
+    max_d_head = max(2, MAX_D_MODEL // n_heads)
+    if family == "llama":
+        divisors = [d for d in range(1, n_heads + 1) if n_heads % d == 0]
+        n_kv_heads = draw(st.sampled_from(divisors[::-1]), label="n_kv_heads")
+        d_head = 2 * draw(st.integers(1, max_d_head // 2), label="d_head / 2")
+    else:
+        n_kv_heads = n_heads
+        d_head = draw(st.integers(2, max_d_head), label="d_head")
+    # Most contexts are short (cheap); one draw in two reaches up to `max_n_ctx`.
+    short = st.integers(min_n_ctx, max(min_n_ctx, min(SHORT_N_CTX, max_n_ctx)))
+    n_ctx = draw(st.one_of(short, st.integers(min_n_ctx, max_n_ctx)), label="n_ctx")
+    return ModelConfig(
+        family=family,
+        vocab_size=draw(st.integers(2, 600), label="vocab_size"),
+        n_ctx=n_ctx,
+        d_model=n_heads * d_head,
+        n_layers=draw(st.integers(1, max_layers), label="n_layers"),
+        n_heads=n_heads,
+        n_kv_heads=n_kv_heads,
+        d_ff=draw(st.integers(1, 256), label="d_ff"),
+        norm_eps=draw(st.sampled_from([1e-5, 1e-6]), label="norm_eps"),
+        tie_embeddings=draw(st.booleans(), label="tie_embeddings"),
+        rope_theta=draw(st.sampled_from([10000.0, 500000.0]), label="rope_theta") if family == "llama" else 10000.0,
+    )
+
+
+def token_lists(config: ModelConfig, length: int) -> st.SearchStrategy[tuple[int, ...]]:
+    """`length` token ids in [0, vocab_size)."""
+    ids = st.integers(0, config.vocab_size - 1)
+    return st.lists(ids, min_size=length, max_size=length).map(tuple)
+
+
+@st.composite
+def cases(
+    draw: st.DrawFn,
+    families: tuple[Family, ...] = FAMILIES,
+    *,
+    scales: tuple[float, ...] = SCALES,
+    min_T: int = 1,
+    full_context: bool = False,
+    max_n_ctx: int = MAX_N_CTX,
+    room: int = 0,
+) -> Case:
+    """A config, weights and a sequence of T tokens, min_T <= T <= n_ctx - room (T = n_ctx - room
+    when `full_context`); `room` leaves positions free for tokens the property adds later."""
+    config = draw(configs(families, max_n_ctx=max_n_ctx, min_n_ctx=min_T + room), label="config")
+    longest = config.n_ctx - room
+    T = longest if full_context else draw(st.integers(min_T, longest), label="T")
+    return Case(
+        config=config,
+        seed=draw(st.integers(0, 2**16), label="weight seed"),
+        scale=draw(st.sampled_from(scales), label="weight scale"),
+        tokens=draw(token_lists(config, T), label="tokens"),
+    )
+
+
+@st.composite
+def chunkings(draw: st.DrawFn, T: int) -> tuple[int, ...]:
+    """Chunk lengths summing to T: a prefill then single steps, or arbitrary cuts."""
+    if T == 1:
+        return (1,)
+    if draw(st.booleans(), label="prefill then single steps"):
+        prefill = draw(st.integers(1, T), label="prefill length")
+        return (prefill,) + (1,) * (T - prefill)
+    cuts = draw(st.sets(st.integers(1, T - 1), max_size=min(T - 1, 8)), label="cuts")
+    bounds = [0, *sorted(cuts), T]
+    return tuple(b - a for a, b in itertools.pairwise(bounds))
+
+
+class Chunked(NamedTuple):
+    """A case whose tokens are decoded in chunks of these lengths (summing to T), each after the
+    cache of the ones before."""
+
+    case: Case
+    chunks: tuple[int, ...]
+
+
+@st.composite
+def chunked_cases(draw: st.DrawFn, **kwargs: Any) -> Chunked:
+    """A case (see `cases`) and a chunking of its tokens."""
+    case = draw(cases(**kwargs), label="case")
+    return Chunked(case, draw(chunkings(case.T), label="chunks"))
+
+
+class Edited(NamedTuple):
+    """A case and one edit of its tokens: `token` (a different id) at `position`."""
+
+    case: Case
+    position: int
+    token: int
+
+    def edited_tokens(self) -> np.ndarray:
+        tokens = self.case.token_array()
+        tokens[self.position] = self.token
+        return tokens
+
+
+@st.composite
+def edited_cases(draw: st.DrawFn, **kwargs: Any) -> Edited:
+    """A case (see `cases`), a position in [0, T) and a token id other than the one there."""
+    case = draw(cases(**kwargs), label="case")
+    position = draw(st.integers(0, case.T - 1), label="edited position")
+    old = case.tokens[position]
+    token = draw(st.integers(0, case.config.vocab_size - 1).filter(lambda t: t != old), label="new token")
+    return Edited(case, position, token)
+
+
+class Batched(NamedTuple):
+    """A case whose tokens are the first row of a batch; `rows` are the others. Rows shorter
+    than T are left-padded with token 0 and masked."""
+
+    case: Case
+    rows: tuple[tuple[int, ...], ...]
+
+    def all_rows(self) -> list[tuple[int, ...]]:
+        return [self.case.tokens, *self.rows]
+
+    def padded(self) -> tuple[np.ndarray, np.ndarray]:
+        """tokens [B, T] (left-padded with 0) and the attention mask [B, T] (1 = real token)."""
+        rows, T = self.all_rows(), self.case.T
+        tokens = np.zeros((len(rows), T), dtype=np.int64)
+        mask = np.zeros((len(rows), T), dtype=np.int64)
+        for b, row in enumerate(rows):
+            tokens[b, T - len(row) :] = row
+            mask[b, T - len(row) :] = 1
+        return tokens, mask
+
+
+@st.composite
+def batched_cases(draw: st.DrawFn, *, ragged: bool, max_rows: int = 3, **kwargs: Any) -> Batched:
+    """A case (see `cases`) and 1..max_rows other rows: of length T, or of lengths 1..T if `ragged`."""
+    case = draw(cases(**kwargs), label="case")
+    n_rows = draw(st.integers(1, max_rows), label="other rows")
+    lengths = [draw(st.integers(1, case.T), label=f"length of row {b}") if ragged else case.T for b in range(n_rows)]
+    rows = tuple(draw(token_lists(case.config, n), label=f"row {b + 1}") for b, n in enumerate(lengths))
+    return Batched(case, rows)
+
+
+class Prompted(NamedTuple):
+    """A case whose tokens are a prompt, to be continued by `n_new` greedy tokens (T + n_new <= n_ctx)."""
+
+    case: Case
+    n_new: int
+
+
+@st.composite
+def prompted_cases(draw: st.DrawFn, *, max_new: int = 8, **kwargs: Any) -> Prompted:
+    """A prompt case (see `cases`) with room for 1..max_new generated tokens."""
+    n_new = draw(st.integers(1, max_new), label="n_new")
+    return Prompted(draw(cases(room=n_new, **kwargs), label="prompt case"), n_new)
+
+
+def _case(config: ModelConfig, T: int, *, seed: int = 1, scale: float = 0.3) -> Case:
+    tokens = tuple(int(t) for t in np.random.default_rng(seed).integers(0, config.vocab_size, T))
+    return Case(config, seed, scale, tokens)
+
+
+def _small(family: Family, **changes: object) -> ModelConfig:
+    base = ModelConfig(
+        family=family, vocab_size=61, n_ctx=48, d_model=32, n_layers=2, n_heads=4,
+        n_kv_heads=2 if family == "llama" else 4, d_ff=40, norm_eps=1e-5, tie_embeddings=family == "gpt2",
+    )  # fmt: skip
+    return base.replace(**changes)
+
+
+RICH_LLAMA = _case(_small("llama"), 24)  # GQA (4 query heads over 2 kv heads), untied, 2 layers
+RICH_GPT2 = _case(_small("gpt2"), 24)
+SMALL_ACTIVATIONS = _case(_small("llama", tie_embeddings=True), 16, scale=0.003)  # where a norm's eps shows
+LARGE_LOGITS = _case(_small("gpt2", n_heads=2, n_kv_heads=2), 24, scale=3.0)  # attention scores in the hundreds
+LENGTH_1 = _case(_small("llama"), 1)
+FULL_CONTEXT = _case(_small("gpt2", n_ctx=160, n_layers=1), 160)
+SINGLE_HEAD = _case(_small("llama", n_heads=1, n_kv_heads=1, d_model=8), 12)
+ONE_KV_HEAD = _case(_small("llama", n_heads=4, n_kv_heads=1), 20)
+STORIES15M = _case(preset("llama2c-stories15M"), 12, scale=0.02)
+
+# Pinned on every property that takes a generated case, in this order.
+PINNED = (RICH_LLAMA, RICH_GPT2, SMALL_ACTIVATIONS, LARGE_LOGITS, LENGTH_1, FULL_CONTEXT, SINGLE_HEAD, ONE_KV_HEAD)
+
+
+def pinned(*values: object, arg: str = "case") -> Callable[[F], F]:
+    """`@example(<arg>=v)` for each value, run in the order given (before any generated input)."""
+
+    def decorate(test: F) -> F:
+        for value in reversed(values):
+            test = example(**{arg: value})(test)
+        return test
+
+    return decorate

@@ -1,0 +1,109 @@
+"""Differential agreement: a model computes what the float64 oracle computes, for any config,
+weights and tokens; a batch computes what its rows compute alone; the same input gives the same
+output. A failure of a model that traces names the first stage that departs from the oracle."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given
+
+from properties import checks, models
+from properties.models import requires
+from properties.oracle import oracle
+from properties.strategies import (
+    PINNED,
+    RICH_GPT2,
+    RICH_LLAMA,
+    STORIES15M,
+    Batched,
+    Case,
+    batched_cases,
+    cases,
+    pinned,
+)
+from verifier.contract import RULES
+from verifier.registry import ModelSpec
+
+
+@requires("logits")
+@pinned(*PINNED, STORIES15M)
+@given(case=cases())
+def test_logits_agree_with_the_oracle(model_spec: ModelSpec, case: Case) -> None:
+    model = models.build(model_spec, case)
+    tokens = case.token_array()
+    o = oracle(case)
+    checks.agree(
+        model.logits(tokens),
+        o.logits(tokens),
+        what=f"logits of {case.T} tokens against the float64 oracle",
+        model=model,
+        localize=checks.localizer(model, o, tokens),
+    )
+
+
+@requires("trace")
+@pinned(*PINNED)
+@given(case=cases())
+def test_every_traced_stage_agrees_with_the_oracle(model_spec: ModelSpec, case: Case) -> None:
+    model = models.build(model_spec, case, "trace")
+    tokens = case.token_array()
+    divergence = oracle(case).localize(model.trace(tokens), tokens)
+    checks.trace_agrees(divergence, what=f"trace of {case.T} tokens against the oracle's", model=model)
+
+
+def _rows_alone(model_spec: ModelSpec, batched: Batched, *, masked: bool) -> None:
+    case = batched.case
+    model = models.build(model_spec, case, "attention_mask" if masked else None)
+    tokens, mask = batched.padded()
+    out = model.logits(tokens, attention_mask=mask) if masked else model.logits(tokens)
+    o = oracle(case)
+    for b, row in enumerate(batched.all_rows()):
+        alone = np.array(row, dtype=np.int64)
+        checks.agree(
+            out[b, case.T - len(row) :],
+            o.logits(alone),
+            what=f"row {b} of a [{len(tokens)}, {case.T}] batch{' (left-padded, masked)' if masked else ''} "
+            f"against the same {len(row)} tokens run alone",
+            model=model,
+            against=model.logits(alone),
+            slack=2.0,
+        )
+
+
+@requires("logits")
+@pinned(
+    Batched(RICH_LLAMA, (RICH_GPT2.tokens[: RICH_LLAMA.T],)),
+    Batched(RICH_GPT2, (RICH_GPT2.tokens[::-1],) * 2),
+    arg="batched",
+)
+@given(batched=batched_cases(ragged=False, max_n_ctx=64))
+def test_batch_rows_equal_the_rows_run_alone(model_spec: ModelSpec, batched: Batched) -> None:
+    _rows_alone(model_spec, batched, masked=False)
+
+
+@requires("attention_mask")
+@pinned(
+    Batched(RICH_LLAMA, (RICH_LLAMA.tokens[:5], RICH_LLAMA.tokens[3:])),
+    Batched(RICH_GPT2, ((7,), (1, 2, 3))),
+    arg="batched",
+)
+@given(batched=batched_cases(ragged=True, max_n_ctx=64))
+def test_left_padded_rows_with_a_mask_equal_the_rows_run_alone(model_spec: ModelSpec, batched: Batched) -> None:
+    _rows_alone(model_spec, batched, masked=True)
+
+
+@requires("logits")
+@pinned(RICH_LLAMA, RICH_GPT2)
+@given(case=cases(max_n_ctx=64))
+def test_the_same_input_gives_the_same_output(model_spec: ModelSpec, case: Case) -> None:
+    model = models.build(model_spec, case)
+    tokens = case.token_array()
+    first = model.logits(tokens)
+    model.logits(tokens[::-1].copy())  # another input in between: no state may leak into the next call
+    checks.agree(
+        model.logits(tokens),
+        oracle(case).logits(tokens),
+        what=f"contract rule 'deterministic' ({RULES['deterministic']}): logits(tokens) called again",
+        model=model,
+        against=first,
+    )

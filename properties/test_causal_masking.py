@@ -1,0 +1,81 @@
+"""Causal masking: the logits at position i do not change when a token after i changes, and do
+change (for a generic model) when a token at or before i changes; attention probabilities are
+zero above the diagonal and every row sums to 1."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given
+
+from properties import checks, models
+from properties.models import requires
+from properties.oracle import exact, oracle
+from properties.strategies import PINNED, RICH_GPT2, RICH_LLAMA, Case, Edited, cases, edited_cases, pinned
+from verifier import stages
+from verifier.registry import ModelSpec
+
+EDITS = (Edited(RICH_LLAMA, 10, 0), Edited(RICH_GPT2, 10, 0), Edited(RICH_LLAMA, 0, 3), Edited(RICH_GPT2, 23, 5))
+
+
+@requires("logits")
+@pinned(*EDITS, arg="edited")
+@given(edited=edited_cases(min_T=2, max_n_ctx=96))
+def test_logits_before_an_edited_token_do_not_change(model_spec: ModelSpec, edited: Edited) -> None:
+    case, j = edited.case, edited.position
+    model = models.build(model_spec, case)
+    before = model.logits(case.token_array())
+    after = model.logits(edited.edited_tokens())
+    checks.agree(
+        after[:j],
+        oracle(case).logits(case.token_array())[:j],
+        what=f"logits at positions 0..{j - 1} after the token at {j} changed",
+        model=model,
+        against=before[:j],
+        slack=2.0,
+    )
+
+
+@requires("logits")
+@pinned(*EDITS, arg="edited")
+@given(edited=edited_cases(min_T=1, max_n_ctx=96, scales=(0.02, 0.3)))
+def test_logits_from_an_edited_token_on_do_change(model_spec: ModelSpec, edited: Edited) -> None:
+    case, j = edited.case, edited.position
+    model = models.build(model_spec, case)
+    o = oracle(case)
+    expected_before, expected_after = o.logits(case.token_array()), o.logits(edited.edited_tokens())
+    moved = np.abs(expected_after.value - expected_before.value).max(axis=-1)  # [T]: how far the oracle moves
+    # Weight scales up to 0.3 are well conditioned, so the floor of the policy bounds the noise.
+    noise = expected_before.bound(with_neighbours=False) + expected_after.bound(with_neighbours=False)
+    # Only positions where the oracle moves well beyond the noise can tell "changed" from "unchanged".
+    clear = [i for i in range(j, case.T) if moved[i] > 8 * noise]
+    if not clear:
+        return
+    found = model.logits(edited.edited_tokens())[clear] - model.logits(case.token_array())[clear]
+    unchanged = [i for i, row in zip(clear, found, strict=True) if np.abs(row).max() <= noise]
+    if unchanged:
+        checks.fail(
+            model,
+            f"logits from position {j} on after the token at {j} changed",
+            f"positions {unchanged} did not change (within {noise:.3g}) although the oracle's "
+            f"moved by {moved[unchanged].min():.3g} or more: the model does not attend to position {j}",
+        )
+
+
+@requires("trace")
+@pinned(*PINNED)
+@given(case=cases(max_n_ctx=96))
+def test_attention_probabilities_are_zero_above_the_diagonal_and_rows_sum_to_1(
+    model_spec: ModelSpec, case: Case
+) -> None:
+    model = models.build(model_spec, case, "trace")
+    trace = model.trace(case.token_array())
+    upper = np.triu(np.ones((case.T, case.T), dtype=bool), k=1)
+    for layer in range(case.config.n_layers):
+        probs = trace.get(stages.layer_stage(layer, "probs"))
+        if probs is None:
+            continue
+        name = f"layer {layer} attention probabilities"
+        checks.agree(np.where(upper, probs, 0.0), exact(np.zeros_like(probs)), what=f"{name} above the diagonal",
+                     model=model)  # fmt: skip
+        ones = exact(np.ones(probs.shape[:-1]), case.T)
+        checks.agree(np.sum(probs, axis=-1, dtype=np.float64), ones, what=f"{name}: row sums", model=model)

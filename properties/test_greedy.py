@@ -1,0 +1,55 @@
+"""Greedy generation: the tokens a model picks after a prompt are the oracle's argmax, teacher-forced
+through the prompt and the model's own earlier picks; where the oracle's best logits are tied within
+the tolerance, either token is accepted. Black boxes that only generate (`greedy`) are checked this
+way; models with logits are checked by generating with their last row's argmax."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+
+from properties import checks, models
+from properties.models import requires
+from properties.oracle import oracle
+from properties.strategies import LARGE_LOGITS, ONE_KV_HEAD, RICH_GPT2, RICH_LLAMA, Prompted, pinned, prompted_cases
+from verifier.contract import CheckedModel
+from verifier.registry import ModelSpec
+
+PROMPTED = (Prompted(RICH_LLAMA, 8), Prompted(RICH_GPT2, 8), Prompted(ONE_KV_HEAD, 4), Prompted(LARGE_LOGITS, 6))
+
+
+def _generate(model: CheckedModel, prompt: np.ndarray, n_new: int) -> np.ndarray:
+    """The model's n_new greedy tokens: its own `greedy`, else the argmax of its last row of logits."""
+    if "greedy" in model.capabilities:
+        return model.greedy(prompt, n_new)
+    tokens = list(prompt)
+    for _ in range(n_new):
+        tokens.append(int(np.argmax(model.logits(np.array(tokens))[-1])))
+    return np.array(tokens[len(prompt) :])
+
+
+@requires()
+@pinned(*PROMPTED, arg="prompted")
+@given(prompted=prompted_cases(max_n_ctx=64))
+def test_greedy_tokens_are_the_oracle_argmax_up_to_ties(model_spec: ModelSpec, prompted: Prompted) -> None:
+    case = prompted.case
+    model = models.build(model_spec, case)
+    if not {"greedy", "logits"} & model.capabilities:
+        pytest.skip(f"model {model.name!r} has neither 'greedy' nor 'logits'")
+    prompt = case.token_array()
+    picked = _generate(model, prompt, prompted.n_new)
+    expected = oracle(case).logits(np.concatenate([prompt, picked]))[case.T - 1 : -1]  # [n_new, V], teacher-forced
+    for step, token in enumerate(picked):
+        row, bound = expected.value[step], expected[step].bound()
+        best = int(np.argmax(row))
+        shortfall = float(row[best] - row[token])
+        checks.record_ratio(shortfall / bound if bound > 0 else float(shortfall > 0) * np.inf)
+        if shortfall > bound:
+            checks.fail(
+                model,
+                f"greedy token {step} after a prompt of {case.T} tokens",
+                f"picked {token} (oracle logit {row[token]:.6g}) where the oracle's argmax is {best} "
+                f"(logit {row[best]:.6g}): {shortfall:.3g} apart, beyond the tolerance {bound:.3g} for a tie; "
+                f"tokens picked so far: {picked[: step + 1].tolist()}",
+            )

@@ -1,0 +1,133 @@
+"""The KV cache: decoding a sequence in chunks (a prefill then single steps, or arbitrary
+chunks, one row or a batch) gives the logits of one full pass; a cache that exposes its layout
+has the documented shape [n_layers, 2, B, S, n_kv_heads, d_head] and that many elements' bytes;
+and a cache stays usable after decoding from it (branching, restarting, interleaving)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from hypothesis import given
+
+from properties import checks, models
+from properties.models import requires
+from properties.oracle import oracle
+from properties.strategies import (
+    FULL_CONTEXT,
+    LENGTH_1,
+    ONE_KV_HEAD,
+    RICH_GPT2,
+    RICH_LLAMA,
+    SINGLE_HEAD,
+    Case,
+    Chunked,
+    cases,
+    chunked_cases,
+    pinned,
+)
+from verifier.contract import RULES, CheckedModel
+from verifier.registry import ModelSpec
+
+CHUNKED = (
+    Chunked(RICH_LLAMA, (8,) + (1,) * 16),
+    Chunked(RICH_GPT2, (8,) + (1,) * 16),
+    Chunked(RICH_LLAMA, (3, 9, 1, 11)),
+    Chunked(RICH_GPT2, (1, 1, 5, 17)),
+    Chunked(LENGTH_1, (1,)),
+    Chunked(SINGLE_HEAD, (5, 7)),
+    Chunked(ONE_KV_HEAD, (2, 2, 2, 14)),
+    Chunked(FULL_CONTEXT, (100, 30, 1, 29)),
+)
+
+
+def _decode_in_chunks(model: CheckedModel, tokens: np.ndarray, chunks: tuple[int, ...]) -> tuple[np.ndarray, Any]:
+    """tokens [T] or [B, T] decoded chunk after chunk -> (logits of every position, the last cache)."""
+    cache, pieces, start = None, [], 0
+    for n in chunks:
+        logits, cache = model.decode(tokens[..., start : start + n], cache)
+        pieces.append(logits)
+        start += n
+    return np.concatenate(pieces, axis=-2), cache
+
+
+def _check_layout(model: CheckedModel, cache: Any, case: Case, B: int) -> None:
+    """The documented layout, checked where the cache exposes `shape` (and `nbytes`)."""
+    __tracebackhide__ = True
+    shape = getattr(cache, "shape", None)
+    if shape is None:
+        return
+    c = case.config
+    documented = (c.n_layers, 2, B, case.T, c.n_kv_heads, c.d_head)
+    if tuple(shape) != documented:
+        checks.fail(model, "the cache after decoding", f"has shape {list(shape)}, documented [n_layers, 2, B, S, "
+                    f"n_kv_heads, d_head] = {list(documented)}")  # fmt: skip
+    nbytes = getattr(cache, "nbytes", None)
+    if nbytes is not None and nbytes not in {math.prod(documented) * size for size in (2, 4, 8)}:
+        checks.fail(
+            model, "the cache's size", f"is {nbytes} bytes for {math.prod(documented)} elements of 2, 4 or 8 bytes"
+        )
+
+
+@requires("decode")
+@pinned(*CHUNKED, arg="chunked")
+@given(chunked=chunked_cases())
+def test_decoding_in_chunks_gives_the_logits_of_one_full_pass(model_spec: ModelSpec, chunked: Chunked) -> None:
+    case = chunked.case
+    model = models.build(model_spec, case, "decode")
+    tokens = case.token_array()
+    found, cache = _decode_in_chunks(model, tokens, chunked.chunks)
+    checks.agree(
+        found,
+        oracle(case).logits(tokens),
+        what=f"logits decoded in chunks {list(chunked.chunks)}",
+        model=model,
+        localize=checks.localizer(model, oracle(case), tokens),
+    )
+    _check_layout(model, cache, case, B=1)
+
+
+@requires("decode")
+@pinned(*CHUNKED[:4], arg="chunked")
+@given(chunked=chunked_cases(max_n_ctx=64))
+def test_decoding_a_batch_in_chunks_gives_the_logits_of_one_full_pass(model_spec: ModelSpec, chunked: Chunked) -> None:
+    case = chunked.case
+    model = models.build(model_spec, case, "decode")
+    batch = np.stack([case.token_array(), case.token_array()[::-1].copy()])
+    found, cache = _decode_in_chunks(model, batch, chunked.chunks)
+    checks.agree(
+        found, oracle(case).logits(batch), what=f"a [2, {case.T}] batch decoded in chunks {list(chunked.chunks)}",
+        model=model,
+    )  # fmt: skip
+    _check_layout(model, cache, case, B=2)
+
+
+@requires("decode")
+@pinned(RICH_LLAMA, RICH_GPT2, ONE_KV_HEAD)
+@given(case=cases(min_T=2, max_n_ctx=64))
+def test_a_cache_stays_usable_after_decoding_from_it(model_spec: ModelSpec, case: Case) -> None:
+    model = models.build(model_spec, case, "decode")
+    tokens = case.token_array()
+    half = case.T // 2
+    prefix, rest = tokens[:half], tokens[half:]
+    other = (rest + 1) % case.config.vocab_size
+    o = oracle(case)
+    rule = f"contract rule 'cache-reusable' ({RULES['cache-reusable']})"
+
+    _, cache = model.decode(prefix)
+    first, _ = model.decode(rest, cache)
+    model.decode(other, cache)  # a branch from the same cache
+    again, _ = model.decode(rest, cache)
+    expected_rest = o.logits(tokens)[half:]
+    checks.agree(again, expected_rest, what=f"{rule}: the same chunk decoded again from one cache", model=model,
+                 against=first)  # fmt: skip
+    checks.agree(first, expected_rest, what="the chunk decoded after the prefix's cache", model=model)
+
+    model.decode(other)  # another sequence decoded in between: nothing may leak
+    restarted, _ = model.decode(tokens, None)
+    checks.agree(restarted, o.logits(tokens), what="decode(tokens, None) after decoding another sequence",
+                 model=model)  # fmt: skip
+    interleaved, _ = model.decode(rest, cache)
+    checks.agree(interleaved, expected_rest, what=f"{rule}: the chunk decoded from a cache kept while another "
+                 "sequence was decoded", model=model)  # fmt: skip

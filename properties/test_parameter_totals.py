@@ -1,0 +1,46 @@
+"""Parameter totals: the formula (`verifier.params`), the size of the canonical weight set and
+`transformers`' own count on the meta device agree for any config; the presets have their
+published totals (GPT-2 124,439,808; stories15M 15,191,712 learned, 15,204,000 stored).
+
+These claims are about the suite's own formula and weights, so they run once, not per model."""
+
+from __future__ import annotations
+
+import math
+
+from hypothesis import example, given
+
+from properties import checks
+from properties.strategies import configs
+from verifier import hf
+from verifier.config import ModelConfig
+from verifier.params import parameter_table
+from verifier.presets import preset
+from verifier.weights import weight_shapes
+
+
+@example(config=preset("gpt2"))
+@example(config=preset("llama2c-stories15M"))
+@example(config=preset("llama2c-stories260K"))
+@given(config=configs())
+def test_formula_equals_weight_set_equals_transformers_meta_count(config: ModelConfig) -> None:
+    formula = parameter_table(config).total
+    weights = sum(math.prod(shape) for shape in weight_shapes(config).values())
+    meta = hf.parameter_count(config.to_transformers())
+    if not formula == weights == meta:
+        checks.fail("formula", f"parameter count of {config!r}", f"formula {formula:,}, weight set {weights:,}, "
+                    f"transformers on the meta device {meta:,}")  # fmt: skip
+
+
+def test_presets_have_their_published_totals() -> None:
+    found = {
+        "gpt2": parameter_table(preset("gpt2")).total,
+        "llama2c-stories15M learned": parameter_table(preset("llama2c-stories15M")).total,
+        "llama2c-stories15M stored": parameter_table(preset("llama2c-stories15M")).total_with_stored_rope,
+    }
+    published = {"gpt2": 124_439_808, "llama2c-stories15M learned": 15_191_712, "llama2c-stories15M stored": 15_204_000}
+    wrong = {name: (found[name], total) for name, total in published.items() if found[name] != total}
+    if wrong:
+        checks.fail(
+            "formula", "preset totals", "; ".join(f"{n}: {f:,}, published {p:,}" for n, (f, p) in wrong.items())
+        )

@@ -1,0 +1,38 @@
+"""Numerical robustness: no NaN or Inf with weights large enough that attention scores reach the
+hundreds (where a softmax that does not subtract its max overflows), and the error stays within
+the tolerance policy for sequences up to the context limit."""
+
+from __future__ import annotations
+
+from hypothesis import given
+
+from properties import checks, models
+from properties.models import requires
+from properties.oracle import oracle
+from properties.strategies import FULL_CONTEXT, LARGE_LOGITS, LARGE_SCALES, RICH_GPT2, RICH_LLAMA, Case, cases, pinned
+from verifier.registry import ModelSpec
+
+LARGE = (RICH_LLAMA._replace(scale=10.0), LARGE_LOGITS, RICH_GPT2._replace(scale=10.0))
+
+
+@requires("logits")
+@pinned(*LARGE)
+@given(case=cases(scales=LARGE_SCALES))
+def test_large_logit_weights_give_finite_logits_within_tolerance(model_spec: ModelSpec, case: Case) -> None:
+    # Non-finite logits break the contract rule 'finite' inside model.logits.
+    model = models.build(model_spec, case)
+    tokens = case.token_array()
+    o = oracle(case)
+    checks.agree(model.logits(tokens), o.logits(tokens), what=f"logits at weight scale {case.scale}", model=model,
+                 localize=checks.localizer(model, o, tokens))  # fmt: skip
+
+
+@requires("logits")
+@pinned(FULL_CONTEXT, FULL_CONTEXT._replace(config=FULL_CONTEXT.config.replace(family="llama", n_kv_heads=1)))
+@given(case=cases(full_context=True))
+def test_error_stays_within_tolerance_up_to_the_context_limit(model_spec: ModelSpec, case: Case) -> None:
+    model = models.build(model_spec, case)
+    tokens = case.token_array()
+    o = oracle(case)
+    checks.agree(model.logits(tokens), o.logits(tokens), what=f"logits of a full context of {case.T} tokens",
+                 model=model, localize=checks.localizer(model, o, tokens))  # fmt: skip

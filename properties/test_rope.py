@@ -1,0 +1,206 @@
+"""RoPE, through the model's trace (q, k before and q_rope, k_rope after the rotation): it keeps
+the norm of every pair and head vector, is the identity at position 0, turns pair i at position p
+by p theta^(-2i/d_head), composes (R(m) R(n) = R(m+n)), makes layer-0 scores depend only on m - n,
+and gives the scores llama2.c's interleaved pairing gives on permuted q/k rows. Also: the
+reference's tables equal the ones llama2.c computes and stores.
+
+Pairs are (i, i + d_head/2) of each head vector: the `transformers` (rotate-half) layout that
+`verifier.stages` documents for q and k.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import torch
+from hypothesis import given
+
+from properties import checks, models
+from properties.models import requires
+from properties.oracle import exact
+from properties.strategies import ONE_KV_HEAD, RICH_LLAMA, SINGLE_HEAD, SMALL_ACTIVATIONS, Case, cases, pinned
+from verifier import stages, tolerance
+from verifier.config import ModelConfig
+from verifier.contract import CheckedModel
+from verifier.presets import preset
+from verifier.reference.layers import rope_tables
+from verifier.registry import ModelSpec
+
+LLAMA_PINNED = (RICH_LLAMA, SMALL_ACTIVATIONS, SINGLE_HEAD, ONE_KV_HEAD)
+llama_cases = cases(("llama",), min_T=2, max_n_ctx=96)
+
+
+def _halves(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """[..., d_head] -> the two members of every pair, [..., d_head/2] each."""
+    half = x.shape[-1] // 2
+    return np.asarray(x[..., :half], np.float64), np.asarray(x[..., half:], np.float64)
+
+
+def _formula_angles(T: int, d_head: int, theta: float) -> np.ndarray:
+    """[T, d_head/2]: p * theta^(-2i/d_head), written from the formula."""
+    return np.arange(T)[:, None] * theta ** (-np.arange(0, d_head, 2) / d_head)[None, :]
+
+
+def _rotate(x: np.ndarray, angles: np.ndarray) -> np.ndarray:
+    """Rotate pairs (i, i + d_head/2) of x [heads, T, d_head] by angles [T, d_head/2]."""
+    x1, x2 = _halves(x)
+    cos, sin = np.cos(angles), np.sin(angles)
+    return np.concatenate([x1 * cos - x2 * sin, x1 * sin + x2 * cos], axis=-1)
+
+
+def _traced(model_spec: ModelSpec, case: Case) -> tuple[CheckedModel, dict[str, np.ndarray]]:
+    model = models.build(model_spec, case, "trace")
+    trace = model.trace(case.token_array())
+    needed = [stages.layer_stage(0, op) for op in ("q", "k", "q_rope", "k_rope")]
+    missing = [s for s in needed if s not in trace]
+    if missing:
+        checks.fail(model, "RoPE stages", f"the trace has no {missing}; these properties read them")
+    return model, trace
+
+
+def _rotated_pairs(trace: dict[str, np.ndarray], config: ModelConfig) -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
+    for layer in range(config.n_layers):
+        for before, after in (("q", "q_rope"), ("k", "k_rope")):
+            b, a = stages.layer_stage(layer, before), stages.layer_stage(layer, after)
+            if b in trace and a in trace:
+                yield f"layer {layer} {before}", trace[b], trace[a]
+
+
+@requires("trace", family="llama")
+@pinned(*LLAMA_PINNED)
+@given(case=llama_cases)
+def test_rope_preserves_the_norm_of_every_pair_and_head_vector(model_spec: ModelSpec, case: Case) -> None:
+    model, trace = _traced(model_spec, case)
+    for name, before, after in _rotated_pairs(trace, case.config):
+        (b1, b2), (a1, a2) = _halves(before), _halves(after)
+        pair_norms = exact(np.hypot(b1, b2), case.T)
+        checks.agree(np.hypot(a1, a2), pair_norms, what=f"{name}: norm of every pair after RoPE", model=model)
+        head_norms = exact(np.linalg.norm(np.asarray(before, np.float64), axis=-1), case.T)
+        found = np.linalg.norm(np.asarray(after, np.float64), axis=-1)
+        checks.agree(found, head_norms, what=f"{name}: norm of every head vector after RoPE", model=model)
+
+
+@requires("trace", family="llama")
+@pinned(*LLAMA_PINNED)
+@given(case=llama_cases)
+def test_rope_is_the_identity_at_position_0(model_spec: ModelSpec, case: Case) -> None:
+    model, trace = _traced(model_spec, case)
+    for name, before, after in _rotated_pairs(trace, case.config):
+        checks.agree(after[:, 0], exact(before[:, 0]), what=f"{name} at position 0 after RoPE", model=model)
+
+
+@requires("trace", family="llama")
+@pinned(*LLAMA_PINNED)
+@given(case=llama_cases)
+def test_rope_turns_pair_i_at_position_p_by_p_times_theta_to_the_minus_2i_over_d_head(
+    model_spec: ModelSpec, case: Case
+) -> None:
+    model, trace = _traced(model_spec, case)
+    c = case.config
+    angles = _formula_angles(case.T, c.d_head, c.rope_theta)
+    for name, before, after in _rotated_pairs(trace, c):
+        checks.agree(after, exact(_rotate(before, angles), case.T), what=f"{name} rotated by RoPE", model=model)
+
+
+def _measured_angles(before: np.ndarray, after: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The angle the model turned each pair by, [T, d_head/2], read from the head whose pair is
+    longest, and that pair's length relative to the largest (how far the angle can be trusted)."""
+    (b1, b2), (a1, a2) = _halves(before), _halves(after)
+    best = np.argmax(np.hypot(b1, b2), axis=0)[None]  # [1, T, d_head/2]: the longest pair over heads
+    b1, b2, a1, a2 = (np.take_along_axis(x, best, axis=0)[0] for x in (b1, b2, a1, a2))
+    angle = np.arctan2(b1 * a2 - b2 * a1, b1 * a1 + b2 * a2)
+    length = np.hypot(b1, b2)
+    return angle, length / max(float(length.max()), np.finfo(np.float64).tiny)
+
+
+@requires("trace", family="llama")
+@pinned(*LLAMA_PINNED)
+@given(case=llama_cases)
+def test_rope_rotations_compose_r_m_times_r_n_is_r_m_plus_n(model_spec: ModelSpec, case: Case) -> None:
+    model, trace = _traced(model_spec, case)
+    T = min(case.T, 48)  # every (m, n) with m + n < T: quadratic in T
+    for name, before, after in _rotated_pairs(trace, case.config):
+        angle, trust = _measured_angles(before[:, :T], after[:, :T])
+        m, n = np.triu_indices(T)
+        keep = m + n < T
+        m, n = m[keep], n[keep]
+        gap = np.angle(np.exp(1j * (angle[m] + angle[n] - angle[m + n])))  # wrapped to (-pi, pi]
+        # An angle read from a float32 pair of relative length r is good to about eps32 (ULPS + T) / r.
+        slack = tolerance.EPS32 * (tolerance.ULPS + T) * (1 / trust[m] + 1 / trust[n] + 1 / trust[m + n])
+        ratio = np.abs(gap) / slack
+        worst = np.unravel_index(int(np.argmax(ratio)), ratio.shape)
+        checks.record_ratio(float(ratio[worst]))
+        if ratio[worst] > 1:
+            k, i = worst
+            checks.fail(
+                model,
+                f"{name}: R(m) R(n) = R(m+n)",
+                f"pair {i}: R({m[k]}) then R({n[k]}) turns by {angle[m[k], i] + angle[n[k], i]:.6g} rad, "
+                f"R({m[k] + n[k]}) by {angle[m[k] + n[k], i]:.6g} rad (mod 2 pi: {gap[k, i]:.3g} apart, "
+                f"tolerance {slack[k, i]:.3g})",
+            )
+
+
+@requires("trace", family="llama")
+@pinned(*LLAMA_PINNED)
+@given(case=cases(("llama",), min_T=3, max_n_ctx=96))
+def test_rope_layer_0_scores_depend_only_on_the_distance_m_minus_n(model_spec: ModelSpec, case: Case) -> None:
+    # Tokens alternate a, b, a, b, ...: in layer 0, q and k depend on the token alone, so the score of
+    # query m and key n equals that of m + 2 and n + 2 exactly when RoPE is relative.
+    a, b = case.tokens[0], case.tokens[1]
+    periodic = case._replace(tokens=tuple(a if p % 2 == 0 else b for p in range(case.T)))
+    model = models.build(model_spec, periodic, "trace")
+    scores = model.trace(periodic.token_array()).get(stages.layer_stage(0, "scores"))
+    if scores is None:
+        checks.fail(model, "layer 0 scores", "the trace has no layers.0.scores; this property reads it")
+    later, earlier = np.tril(scores[:, 2:, 2:]), np.tril(scores[:, :-2, :-2])
+    checks.agree(later, exact(earlier, case.T), what="layer 0 scores of (m+2, n+2) against (m, n)", model=model)
+
+
+def _interleaved_scores(q: np.ndarray, k: np.ndarray, theta: float) -> np.ndarray:
+    """llama2.c's way: q/k rows permuted to interleaved pairs (2i, 2i+1), each rotated as a complex
+    number by p theta^(-2i/d_head), then q k^T / sqrt(d_head) with query head h on kv head h // group."""
+    d_head = q.shape[-1]
+    perm = np.stack([np.arange(d_head // 2), np.arange(d_head // 2) + d_head // 2], axis=-1).reshape(-1)
+    freqs = np.exp(1j * _formula_angles(q.shape[1], d_head, theta))  # [T, d_head/2]
+
+    def rotate(x: np.ndarray) -> np.ndarray:
+        pairs = np.asarray(x, np.float64)[..., perm].reshape(*x.shape[:-1], d_head // 2, 2)
+        z = (pairs[..., 0] + 1j * pairs[..., 1]) * freqs
+        return np.stack([z.real, z.imag], axis=-1).reshape(x.shape)
+
+    qr, kr = rotate(q), np.repeat(rotate(k), q.shape[0] // k.shape[0], axis=0)
+    return np.tril(qr @ kr.transpose(0, 2, 1) / np.sqrt(d_head))
+
+
+@requires("trace", family="llama")
+@pinned(*LLAMA_PINNED)
+@given(case=llama_cases)
+def test_rope_interleaved_and_rotate_half_pairings_give_the_same_scores(model_spec: ModelSpec, case: Case) -> None:
+    model, trace = _traced(model_spec, case)
+    for layer in range(case.config.n_layers):
+        q, k, scores = (trace.get(stages.layer_stage(layer, op)) for op in ("q", "k", "scores"))
+        if q is None or k is None or scores is None:
+            continue
+        expected = exact(_interleaved_scores(q, k, case.config.rope_theta), case.T)
+        checks.agree(
+            np.tril(scores), expected, what=f"layer {layer} scores against llama2.c's interleaved RoPE", model=model
+        )
+
+
+def _llama2c_tables(d_head: int, n_ctx: int, theta: float) -> tuple[np.ndarray, np.ndarray]:
+    """llama2.c's model.py `precompute_freqs_cis`, the tables its export stores (float32)."""
+    freqs = 1.0 / (theta ** (torch.arange(0, d_head, 2)[: (d_head // 2)].float() / d_head))
+    t = torch.arange(n_ctx, device=freqs.device)
+    freqs_cis = torch.polar(torch.ones(n_ctx, d_head // 2), torch.outer(t, freqs).float())
+    return freqs_cis.real.numpy(), freqs_cis.imag.numpy()
+
+
+def test_rope_tables_equal_the_ones_llama2c_stores() -> None:
+    for name in ("llama2c-stories260K", "llama2c-stories15M", "llama2c-stories110M"):
+        c = preset(name)
+        cos, sin = rope_tables(np.arange(c.n_ctx), c.d_head, c.rope_theta)
+        theirs_cos, theirs_sin = _llama2c_tables(c.d_head, c.n_ctx, c.rope_theta)
+        for ours, theirs, what in ((cos, theirs_cos, "cos"), (sin, theirs_sin, "sin")):
+            checks.agree(ours, exact(theirs, c.n_ctx), what=f"{name} {what} table", model="reference")

@@ -1,0 +1,112 @@
+"""Shapes, the life of a tensor: every traced stage has the shape its formula gives
+(`verifier.stages.stage_shapes`), logits are [T, V] and [B, T, V], and GPT-2 124M on 5 tokens
+reproduces the articles' table."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+
+from properties import checks, models
+from properties.models import requires
+from properties.oracle import oracle
+from properties.strategies import PINNED, Case, cases, pinned
+from verifier import stages
+from verifier.contract import CheckedModel, build_checked
+from verifier.presets import preset
+from verifier.registry import ModelSpec
+from verifier.weights import init_weights
+
+
+def _assert_shapes(
+    model_name: str, trace: dict[str, np.ndarray], expected: dict[str, tuple[int, ...]], *, every_stage: bool = True
+) -> None:
+    """Each stage of `expected` the trace holds has its shape; with `every_stage`, it holds no other."""
+    __tracebackhide__ = True
+    wrong = [
+        f"{stage} is {list(trace[stage].shape)}, the formula gives {list(shape)}"
+        for stage, shape in expected.items()
+        if stage in trace and trace[stage].shape != shape
+    ]
+    unknown = sorted(set(trace) - set(expected)) if every_stage else []
+    if wrong or unknown:
+        detail = "; ".join(wrong + ([f"stages not in verifier.stages: {unknown}"] if unknown else []))
+        checks.fail(model_name, "traced stage shapes", detail)
+
+
+@requires("trace")
+@pinned(*PINNED)
+@given(case=cases())
+def test_every_traced_stage_has_its_formula_shape(model_spec: ModelSpec, case: Case) -> None:
+    model = models.build(model_spec, case, "trace")
+    _assert_shapes(model.name, model.trace(case.token_array()), stages.stage_shapes(case.config, case.T))
+
+
+@requires("logits")
+@pinned(*PINNED[:2])
+@given(case=cases(max_n_ctx=32))
+def test_logits_are_t_by_vocab_for_a_sequence_and_b_by_t_by_vocab_for_a_batch(
+    model_spec: ModelSpec, case: Case
+) -> None:
+    # The contract (verifier.contract) rejects any other shape with the rule it breaks.
+    model = models.build(model_spec, case)
+    tokens = case.token_array()
+    single = model.logits(tokens)
+    batch = model.logits(np.stack([tokens, tokens[::-1]]))
+    checks.agree(batch[0], oracle(case).logits(tokens), what="row 0 of a batch", model=model, against=single, slack=2)
+
+
+def _gpt2_small(model_spec: ModelSpec) -> CheckedModel:
+    config = preset("gpt2")
+    reason = models.skip_reason(model_spec, "trace", "gpt2")
+    if reason:
+        pytest.skip(reason)
+    return build_checked(model_spec, config, init_weights(config, seed=0))
+
+
+# The table of the articles: tokens [5] -> embedding [5, 768] -> per head q, k, v [5, 64] x 12 ->
+# scores [5, 5] -> attention [5, 768] -> MLP [5, 3072] -> [5, 768], x 12 layers -> logits [5, 50257].
+ARTICLES_TABLE = {
+    "embed": (5, 768),
+    "layers.0.q": (12, 5, 64),
+    "layers.0.k": (12, 5, 64),
+    "layers.0.v": (12, 5, 64),
+    "layers.0.scores": (12, 5, 5),
+    "layers.0.attn": (5, 768),
+    "layers.0.mlp_up": (5, 3072),
+    "layers.0.mlp_act": (5, 3072),
+    "layers.0.mlp_out": (5, 768),
+    "layers.11.resid_mlp": (5, 768),
+    "final_norm": (5, 768),
+    "logits": (5, 50257),
+}
+
+
+def test_gpt2_124m_on_5_tokens_reproduces_the_articles_table(model_spec: ModelSpec) -> None:
+    model = _gpt2_small(model_spec)
+    trace = model.trace(np.array([464, 3139, 286, 4881, 318]))  # "The capital of France is"
+    missing = [s for s in ARTICLES_TABLE if s not in trace]
+    if missing:
+        checks.fail(model.name, "the articles' table", f"the trace has no stage {missing}")
+    _assert_shapes(model.name, trace, ARTICLES_TABLE, every_stage=False)
+    if trace["logits"][-1].shape != (50257,):
+        checks.fail(model.name, "the last row", f"is {list(trace['logits'][-1].shape)}, not [50257]")
+
+
+@pytest.mark.slow
+def test_padding_gpt2_124m_to_1024_tokens_gives_1024_by_768_and_changes_no_real_position(
+    model_spec: ModelSpec,
+) -> None:
+    model = _gpt2_small(model_spec)
+    real = np.array([464, 3139, 286, 4881, 318])
+    padded = np.concatenate([real, np.full(1024 - 5, 50256)])  # <|endoftext|> after the real tokens
+    trace = model.trace(padded)
+    padded_shapes = {"embed": (1024, 768), "final_norm": (1024, 768), "logits": (1024, 50257)}
+    _assert_shapes(model.name, trace, padded_shapes, every_stage=False)
+    alone = model.trace(real)["logits"]
+    config = preset("gpt2")
+    o = oracle(Case(config, 0, 0.02, tuple(int(t) for t in real)))
+    checks.agree(
+        trace["logits"][:5], o.logits(real), what="real positions after padding", model=model, against=alone, slack=2
+    )

@@ -1,0 +1,70 @@
+"""Divergence localization and the tolerance policy on hand-made traces."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from verifier import tolerance
+from verifier.divergence import localize, plot_stage_errors
+
+
+def _trace() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(0)
+    return {
+        "embed": rng.standard_normal((3, 4)),
+        "layers.0.attn_norm": rng.standard_normal((3, 4)),
+        "layers.0.scores": rng.standard_normal((2, 3, 3)),
+        "logits": rng.standard_normal((3, 5)),
+    }
+
+
+def test_the_first_stage_beyond_tolerance_is_named_with_the_errors_before_it() -> None:
+    expected = _trace()
+    found = {stage: array.copy() for stage, array in expected.items()}
+    found["layers.0.scores"][1, 2, 0] += 0.5
+    found["logits"] += 1.0
+    divergence = localize(found, expected)
+    assert divergence.first is not None and divergence.first.stage == "layers.0.scores"
+    assert divergence.first.index == (1, 2, 0)
+    assert divergence.first.max_error == pytest.approx(0.5)
+    text = divergence.describe()
+    assert text.startswith("layer 0 scores: max |diff| 5.00e-01 at [1, 2, 0]")
+    assert "before it, within tolerance: embed 0.0e+00; layer 0: attn_norm 0.0e+00" in text
+
+
+def test_scores_above_the_diagonal_are_not_compared() -> None:
+    expected = _trace()
+    found = {stage: array.copy() for stage, array in expected.items()}
+    found["layers.0.scores"][:, 0, 2] = 1e9  # above the diagonal: undefined
+    assert localize(found, expected).first is None
+
+
+def test_a_stage_of_the_wrong_shape_diverges_there_and_untraced_stages_are_skipped() -> None:
+    expected = _trace()
+    found = {"embed": expected["embed"], "layers.0.scores": expected["layers.0.scores"].transpose(1, 0, 2)}
+    divergence = localize(found, expected)
+    assert divergence.untraced == ("layers.0.attn_norm", "logits")
+    assert divergence.first is not None and divergence.first.stage == "layers.0.scores"
+    assert "shape [3, 2, 3] where the oracle has [2, 3, 3]" in divergence.describe()
+
+
+def test_the_bound_is_relative_plus_rope_positions_plus_the_neighbours_spread() -> None:
+    expected = np.array([2.0, -4.0])
+    assert tolerance.bound(expected) == pytest.approx(tolerance.ULPS * tolerance.EPS32 * 4.0)
+    assert tolerance.bound(expected, rope_positions=100) == pytest.approx((tolerance.ULPS + 100) * tolerance.EPS32 * 4)
+    spread = tolerance.bound(expected, [expected + np.array([0.0, 1e-3])]) - tolerance.bound(expected)
+    assert spread == pytest.approx(tolerance.CONDITIONING * 1e-3)
+
+
+def test_nan_is_an_infinite_error() -> None:
+    c = tolerance.compare(np.array([1.0, np.nan]), np.array([1.0, 2.0]))
+    assert c.max_error == np.inf and c.index == (1,) and not c.ok
+
+
+def test_the_error_plot_is_a_png(tmp_path: Path) -> None:
+    rows = [("embed", 0.0, 1e-6), ("layers.0.scores", 0.5, 1e-6), ("logits", np.inf, 0.0)]
+    path = plot_stage_errors(rows, tmp_path / "errors.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1,0 +1,171 @@
+"""Divergence localization: the first stage where a model's trace departs from the oracle's.
+
+Given a model's trace and the oracle's ({stage: array}, stages as in `verifier.stages`), every
+stage both hold is compared in compute order under the tolerance policy, and the first one
+beyond its bound is named with the error there and at the stages before it:
+
+    layer 0 scores: max |diff| 3.1e-01 at [1, 3, 2] (tolerance 2.0e-05, 1.6e+04x);
+    before it, within tolerance: embed 1.2e-08; layer 0: attn_norm 3.0e-08, q 1.1e-08, ...
+
+Stages a model does not trace are skipped; a stage of the wrong shape diverges there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from verifier import stages, tolerance
+
+# Stages before the divergent one listed in full; earlier ones are summarised.
+_LISTED_BEFORE = 12
+
+
+@dataclass(frozen=True)
+class StageError:
+    """One stage compared: the largest |diff| and where, the bound, or why it could not be compared."""
+
+    stage: str
+    max_error: float
+    bound: float
+    index: tuple[int, ...] = ()
+    problem: str = ""
+
+    @property
+    def ratio(self) -> float:
+        if self.problem:
+            return float("inf")
+        return tolerance.Comparison(self.max_error, self.bound, self.index).ratio
+
+    @property
+    def ok(self) -> bool:
+        return self.ratio <= 1.0
+
+
+def stage_label(stage: str) -> str:
+    """`layers.0.scores` -> `layer 0 scores`; other stages keep their name."""
+    layer, op = stages.split_stage(stage)
+    return op if layer is None else f"layer {layer} {op}"
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """Every compared stage in compute order, and the first beyond tolerance (None: all agree)."""
+
+    stages: tuple[StageError, ...]
+    untraced: tuple[str, ...] = ()
+
+    @property
+    def first(self) -> StageError | None:
+        return next((s for s in self.stages if not s.ok), None)
+
+    def describe(self) -> str:
+        """One paragraph: the first divergent stage, its error and the errors before it."""
+        first = self.first
+        if first is None:
+            return (
+                f"all {len(self.stages)} traced stages agree with the oracle, so the divergence lies outside "
+                "the traced computation (e.g. logits() and trace() do not compute the same thing)"
+            )
+        head = f"{stage_label(first.stage)}: "
+        if first.problem:
+            head += first.problem
+        else:
+            where = f" at {list(first.index)}" if first.index else ""
+            head += (
+                f"max |diff| {first.max_error:.2e}{where} (tolerance {first.bound:.2e}, {first.ratio:.2g}x the bound)"
+            )
+        before = self.stages[: self.stages.index(first)]
+        return head + "; " + _describe_agreeing(before)
+
+    def as_rows(self) -> list[tuple[str, float, float]]:
+        """(stage, max error, bound) per compared stage, in compute order (inf error: wrong shape)."""
+        return [(s.stage, float("inf") if s.problem else s.max_error, s.bound) for s in self.stages]
+
+
+def _describe_agreeing(before: Sequence[StageError]) -> str:
+    if not before:
+        return "it is the first stage traced"
+    cut = max(0, len(before) - _LISTED_BEFORE)
+    summarised, listed = before[:cut], before[cut:]
+    groups: list[str] = []
+    current_layer: int | None = None
+    for s in listed:
+        layer, op = stages.split_stage(s.stage)
+        item = f"{op} {s.max_error:.1e}"
+        if layer is not None and layer == current_layer:
+            groups[-1] += f", {item}"
+        else:
+            groups.append(f"layer {layer}: {item}" if layer is not None else item)
+        current_layer = layer
+    text = "before it, within tolerance: " + "; ".join(groups)
+    if summarised:
+        worst = max(s.ratio for s in summarised)
+        text += f" (and {len(summarised)} earlier stages, at most {worst:.2g}x their bounds)"
+    return text
+
+
+def _comparable(stage: str, array: np.ndarray) -> np.ndarray:
+    """The defined part of a stage: scores only on and below the diagonal (zero above it)."""
+    _, op = stages.split_stage(stage)
+    if op in stages.CAUSAL_OPS and array.ndim >= 2:
+        return np.tril(np.asarray(array, np.float64))
+    return np.asarray(array, np.float64)
+
+
+def localize(
+    trace: Mapping[str, np.ndarray],
+    expected: Mapping[str, np.ndarray],
+    neighbours: Sequence[Mapping[str, np.ndarray]] = (),
+    *,
+    rope_positions: int = 0,
+) -> Divergence:
+    """Compare a model's `trace` with the oracle's `expected` trace, stage by stage.
+
+    `neighbours` are the traces the tolerance policy measures conditioning with (see
+    `verifier.tolerance`); `rope_positions` is the largest position for RoPE models, else 0.
+    """
+    compared: list[StageError] = []
+    untraced: list[str] = []
+    for stage, want in expected.items():
+        if stage not in trace:
+            untraced.append(stage)
+            continue
+        got = np.asarray(trace[stage])
+        if got.shape != want.shape:
+            problem = f"shape {list(got.shape)} where the oracle has {list(want.shape)}"
+            compared.append(StageError(stage, float("inf"), 0.0, problem=problem))
+            continue
+        others = [_comparable(stage, n[stage]) for n in neighbours if stage in n]
+        c = tolerance.compare(_comparable(stage, got), _comparable(stage, want), others, rope_positions=rope_positions)
+        compared.append(StageError(stage, c.max_error, c.bound, c.index))
+    return Divergence(tuple(compared), tuple(untraced))
+
+
+def plot_stage_errors(rows: Sequence[tuple[str, float, float]], path: str | Path, *, title: str = "") -> Path:
+    """A PNG of error / tolerance per stage (log scale, the bound at 1) from `Divergence.as_rows()`."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    ratios = [e / b if b > 0 else (0.0 if e == 0 else np.inf) for _, e, b in rows]
+    shown = [min(max(r, 1e-6), 1e6) for r in ratios]  # inf (wrong shape) and 0 still get a bar
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.22 * len(rows)), 4.0))
+    ax.bar(range(len(rows)), shown, color=["tab:red" if r > 1 else "tab:blue" for r in ratios])
+    ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--", label="tolerance")
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(rows)), [stage_label(s) for s, _, _ in rows], rotation=90, fontsize=7)
+    ax.set_ylabel("max |diff| / tolerance")
+    ax.set_title(title or "error per stage against the float64 oracle")
+    ax.legend()
+    fig.tight_layout()
+    tmp = path.with_name(path.name + ".tmp")
+    fig.savefig(tmp, format="png", dpi=120)
+    plt.close(fig)
+    tmp.replace(path)
+    return path
