@@ -1,4 +1,4 @@
-"""Each property fails for a model with a bug it is meant to catch (see tests/meta/mutants.py).
+"""Each property fails for a model with a bug it is meant to catch (see tests/meta/targeted_mutants.py).
 
 Every case runs the suite's property in a fresh pytest process with the mutant plugged in exactly
 as the README says (`--model module:factory`) and expects it to fail with the suite's message.
@@ -66,7 +66,7 @@ KILLS = [
 def run_property(mutant: str, module: str, test: str) -> subprocess.CompletedProcess[str]:
     """pytest on one property with one mutant plugged in; the ci profile, no cache files."""
     command = [
-        sys.executable, "-m", "pytest", f"properties/{module}::{test}", "--model", f"tests.meta.mutants:{mutant}",
+        sys.executable, "-m", "pytest", f"properties/{module}::{test}", "--model", f"tests.meta.targeted_mutants:{mutant}",
         "-x", "-q", "-p", "no:cacheprovider", "--hypothesis-profile", "ci", "-m", "slow or not slow",
     ]  # fmt: skip
     return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
@@ -78,4 +78,4 @@ def test_property_fails_for_a_model_with_the_bug_it_targets(mutant: str, module:
     result = run_property(mutant, module, test)
     output = result.stdout + result.stderr
     assert result.returncode == 1, f"{test} did not fail for mutant {mutant} (exit {result.returncode}):\n{output}"
-    assert f"model 'tests.meta.mutants:{mutant}'" in output, f"the failure does not name the model:\n{output}"
+    assert f"model 'tests.meta.targeted_mutants:{mutant}'" in output, f"the failure does not name the model:\n{output}"

@@ -1,5 +1,5 @@
 """A few deliberately broken models, each one realistic bug in a copy of the NumPy reference,
-plugged in as a user would (`pytest --model tests.meta.mutants:NAME`) to prove that a property
+plugged in as a user would (`pytest --model tests.meta.targeted_mutants:NAME`) to prove that a property
 can fail. Not part of the product; the full catalog (issue 6) will live beside this file.
 
 Most mutants are the reference with one function of `verifier.reference` swapped for the buggy
