@@ -11,7 +11,8 @@ Each figure is also given as a fraction of the memory-bandwidth bound: a decode 
 weight once, so it cannot beat (copy bandwidth) / (bytes of weights), with the copy bandwidth
 measured here as bytes read + written per second by a large array copy (STREAM's convention).
 Prefill: GPT-2 124M at T = 5, 256, 1,024, NumPy against `transformers`, median of 3 after a warm-up.
-Memory: the peak resident set of each measurement, each run in a fresh process.
+Memory: the peak resident set (VmHWM) of each measurement, each run in a fresh process; for run.c,
+of the run.c process itself (its model file is memory-mapped, so the weights count once).
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import resource
 import statistics
 import subprocess
 import sys
@@ -97,14 +97,31 @@ def decode_run_c(optimization: str) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         write_llama2c(Path(tmp) / "model.bin", config, weights, version=0)
         write_tokenizer(Path(tmp) / "tokenizer.bin", PromptVocabulary.for_prompt(config.vocab_size, []).tokenizer())
-        out = subprocess.run(
-            [str(binary), "model.bin", "0", str(config.n_ctx)], cwd=tmp, capture_output=True, check=True
-        )
-    match = re.search(rb"achieved tok/s: ([0-9.]+)", out.stdout)
-    if not match:
-        raise RuntimeError(f"run.c printed no speed: {out.stdout[-200:]!r}")
-    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        command = [str(binary), "model.bin", "0", str(config.n_ctx)]
+        with subprocess.Popen(command, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) as proc:
+            peak_kib = 0
+            while proc.poll() is None:  # run.c's own high-water mark, sampled until it exits
+                peak_kib = max(peak_kib, _high_water_kib(proc.pid))
+                time.sleep(0.01)
+            stdout = proc.stdout.read() if proc.stdout else b""
+    match = re.search(rb"achieved tok/s: ([0-9.]+)", stdout)
+    if proc.returncode != 0 or not match:
+        raise RuntimeError(f"run.c exited {proc.returncode} and printed no speed: {stdout[-200:]!r}")
     return {"tok_s": float(match.group(1)), "peak_rss_mib": peak_kib / 1024}
+
+
+def _high_water_kib(pid: int | str = "self") -> int:
+    """VmHWM, the peak resident set of a process's current program (0 once it has exited).
+
+    Not getrusage's ru_maxrss: Linux carries that over fork and exec, so a child would report its
+    parent's peak.
+    """
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0
+    match = re.search(r"^VmHWM:\s+(\d+) kB", status, re.MULTILINE)
+    return int(match.group(1)) if match else 0
 
 
 def prefill(engine: str, T: int) -> dict:
@@ -134,6 +151,7 @@ def prefill(engine: str, T: int) -> dict:
 
 
 PEERS = {
+    "bandwidth": lambda: {"bytes_per_s": copy_bandwidth()},
     "decode/numpy": decode_numpy,
     "decode/transformers": decode_transformers,
     "decode/run.c -O3": lambda: decode_run_c("O3"),
@@ -153,7 +171,7 @@ def measure_in_subprocess(peer: str) -> dict:
 
 def _peer_main(peer: str) -> None:
     result = PEERS[peer]()
-    result.setdefault("peak_rss_mib", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    result.setdefault("peak_rss_mib", _high_water_kib() / 1024)
     print(json.dumps(result))
 
 
@@ -216,9 +234,11 @@ def main() -> None:
     if args.peer:
         _peer_main(args.peer)
         return
-    bandwidth = copy_bandwidth()
+    bandwidth = measure_in_subprocess("bandwidth")["bytes_per_s"]
     results = {}
     for peer in PEERS:
+        if peer == "bandwidth":
+            continue
         results[peer] = measure_in_subprocess(peer)
         print(f"{peer}: {results[peer]}", file=sys.stderr, flush=True)
     section = render(results, bandwidth, "python benchmarks/speed.py --write")

@@ -4,7 +4,7 @@ Every numeric check goes through `agree`, which compares under the tolerance pol
 
 - records error / bound, so the test leaves ("worst_error_ratio", max over its examples) in
   `item.user_properties` (the hook is in `properties/conftest.py`);
-- on failure, raises an AssertionError that says the property, the model, what was compared,
+- on failure, raises a PropertyFailure (an AssertionError) that says the property, the model, what was compared,
   the largest error and where, found and expected values, the bound and the ratio; and, when the
   model can trace, the first divergent stage (recorded as ("first_divergent_stage", stage) and
   ("stage_errors", [(stage, max error, bound), ...]) for the report and its plot).
@@ -29,7 +29,17 @@ from properties.oracle import Expected, Oracle
 from verifier.contract import CheckedModel
 from verifier.divergence import Divergence
 
-__all__ = ["Record", "agree", "fail", "localizer", "record_ratio", "recording", "trace_agrees"]
+__all__ = [
+    "PropertyFailure",
+    "Record",
+    "agree",
+    "fail",
+    "localizer",
+    "record_failure",
+    "record_ratio",
+    "recording",
+    "trace_agrees",
+]
 
 
 @dataclass
@@ -81,19 +91,39 @@ def record_ratio(ratio: float) -> None:
         record.worst_ratio = ratio if record.worst_ratio is None else max(record.worst_ratio, ratio)
 
 
-def _record_divergence(divergence: Divergence) -> None:
-    record = _current()
-    first = divergence.first
-    if record is not None and first is not None:
-        record.first_divergent_stage = first.stage
-        record.stage_errors = divergence.as_rows()
+class PropertyFailure(AssertionError):
+    """A property's verdict on a model; `divergence` is the trace comparison that localized it."""
+
+    def __init__(self, message: str, divergence: Divergence | None = None) -> None:
+        super().__init__(message)
+        self.divergence = divergence
 
 
-def fail(model: CheckedModel | str, what: str, detail: str) -> None:
-    """Raise the suite's AssertionError: `<property>: model 'x', <what>: <detail>`."""
+def record_failure(record: Record, error: BaseException) -> None:
+    """Put the localization of the failure a test reports (`error`, or the first PropertyFailure in
+    an exception group) into `record`. Taken from the raised error, not from the last example run:
+    Hypothesis may run other failing examples after the one it reports."""
+    failure = _first_property_failure(error)
+    if failure is not None and failure.divergence is not None and failure.divergence.first is not None:
+        record.first_divergent_stage = failure.divergence.first.stage
+        record.stage_errors = failure.divergence.as_rows()
+
+
+def _first_property_failure(error: BaseException) -> PropertyFailure | None:
+    if isinstance(error, PropertyFailure):
+        return error
+    for inner in getattr(error, "exceptions", ()):  # an ExceptionGroup of several distinct failures
+        found = _first_property_failure(inner)
+        if found is not None:
+            return found
+    return None
+
+
+def fail(model: CheckedModel | str, what: str, detail: str, divergence: Divergence | None = None) -> None:
+    """Raise the suite's failure: `<property>: model 'x', <what>: <detail>`."""
     __tracebackhide__ = True
     name = model if isinstance(model, str) else model.name
-    raise AssertionError(f"{property_name()}: model {name!r}, {what}: {detail}")
+    raise PropertyFailure(f"{property_name()}: model {name!r}, {what}: {detail}", divergence)
 
 
 def _at(array: np.ndarray, index: tuple[int, ...]) -> str:
@@ -129,9 +159,8 @@ def agree(
     )
     divergence = localize() if localize is not None else None
     if divergence is not None:
-        _record_divergence(divergence)
         detail += ("\nfirst divergent stage: " if divergence.first else "\n") + divergence.describe()
-    fail(model, what, detail)
+    fail(model, what, detail, divergence)
     return c.ratio
 
 
@@ -152,5 +181,4 @@ def trace_agrees(divergence: Divergence, *, what: str, model: CheckedModel) -> N
     for stage in divergence.stages:
         record_ratio(stage.ratio)
     if divergence.first is not None:
-        _record_divergence(divergence)
-        fail(model, what, "first divergent stage: " + divergence.describe())
+        fail(model, what, "first divergent stage: " + divergence.describe(), divergence)

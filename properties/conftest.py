@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Generator
+import time
+from collections.abc import Generator, Iterator
+from contextlib import contextmanager
 
 import pytest
+from hypothesis.errors import HypothesisException
 
 from properties import checks, models
 
@@ -37,6 +41,42 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     with checks.recording(item.originalname if isinstance(item, pytest.Function) else item.name) as record:
         try:
-            return (yield)
+            with _timing_first_failure(item):
+                return (yield)
+        except BaseException as error:
+            checks.record_failure(record, error)
+            raise
         finally:
             item.user_properties.extend(record.user_properties())
+
+
+@contextmanager
+def _timing_first_failure(item: pytest.Item) -> Iterator[None]:
+    """Record ("first_failure_seconds", t): when the first example failed, before any shrinking.
+
+    Wraps the test's `hypothesis.inner_test`, the hook Hypothesis offers plugins for this.
+    """
+    hypothesis_attr = getattr(getattr(item, "obj", None), "hypothesis", None)
+    if hypothesis_attr is None:
+        yield
+        return
+    inner, start, first = hypothesis_attr.inner_test, time.perf_counter(), []
+
+    @functools.wraps(inner)
+    def timed(*args: object, **kwargs: object) -> object:
+        try:
+            return inner(*args, **kwargs)
+        except HypothesisException:  # a rejected draw, not a failure
+            raise
+        except Exception:
+            if not first:
+                first.append(time.perf_counter() - start)
+            raise
+
+    hypothesis_attr.inner_test = timed
+    try:
+        yield
+    finally:
+        hypothesis_attr.inner_test = inner
+        if first:
+            item.user_properties.append(("first_failure_seconds", first[0]))

@@ -20,33 +20,17 @@ from hypothesis import note, reject
 
 from properties.strategies import Case
 from verifier.config import Family, ModelConfig
-from verifier.contract import CheckedModel, build_checked
+from verifier.contract import CheckedModel, build_checked, probe
 from verifier.interface import Unsupported
 from verifier.registry import ModelSpec
-from verifier.weights import init_weights
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-_PROBES: dict[str, ModelConfig] = {
-    "gpt2": ModelConfig(
-        family="gpt2", vocab_size=11, n_ctx=8, d_model=8, n_layers=1, n_heads=2, n_kv_heads=2, d_ff=8,
-        norm_eps=1e-5, tie_embeddings=True,
-    ),
-    "llama": ModelConfig(
-        family="llama", vocab_size=11, n_ctx=8, d_model=8, n_layers=1, n_heads=2, n_kv_heads=2, d_ff=8,
-        norm_eps=1e-5, tie_embeddings=False,
-    ),
-    "grouped-query attention": ModelConfig(
-        family="llama", vocab_size=11, n_ctx=8, d_model=8, n_layers=1, n_heads=2, n_kv_heads=1, d_ff=8,
-        norm_eps=1e-5, tie_embeddings=False,
-    ),
-}  # fmt: skip
 
 
 @dataclass(frozen=True)
 class Support:
-    """What one model runs: per probe ("gpt2", "llama", "grouped-query attention") its capabilities,
-    or the reason its factory gave for refusing it."""
+    """What one model runs: per probe of `verifier.contract.PROBE_CONFIGS` ("gpt2", "llama",
+    "llama-gqa") its capabilities, or the reason its factory gave for refusing it."""
 
     model: str
     capabilities: dict[str, frozenset[str]] = field(default_factory=dict)
@@ -56,7 +40,7 @@ class Support:
         """Whether the probes say the model runs configs like this one."""
         if config.family not in self.capabilities:
             return False
-        return config.n_kv_heads == config.n_heads or "grouped-query attention" in self.capabilities
+        return config.n_kv_heads == config.n_heads or "llama-gqa" in self.capabilities
 
     def why_not(self, family: Family | None, capability: str | None) -> str | None:
         """The reason to skip a property needing `capability` on `family` (any if None), or None."""
@@ -75,19 +59,16 @@ _SUPPORT: dict[tuple[str, int], Support] = {}
 
 
 def support(spec: ModelSpec) -> Support:
-    """What `spec`'s model runs, probed once per process (a factory that raises anything but
-    `Unsupported` counts as running the config: the property then reports the violation)."""
+    """What `spec`'s model runs, from `verifier.contract.probe`, once per process. A factory that
+    breaks the contract on a probe counts as running that config: the property then reports it."""
     key = (spec.name, id(spec.factory))
     if key not in _SUPPORT:
         found = Support(spec.name)
-        for probe, config in _PROBES.items():
-            try:
-                model = build_checked(spec, config, init_weights(config, seed=0))
-                found.capabilities[probe] = model.capabilities
-            except Unsupported as e:
-                found.refused[probe] = str(e) or "Unsupported"
-            except AssertionError:
-                found.capabilities[probe] = frozenset({"logits"})
+        for p in probe(spec):
+            if p.unsupported is not None:
+                found.refused[p.kind] = p.unsupported
+            else:
+                found.capabilities[p.kind] = p.capabilities if p.error is None else frozenset({"logits"})
         _SUPPORT[key] = found
     return _SUPPORT[key]
 

@@ -1,13 +1,15 @@
-"""Hypothesis settings profiles: `ci` (the default), `dev` and `thorough`.
+"""Hypothesis settings profiles: `ci` (the default), `dev`, `thorough`, and `ci-shrink`.
 
 Choose one with `pytest --hypothesis-profile NAME` or the HYPOTHESIS_PROFILE environment variable.
+`ci-shrink` is `ci` without the pinned `@example`s: generated examples only, shrunk, for measuring
+the minimal counterexample a bug leaves (`benchmarks/mutation_report.py`).
 """
 
 from __future__ import annotations
 
 import os
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 
 PROFILE_ENV_VAR = "HYPOTHESIS_PROFILE"
 DEFAULT_PROFILE = "ci"
@@ -23,6 +25,7 @@ def register_profiles() -> None:
         "ci", derandomize=True, deadline=None, print_blob=True, database=None, max_examples=20,
         suppress_health_check=_SLOW_OK,
     )  # fmt: skip
+    settings.register_profile("ci-shrink", settings.get_profile("ci"), phases=[Phase.generate, Phase.shrink])
     settings.register_profile("dev", deadline=None, max_examples=8, suppress_health_check=_SLOW_OK)
     settings.register_profile(
         "thorough", deadline=None, print_blob=True, max_examples=1000, suppress_health_check=_SLOW_OK

@@ -259,6 +259,7 @@ def _small(family: Family, **changes: object) -> ModelConfig:
 RICH_LLAMA = _case(_small("llama"), 24)  # GQA (4 query heads over 2 kv heads), untied, 2 layers
 RICH_GPT2 = _case(_small("gpt2"), 24)
 SMALL_ACTIVATIONS = _case(_small("llama", tie_embeddings=True), 16, scale=0.003)  # where a norm's eps shows
+SMALL_ACTIVATIONS_GPT2 = _case(_small("gpt2"), 16, scale=0.003)  # ... LayerNorm's too
 LARGE_LOGITS = _case(_small("gpt2", n_heads=2, n_kv_heads=2), 24, scale=3.0)  # attention scores in the hundreds
 LENGTH_1 = _case(_small("llama"), 1)
 FULL_CONTEXT = _case(_small("gpt2", n_ctx=160, n_layers=1), 160)
@@ -267,7 +268,10 @@ ONE_KV_HEAD = _case(_small("llama", n_heads=4, n_kv_heads=1), 20)
 STORIES15M = _case(preset("llama2c-stories15M"), 12, scale=0.02)
 
 # Pinned on every property that takes a generated case, in this order.
-PINNED = (RICH_LLAMA, RICH_GPT2, SMALL_ACTIVATIONS, LARGE_LOGITS, LENGTH_1, FULL_CONTEXT, SINGLE_HEAD, ONE_KV_HEAD)
+PINNED = (
+    RICH_LLAMA, RICH_GPT2, SMALL_ACTIVATIONS, SMALL_ACTIVATIONS_GPT2, LARGE_LOGITS, LENGTH_1, FULL_CONTEXT,
+    SINGLE_HEAD, ONE_KV_HEAD,
+)  # fmt: skip
 
 
 def pinned(*values: object, arg: str = "case") -> Callable[[F], F]:

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, note, reject
 
 from properties import checks, models
 from properties.models import requires
 from properties.oracle import oracle
 from properties.strategies import LARGE_LOGITS, ONE_KV_HEAD, RICH_GPT2, RICH_LLAMA, Prompted, pinned, prompted_cases
 from verifier.contract import CheckedModel
+from verifier.interface import Unsupported
 from verifier.registry import ModelSpec
 
 PROMPTED = (Prompted(RICH_LLAMA, 8), Prompted(RICH_GPT2, 8), Prompted(ONE_KV_HEAD, 4), Prompted(LARGE_LOGITS, 6))
@@ -38,7 +39,11 @@ def test_greedy_tokens_are_the_oracle_argmax_up_to_ties(model_spec: ModelSpec, p
     if not {"greedy", "logits"} & model.capabilities:
         pytest.skip(f"model {model.name!r} has neither 'greedy' nor 'logits'")
     prompt = case.token_array()
-    picked = _generate(model, prompt, prompted.n_new)
+    try:
+        picked = _generate(model, prompt, prompted.n_new)
+    except Unsupported as e:  # e.g. run.c's prompt encoding has one-byte pieces for ~250 distinct ids
+        note(f"the model refused this prompt: {e}")
+        reject()
     expected = oracle(case).logits(np.concatenate([prompt, picked]))[case.T - 1 : -1]  # [n_new, V], teacher-forced
     for step, token in enumerate(picked):
         row, bound = expected.value[step], expected[step].bound()

@@ -104,6 +104,8 @@ class CheckedModel:
         __tracebackhide__ = True
         try:
             return getattr(self.model, method)(*args, **kwargs)
+        except Unsupported:  # an input the model declares it cannot take (e.g. a prompt it cannot encode)
+            raise
         except Exception as e:
             raise ContractViolation(self.name, "no-exception", call, f"raised {type(e).__name__}: {e}") from e
 

@@ -16,7 +16,9 @@ and, optionally, capabilities that enable more properties (the others skip, sayi
 
 Capabilities are detected from the methods a model has, or declared by a `capabilities`
 attribute (a set of the names above) when detection would be wrong. A factory that cannot
-build a config raises `Unsupported` with the reason; the suite then draws other configs.
+build a config raises `Unsupported` with the reason; the suite then draws other configs. A model
+method may raise `Unsupported` too, for an input it declares it cannot take (a prompt its
+tokenizer cannot encode); the property then draws another input.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ def norm(w: Weights, c: ModelConfig, i: int, which: str, x: np.ndarray) -> np.nd
     return L.layer_norm(x, w[p + "weight"], w[p + "bias"], c.norm_eps)
 
 
-def rope(c: ModelConfig, positions: np.ndarray) -> None:
+def rope(c: ModelConfig, positions: np.ndarray, dtype: np.dtype) -> None:
     """GPT-2 has no RoPE: its positions entered with the embedding."""
     return None
 

@@ -64,11 +64,11 @@ def rope_tables(positions: np.ndarray, d_head: int, theta: float) -> tuple[np.nd
 def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
     """Rotate pairs (i, i + d_head/2) of each head vector (rotate-half layout).
 
-    x: [B, heads, T, d_head]; cos, sin: [B, T, d_head/2] -> [B, heads, T, d_head].
+    x: [B, heads, T, d_head]; cos, sin: [B, T, d_head/2], in x's dtype -> [B, heads, T, d_head].
     """
     half = x.shape[-1] // 2
     x1, x2 = x[..., :half], x[..., half:]
-    cos, sin = cos[:, None].astype(x.dtype), sin[:, None].astype(x.dtype)
+    cos, sin = cos[:, None], sin[:, None]  # [B, 1, T, d_head/2]: the same rotation for every head
     return np.concatenate([x1 * cos - x2 * sin, x1 * sin + x2 * cos], axis=-1)
 
 

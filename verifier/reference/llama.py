@@ -27,9 +27,10 @@ def norm(w: Weights, c: ModelConfig, i: int, which: str, x: np.ndarray) -> np.nd
     return L.rms_norm(x, w[f"model.layers.{i}.{name}.weight"], c.norm_eps)
 
 
-def rope(c: ModelConfig, positions: np.ndarray) -> RopeTables:
-    """The cos, sin tables [B, T, d_head/2] of the positions [B, T], shared by every layer."""
-    return L.rope_tables(positions, c.d_head, c.rope_theta)
+def rope(c: ModelConfig, positions: np.ndarray, dtype: np.dtype) -> RopeTables:
+    """The cos, sin tables [B, T, d_head/2] of the positions [B, T] in `dtype`, shared by every layer."""
+    cos, sin = L.rope_tables(positions, c.d_head, c.rope_theta)
+    return cos.astype(dtype), sin.astype(dtype)
 
 
 def qkv(

@@ -62,8 +62,12 @@ class NumpyModel:
         self.config = config
         self.dtype = np.dtype(dtype)
         self.weights = cast(weights, self.dtype)
-        self._classifier = classifier(config, self.weights)
         self._family = gpt2 if config.family == "gpt2" else llama
+        if config.family == "llama":
+            # `h @ W.T` reads a [d_out, d_in] weight fastest (2x, in a decode step) when W.T is a
+            # contiguous [d_in, d_out] array: hold the projections column-major. Same values.
+            self.weights = {k: np.asfortranarray(w) if "layers." in k else w for k, w in self.weights.items()}
+        self._classifier = np.asfortranarray(classifier(config, self.weights))  # [V, d_model]; likewise
 
     def logits(self, tokens: np.ndarray, attention_mask: np.ndarray | None = None) -> np.ndarray:
         """Logits of every position: [T] -> [T, V], [B, T] -> [B, T, V].
@@ -137,7 +141,7 @@ class NumpyModel:
         x = f.embed(w, c, tokens, positions)
         record(stages.EMBED, x)
         new_layers = []
-        rope = f.rope(c, positions)
+        rope = f.rope(c, positions, self.dtype)
         for i in range(c.n_layers):
             past_kv = cache.layers[i] if cache is not None else None
             x, kv = self._block(i, x, rope, allowed, past_kv, record)

@@ -21,6 +21,7 @@ from verifier.registry import PluginError
 from verifier.report.output import write_atomic
 from verifier.report.results import (
     FIRST_DIVERGENT_STAGE,
+    FIRST_FAILURE_SECONDS,
     MODEL,
     STAGE_ERRORS,
     WORST_ERROR_RATIO,
@@ -110,6 +111,8 @@ class Collector:
             result.worst_error_ratio = float(props[WORST_ERROR_RATIO])
         if FIRST_DIVERGENT_STAGE in props:
             result.first_divergent_stage = str(props[FIRST_DIVERGENT_STAGE])
+        if FIRST_FAILURE_SECONDS in props:
+            result.first_failure_seconds = float(props[FIRST_FAILURE_SECONDS])
         if STAGE_ERRORS in props:
             result.stage_errors = [(str(stage), float(e), float(b)) for stage, e, b in props[STAGE_ERRORS]]
         xfail = getattr(report, "wasxfail", None)

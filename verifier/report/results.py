@@ -7,7 +7,9 @@ these keys; each also shows in pytest's own JUnit XML:
 - `worst_error_ratio`: float, the largest error / tolerance bound over a property's examples;
 - `first_divergent_stage`: str, on a failure localized by a trace, e.g. `layers.0.scores`;
 - `stage_errors`: [(stage, max |error|, tolerance bound), ...] in compute order, on a failure
-  localized by a trace, for the error-per-stage plot (error inf: the stage has the wrong shape).
+  localized by a trace, for the error-per-stage plot (error inf: the stage has the wrong shape);
+- `first_failure_seconds`: float, on a failed Hypothesis property, the time from the test's start
+  to its first failing example (before shrinking), for the mutation report.
 
 Non-finite numbers (an infinite error ratio) are written to JSON as the strings "inf" and "nan",
 so the file stays standard JSON.
@@ -26,6 +28,7 @@ MODEL = "model"
 WORST_ERROR_RATIO = "worst_error_ratio"
 FIRST_DIVERGENT_STAGE = "first_divergent_stage"
 STAGE_ERRORS = "stage_errors"
+FIRST_FAILURE_SECONDS = "first_failure_seconds"
 
 # Outcomes, in the order a summary lists them; the first two fail a run.
 FAILING = ("fail", "error")
@@ -45,6 +48,7 @@ class Result:
     stage_errors: list[tuple[str, float, float]] | None = None
     nodeid: str = ""
     duration: float = 0.0
+    first_failure_seconds: float | None = None
 
 
 @dataclass

@@ -197,19 +197,28 @@ class Transformer:
         self.record(f"layers.{i}.mlp_act", act)
         return self.linear(act, p + "down_proj")
 
-    def block(self, x, i, positions, past, mask):
+    def norm_names(self, i: int) -> tuple[str, str]:
+        """The weight prefixes of layer i's norm before attention and before the MLP."""
         p = f"transformer.h.{i}." if self.gpt2 else f"model.layers.{i}."
-        h = self.norm(x, p + ("ln_1" if self.gpt2 else "input_layernorm"))
+        return (p + "ln_1", p + "ln_2") if self.gpt2 else (p + "input_layernorm", p + "post_attention_layernorm")
+
+    def residual(self, x: np.ndarray, branch: np.ndarray, which: str) -> np.ndarray:
+        """The residual stream after the `which` ("attn" or "mlp") branch: x + branch."""
+        return x + branch
+
+    def block(self, x, i, positions, past, mask):
+        attn_norm, mlp_norm = self.norm_names(i)
+        h = self.norm(x, attn_norm)
         self.record(f"layers.{i}.attn_norm", h)
         a, kv = self.attention(h, i, positions, past, mask)
         self.record(f"layers.{i}.attn_out", a)
-        x = x + a
+        x = self.residual(x, a, "attn")
         self.record(f"layers.{i}.resid_attn", x)
-        h = self.norm(x, p + ("ln_2" if self.gpt2 else "post_attention_layernorm"))
+        h = self.norm(x, mlp_norm)
         self.record(f"layers.{i}.mlp_norm", h)
         m = self.mlp(h, i)
         self.record(f"layers.{i}.mlp_out", m)
-        x = x + m
+        x = self.residual(x, m, "mlp")
         self.record(f"layers.{i}.resid_mlp", x)
         return x, kv
 

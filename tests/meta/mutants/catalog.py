@@ -168,22 +168,26 @@ class SiluOnWrongBranch(Transformer):
 class AttentionResidualDropped(Transformer):
     """The residual connection around attention dropped: x = attn(norm(x))."""
 
-    def block(self, x, i, positions, past, mask):
-        p = f"transformer.h.{i}." if self.gpt2 else f"model.layers.{i}."
-        a, kv = self.attention(self.norm(x, p + ("ln_1" if self.gpt2 else "input_layernorm")), i, positions, past, mask)
-        x = a
-        h = self.norm(x, p + ("ln_2" if self.gpt2 else "post_attention_layernorm"))
-        return x + self.mlp(h, i), kv
+    def residual(self, x: np.ndarray, branch: np.ndarray, which: str) -> np.ndarray:
+        return branch if which == "attn" else x + branch
 
 
 class PostNorm(Transformer):
     """Post-norm blocks (x = norm(x + f(x)), the original Transformer) instead of pre-norm."""
 
     def block(self, x, i, positions, past, mask):
-        p = f"transformer.h.{i}." if self.gpt2 else f"model.layers.{i}."
+        attn_norm, mlp_norm = self.norm_names(i)
+        self.record(f"layers.{i}.attn_norm", x)  # what attention reads: x itself, not norm(x)
         a, kv = self.attention(x, i, positions, past, mask)
-        x = self.norm(x + a, p + ("ln_1" if self.gpt2 else "input_layernorm"))
-        return self.norm(x + self.mlp(x, i), p + ("ln_2" if self.gpt2 else "post_attention_layernorm")), kv
+        self.record(f"layers.{i}.attn_out", a)
+        x = self.norm(x + a, attn_norm)
+        self.record(f"layers.{i}.resid_attn", x)
+        self.record(f"layers.{i}.mlp_norm", x)
+        m = self.mlp(x, i)
+        self.record(f"layers.{i}.mlp_out", m)
+        x = self.norm(x + m, mlp_norm)
+        self.record(f"layers.{i}.resid_mlp", x)
+        return x, kv
 
 
 class FinalNormMissing(Transformer):
@@ -368,6 +372,55 @@ class Float16Accumulation(Transformer):
         w = w if self.gpt2 else w.T
         y = self.matmul(x, w)
         return y + self.w[name + ".bias"] if self.gpt2 else y
+
+
+# ---- batches, long sequences, state between calls, the trace ---------------------------------------
+
+
+class RMSNormOverBatch(Transformer):
+    """RMSNorm whose mean square runs over the batch axis too (a reduction over the wrong axes)."""
+
+    def rms_norm(self, x: np.ndarray, gain: np.ndarray) -> np.ndarray:
+        return x / np.sqrt((x * x).mean(axis=(0, -1), keepdims=True) + self.c.norm_eps) * gain
+
+
+class MaskOnlyDiagonal(Transformer):
+    """An identity matrix used as the causal mask: each position attends to itself only."""
+
+    def allowed(self, T: int, S: int) -> np.ndarray:
+        return np.arange(S)[None, :] == np.arange(S - T, S)[:, None]
+
+
+class AttentionMaskIgnored(Transformer):
+    """`logits` accepts an attention mask but never uses it: left padding leaks into real tokens."""
+
+    def logits(self, tokens: np.ndarray, attention_mask: np.ndarray | None = None) -> np.ndarray:
+        return super().logits(tokens)
+
+
+class StateLeaksBetweenCalls(Transformer):
+    """A buffer kept across calls: each call's logits move a little from the last call's."""
+
+    calls = 0
+
+    def logits(self, tokens: np.ndarray, attention_mask: np.ndarray | None = None) -> np.ndarray:
+        self.calls += 1
+        return super().logits(tokens, attention_mask) + np.float32(1e-3) * (self.calls - 1)
+
+
+class PositionTableTruncated(Transformer):
+    """GPT-2's position table cut to its first 128 rows (a loader that slices wpe): later positions
+    all read row 127, so the bug shows only on sequences longer than 128 tokens."""
+
+    def embed(self, tokens: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        return super().embed(tokens, np.minimum(positions, 127) if self.gpt2 else positions)
+
+
+class TraceHeadsAxisSwapped(Transformer):
+    """A correct model whose trace reports q as [T, n_heads, d_head] instead of [n_heads, T, d_head]."""
+
+    def trace(self, tokens: np.ndarray) -> dict[str, np.ndarray]:
+        return {s: a.transpose(1, 0, 2) if s.endswith(".q") else a for s, a in super().trace(tokens).items()}
 
 
 MUTANTS: tuple[type[Transformer], ...] = tuple(

@@ -1,0 +1,35 @@
+"""Running the property suite on one plugged-in model, exactly as a user would, and reading its report."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.meta.mutants.catalog import MUTANTS
+from verifier.report.results import Report
+
+ROOT = Path(__file__).resolve().parents[2]
+CATALOG = "tests.meta.mutants.catalog"
+CORRECT = f"{CATALOG}:correct"
+DOCS = {cls.__name__: (cls.__doc__ or "").split("\n")[0] for cls in MUTANTS}
+
+
+def mutant_spec(name: str) -> str:
+    """The `--model` spec of a catalog mutant."""
+    return f"{CATALOG}:mutants.{name}"
+
+
+def run_suite(model: str, reports: Path, *pytest_args: str, profile: str = "ci") -> Report:
+    """`verifier check --model MODEL` (pytest underneath) and the report it wrote into `reports`;
+    pytest's JUnit XML, with the full failure messages, is `reports / "junit.xml"`."""
+    command = [
+        sys.executable, "-m", "verifier", "check", "--model", model, "--reports", str(reports),
+        "--hypothesis-profile", profile, "--", "-p", "no:cacheprovider", f"--junitxml={reports / 'junit.xml'}",
+        *pytest_args,
+    ]  # fmt: skip
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=1800)
+    path = reports / "conformance.json"
+    if not path.exists():
+        raise AssertionError(f"`{' '.join(command)}` wrote no report (exit {done.returncode}):\n{done.stderr[-3000:]}")
+    return Report.read(path)

@@ -1,0 +1,86 @@
+"""The suite catches bugs: every mutant of the catalog fails at least one property, the correct
+implementation passes all of them, and a failure names the stage where the bug is.
+
+Each run plugs the model in through the public path (`verifier check --model module:factory`,
+pytest underneath) in a fresh process. A mutant that survives is a hole in the suite: add or sharpen
+a property, never weaken the mutant.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.meta.suite_runs import CORRECT, DOCS, mutant_spec, run_suite
+from verifier.divergence import stage_label
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.parametrize("name", list(DOCS))
+def test_mutant_fails_a_property(name: str, tmp_path) -> None:
+    report = run_suite(mutant_spec(name), tmp_path, "-x")
+    assert report.failures, f"mutant {name} ({DOCS[name]}) passed every property: a hole in the suite"
+    failure = report.failures[0]
+    # Killed by a property's own verdict, not by a crash of the suite's machinery.
+    assert failure.outcome == "fail" and f"model {mutant_spec(name)!r}" in failure.detail, (
+        f"mutant {name} was not failed by a property's message:\n{failure.detail}"
+    )
+
+
+def test_the_correct_implementation_passes_every_property(tmp_path) -> None:
+    report = run_suite(CORRECT, tmp_path)
+    assert report.conforms, "\n".join(f"{r.property}: {r.detail}" for r in report.failures) or "nothing passed"
+
+
+# Where each mutant's bug first shows in a trace (its own `trace`, compared with the oracle's).
+# Mutants whose bug a single full pass cannot show (KV cache, batches, masks, generation, state,
+# sequences past 128 tokens) are not listed: their failures come from other properties.
+FIRST_DIVERGENT_STAGE = {
+    "ScaleByDHead": "layers.0.scores",
+    "ScaleByDModel": "layers.0.scores",
+    "NoScale": "layers.0.scores",
+    "SoftmaxWrongAxis": "layers.0.probs",
+    "MaskMissing": "layers.0.probs",
+    "MaskExcludesDiagonal": "layers.0.probs",
+    "MaskOneFutureToken": "layers.0.probs",
+    "MaskAfterSoftmax": "layers.0.probs",
+    "MaskOnlyDiagonal": "layers.0.probs",
+    "LayerNormUnbiasedVariance": "layers.0.attn_norm",
+    "LayerNormEpsOutsideSqrt": "layers.0.attn_norm",
+    "RMSNormSumNoEps": "layers.0.attn_norm",
+    "NormEpsTooSmall": "layers.0.attn_norm",
+    "GeluExactErf": "layers.0.mlp_act",
+    "SwiGLUAsSum": "layers.0.mlp_out",  # the mutant computes its MLP without tracing its inner stages
+    "SiluOnWrongBranch": "layers.0.mlp_out",
+    "AttentionResidualDropped": "layers.0.resid_attn",
+    "PostNorm": "layers.0.attn_norm",
+    "FinalNormMissing": "final_norm",
+    "ClassifierNotTied": "logits",
+    "PositionEmbeddingMissing": "embed",
+    "PositionEmbeddingOffset": "embed",
+    "RopeInterleavedOnRotateHalf": "layers.0.q_rope",
+    "RopeTheta1000": "layers.0.q_rope",
+    "RopePositionsFromOne": "layers.0.q_rope",
+    "RopeFrequenciesOverDModel": "layers.0.q_rope",
+    "RopeOnValues": "layers.0.attn",  # v is traced before the rotation, so the first wrong output is attn
+    "RopeMissingOnK": "layers.0.k_rope",
+    "GQAModuloMapping": "layers.0.scores",
+    "OutputProjectionTransposed": "layers.0.attn_out",
+    "Conv1DNotTransposed": "layers.0.attn_out",
+    "QKVSplitOrder": "layers.0.q",
+    "Float16Accumulation": "layers.0.q",
+    "TraceHeadsAxisSwapped": "layers.0.q",
+}
+
+
+@pytest.mark.parametrize(("name", "stage"), list(FIRST_DIVERGENT_STAGE.items()))
+def test_failure_names_the_stage_of_the_bug(name: str, stage: str, tmp_path) -> None:
+    report = run_suite(mutant_spec(name), tmp_path, "-k", "test_every_traced_stage_agrees_with_the_oracle")
+    localized = [r for r in report.failures if r.first_divergent_stage]
+    assert localized, f"mutant {name}: no failure named a stage:\n" + "\n".join(r.detail for r in report.results)
+    found = localized[0]
+    assert found.first_divergent_stage == stage, (
+        f"mutant {name} ({DOCS[name]}): first divergent stage {found.first_divergent_stage}, expected {stage}"
+    )
+    message = (tmp_path / "junit.xml").read_text()
+    assert f"first divergent stage: {stage_label(stage)}:" in message, f"the failure message does not name {stage}"
