@@ -29,9 +29,10 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
+from benchmarks.results_file import write_section
+
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "benchmarks" / "RESULTS.md"
-START, END = "<!-- speed:start -->", "<!-- speed:end -->"
 DECODE_PRESET, PREFILL_PRESET = "llama2c-stories15M", "gpt2"
 PREFILL_LENGTHS = (5, 256, 1024)
 
@@ -184,7 +185,6 @@ def render(results: dict[str, dict], bandwidth: float, command: str) -> str:
     bound = bandwidth / weight_bytes
     o3 = results["decode/run.c -O3"]["tok_s"]
     lines = [
-        START,
         "## Speed and memory",
         "",
         f"Machine: {describe()}.  ",
@@ -213,23 +213,13 @@ def render(results: dict[str, dict], bandwidth: float, command: str) -> str:
             f"| {T:,} | {n['seconds']:.3f} | {t['seconds']:.3f} | {n['seconds'] / t['seconds']:.2f} "
             f"| {n['peak_rss_mib']:.0f} | {t['peak_rss_mib']:.0f} |"
         )
-    lines.append(END)
     return "\n".join(lines)
-
-
-def write_section(section: str) -> None:
-    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
-    if START in text:
-        text = text[: text.index(START)] + section + text[text.index(END) + len(END) :]
-    else:
-        text = text.rstrip() + "\n\n" + section + "\n"
-    RESULTS.write_text(text)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--peer", choices=list(PEERS), help=argparse.SUPPRESS)
-    parser.add_argument("--write", action="store_true", help=f"update the section in {RESULTS.name}")
+    parser.add_argument("--write", action="store_true", help="update the section in benchmarks/RESULTS.md")
     args = parser.parse_args()
     if args.peer:
         _peer_main(args.peer)
@@ -248,5 +238,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(ROOT))
     main()

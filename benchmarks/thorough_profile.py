@@ -22,8 +22,10 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
+from benchmarks.results_file import RESULTS, write_section
+
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "RESULTS.md"
 SECTION = "## Property suite, thorough profile"
 
 
@@ -78,16 +80,6 @@ def _table(rows: list[Row], command: str, profile: str, max_examples: int, wall:
     return "\n".join(lines) + "\n"
 
 
-def write_section(text: str, path: Path = RESULTS) -> None:
-    """Replace (or append) the section in the results file, atomically."""
-    old = path.read_text() if path.exists() else "# Benchmark results\n"
-    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
-    new = pattern.sub(lambda _: text + "\n", old) if pattern.search(old) else old.rstrip("\n") + "\n\n" + text
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(new)
-    tmp.replace(path)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--max-examples", type=int, default=None, help="a reduced run: fewer examples than thorough's")
@@ -96,7 +88,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     os.chdir(ROOT)
-    sys.path.insert(0, str(ROOT))
     from properties.profiles import register_profiles
 
     register_profiles()

@@ -12,7 +12,8 @@ from verifier.report.results import Report
 ROOT = Path(__file__).resolve().parents[2]
 CATALOG = "tests.meta.mutants.catalog"
 CORRECT = f"{CATALOG}:correct"
-DOCS = {cls.__name__: (cls.__doc__ or "").split("\n")[0] for cls in MUTANTS}
+# Each mutant's bug in one sentence: the first sentence of its docstring.
+DOCS = {cls.__name__: " ".join((cls.__doc__ or "").split()).split(". ")[0].rstrip(".") for cls in MUTANTS}
 
 
 def mutant_spec(name: str) -> str:

@@ -1,0 +1,22 @@
+"""benchmarks/RESULTS.md: each benchmark script owns one `## ` section and rewrites only that one."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
+
+
+def write_section(text: str, path: Path = RESULTS) -> None:
+    """Replace the section headed by `text`'s first line (a `## ` heading), or append it; atomically."""
+    heading = text.splitlines()[0]
+    if not heading.startswith("## "):
+        raise ValueError(f"a section starts with a '## ' heading, found {heading!r}")
+    old = path.read_text() if path.exists() else "# Benchmark results\n"
+    pattern = re.compile(rf"^{re.escape(heading)}\n.*?(?=^## |\Z)", re.S | re.M)
+    body = text.rstrip("\n") + "\n"
+    new = pattern.sub(lambda _: body + "\n", old) if pattern.search(old) else old.rstrip("\n") + "\n\n" + body
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(new.rstrip("\n") + "\n")
+    tmp.replace(path)
