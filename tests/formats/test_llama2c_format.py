@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from properties.strategies import configs
 from tests.formats import llama2c_spec as spec
-from tests.strategies import small_configs
 from verifier.config import ModelConfig
 from verifier.formats import CheckpointError, load_checkpoint
 from verifier.formats import llama2c as fmt
@@ -26,14 +26,11 @@ TINY = preset("llama2c-stories260K").replace(n_layers=2, vocab_size=32, n_ctx=16
 TMP = settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
-def llama_config(draw: st.DrawFn) -> ModelConfig:
-    c = draw(small_configs(families=("llama",)), label="config")
-    return c.replace(norm_eps=fmt.NORM_EPS)
-
-
 @st.composite
 def llama_configs(draw: st.DrawFn) -> ModelConfig:
-    return llama_config(draw)
+    """Llama configs with the eps and theta llama2.c files hold (v0's theta is set by its test)."""
+    c = draw(configs(("llama",), max_n_ctx=64, max_layers=3), label="config")
+    return c.replace(norm_eps=fmt.NORM_EPS, rope_theta=fmt.ROPE_THETA)
 
 
 # --- layouts: files written to llama2.c's spec read as the canonical weights ----------------------
@@ -69,7 +66,10 @@ def test_v2_int8_reads_within_the_quantisation_bound(tmp_path: Path, tied: bool)
             continue
         # Rounding to the nearest multiple of the group's scale errs by at most half a scale.
         groups = w.reshape(-1, group_size)
-        bound = np.abs(groups).max(axis=1, keepdims=True) / 127 / 2 * (1 + 1e-5)
+        # Half a quantisation step s = max|w| / 127, plus the float32 rounding of s and of q * s
+        # (|q| <= 127 ulps of s in all): |q s - w| <= s / 2 (1 + 254 eps32).
+        step = np.abs(groups).max(axis=1, keepdims=True) / 127
+        bound = step / 2 * (1 + 254 * np.finfo(np.float32).eps)
         error = np.abs(got.reshape(-1, group_size) - groups)
         assert (error <= bound).all(), f"{name}: error {error.max()} beyond half a quantisation step"
         assert error.max() > 0, f"{name}: dequantized exactly, so the test compared nothing quantized"
@@ -133,7 +133,10 @@ def test_canonical_to_v2_and_back_is_within_the_quantisation_bound(
     group_size = fmt.header_for(c, 2).group_size
     for name, w in weights.items():
         groups = w.reshape(-1, group_size)
-        bound = np.abs(groups).max(axis=1, keepdims=True) / 127 / 2 * (1 + 1e-5)
+        # Half a quantisation step s = max|w| / 127, plus the float32 rounding of s and of q * s
+        # (|q| <= 127 ulps of s in all): |q s - w| <= s / 2 (1 + 254 eps32).
+        step = np.abs(groups).max(axis=1, keepdims=True) / 127
+        bound = step / 2 * (1 + 254 * np.finfo(np.float32).eps)
         assert (np.abs(ck.weights[name].reshape(-1, group_size) - groups) <= bound).all(), name
 
 
