@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.strategies import small_configs
+from properties.strategies import configs
 from verifier.config import ConfigError, ModelConfig, from_hf_dict, from_transformers
 from verifier.formats import CheckpointError
 from verifier.formats.config_json import read_config_json
@@ -22,7 +22,7 @@ def test_preset_round_trips_through_transformers(name: str) -> None:
     assert from_transformers(config.to_transformers()) == config
 
 
-@given(small_configs())
+@given(configs(max_n_ctx=64, max_layers=3))
 def test_generated_config_round_trips_through_transformers_and_json(config: ModelConfig) -> None:
     assert from_transformers(config.to_transformers()) == config
     assert from_hf_dict(json.loads(json.dumps(config.to_hf_dict()))) == config

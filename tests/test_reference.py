@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.strategies import small_configs
+from properties.strategies import configs
 from verifier import stages, tolerance
 from verifier.adapters import hf_transformers
 from verifier.config import ModelConfig
@@ -52,7 +52,7 @@ def test_reference_matches_transformers_on_preset(name: str, T: int) -> None:
 
 
 @settings(max_examples=15)
-@given(config=small_configs(), scale=st.sampled_from([0.02, 0.3, 1.0]), data=st.data())
+@given(config=configs(max_n_ctx=64, max_layers=3), scale=st.sampled_from([0.02, 0.3, 1.0]), data=st.data())
 def test_reference_matches_transformers_on_generated_configs(config: ModelConfig, scale: float, data) -> None:
     weights = init_weights(config, seed=data.draw(st.integers(0, 2**16), label="seed"), scale=scale)
     T = data.draw(st.integers(1, config.n_ctx), label="T")
@@ -70,7 +70,7 @@ def test_grouped_query_attention_matches_transformers_with_one_kv_head() -> None
 
 
 @settings(max_examples=20)
-@given(config=small_configs(), data=st.data())
+@given(config=configs(max_n_ctx=64, max_layers=3), data=st.data())
 def test_chunked_decoding_equals_the_full_pass(config: ModelConfig, data) -> None:
     weights = init_weights(config, seed=0, scale=0.3)
     T = data.draw(st.integers(1, config.n_ctx), label="T")

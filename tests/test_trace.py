@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.strategies import small_configs
+from properties.strategies import configs
 from verifier import stages
 from verifier.config import ModelConfig
 from verifier.presets import preset
@@ -113,7 +113,7 @@ def _recompute(config: ModelConfig, w: Weights, step: Step, trace: dict[str, np.
 
 
 @settings(max_examples=20, deadline=None)
-@given(config=small_configs(), data=st.data())
+@given(config=configs(max_n_ctx=64, max_layers=3), data=st.data())
 def test_every_weight_met_computes_its_stage(config: ModelConfig, data) -> None:
     """Recomputing each stage from the weights the trace names catches a wrong name, a swapped
     gate/up/down, a wrong third of GPT-2's fused c_attn, or a weight left out."""

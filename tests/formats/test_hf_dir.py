@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.strategies import small_configs
+from properties.strategies import configs
 from verifier.config import ModelConfig
 from verifier.formats import CheckpointError, load_checkpoint
 from verifier.formats.hf_dir import write_hf_dir
@@ -34,7 +34,7 @@ def assert_same_weights(got: dict[str, np.ndarray], expected: dict[str, np.ndarr
 
 
 @TMP
-@given(c=small_configs(), shard_bytes=st.sampled_from([None, 3000]))
+@given(c=configs(max_n_ctx=64, max_layers=3), shard_bytes=st.sampled_from([None, 3000]))
 def test_canonical_to_hf_dir_and_back_is_exact_and_rewrites_byte_identical(
     tmp_path_factory: pytest.TempPathFactory, c: ModelConfig, shard_bytes: int | None
 ) -> None:

@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from tests.strategies import small_configs
+from properties.strategies import configs
 from verifier import stages, tolerance
 from verifier.adapters import hf_transformers
 from verifier.config import ModelConfig
@@ -17,7 +17,7 @@ from verifier.weights import init_weights
 
 
 @settings(max_examples=6, deadline=None)
-@given(config=small_configs(), data=st.data())
+@given(config=configs(max_n_ctx=64, max_layers=3), data=st.data())
 @example(config=PROBE_CONFIGS["llama-gqa"].replace(n_layers=2), data=None).via("grouped-query heads, two layers")
 def test_every_traced_stage_agrees_with_the_reference(config: ModelConfig, data: st.DataObject | None) -> None:
     T = data.draw(st.integers(1, config.n_ctx), label="T") if data else config.n_ctx

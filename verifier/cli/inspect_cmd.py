@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from verifier.cli.params_cmd import describe
+from verifier.config import describe
 from verifier.formats import Checkpoint, Tokenizer, detect_format, load_checkpoint, read_tokenizer
 from verifier.formats.load import TOKENIZER
 from verifier.sources import locate
