@@ -38,8 +38,8 @@ PREFILL_LENGTHS = (5, 256, 1024)
 
 
 def _weights(preset_name: str):
-    from verifier.presets import preset
-    from verifier.weights import init_weights
+    from verifier.model.presets import preset
+    from verifier.model.weights import init_weights
 
     config = preset(preset_name)
     return config, init_weights(config, seed=0)
@@ -74,7 +74,7 @@ def decode_numpy() -> dict:
 def decode_transformers() -> dict:
     import torch
 
-    from verifier.hf import build_model
+    from verifier.formats.hf import build_model
 
     config, weights = _weights(DECODE_PRESET)
     model = build_model(config, weights, attn_implementation="sdpa")
@@ -90,8 +90,8 @@ def decode_transformers() -> dict:
 def decode_run_c(optimization: str) -> dict:
     from verifier.formats.llama2c import write_llama2c
     from verifier.formats.llama2c_tokenizer import write_tokenizer
-    from verifier.llama2c import build
-    from verifier.llama2c.vocab import PromptVocabulary
+    from verifier.plugin.llama2c import build
+    from verifier.plugin.llama2c.vocab import PromptVocabulary
 
     config, weights = _weights(DECODE_PRESET)
     binary = build.binary(optimization)
@@ -138,7 +138,7 @@ def prefill(engine: str, T: int) -> dict:
     else:
         import torch
 
-        from verifier.hf import build_model
+        from verifier.formats.hf import build_model
 
         hf = build_model(config, weights, attn_implementation="sdpa")
         ids = torch.from_numpy(tokens)[None]
@@ -178,8 +178,8 @@ def _peer_main(peer: str) -> None:
 
 def render(results: dict[str, dict], bandwidth: float, command: str) -> str:
     from benchmarks._machine import describe
-    from verifier.params import count_parameters
-    from verifier.presets import preset
+    from verifier.model.params import count_parameters
+    from verifier.model.presets import preset
 
     weight_bytes = 4 * count_parameters(preset(DECODE_PRESET))
     bound = bandwidth / weight_bytes

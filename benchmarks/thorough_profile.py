@@ -66,7 +66,7 @@ def _table(rows: list[Row], command: str, profile: str, max_examples: int, wall:
         SECTION,
         "",
         f"Command: `{command}` (profile `{profile}`, max_examples {max_examples}); wall time {wall:.0f} s.",
-        "Worst ratio: max over the examples of max |error| / tolerance bound (`verifier/tolerance.py`);",
+        "Worst ratio: max over the examples of max |error| / tolerance bound (`verifier/analysis/tolerance.py`);",
         "at most 1 passes.",
         "",
         "| property [model] | outcome | examples | time (s) | worst error / tolerance |",

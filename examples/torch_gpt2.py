@@ -20,8 +20,8 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from verifier.config import ModelConfig
-from verifier.interface import Unsupported
+from verifier.model.config import ModelConfig
+from verifier.plugin.interface import Unsupported
 
 Record = Callable[[str, Tensor], None]
 KVCache = tuple[tuple[Tensor, Tensor], ...]  # per layer: keys, values [B, n_heads, S, d_head]

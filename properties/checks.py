@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 
 from properties.oracle import Expected, Oracle
-from verifier.contract import CheckedModel
-from verifier.divergence import Divergence
+from verifier.analysis.divergence import Divergence
+from verifier.plugin.contract import CheckedModel
 
 __all__ = [
     "PropertyFailure",

@@ -19,17 +19,17 @@ import pytest
 from hypothesis import note, reject
 
 from properties.strategies import Case
-from verifier.config import Family, ModelConfig
-from verifier.contract import CheckedModel, build_checked, probe
-from verifier.interface import Unsupported
-from verifier.registry import ModelSpec
+from verifier.model.config import Family, ModelConfig
+from verifier.plugin.contract import CheckedModel, build_checked, probe
+from verifier.plugin.interface import Unsupported
+from verifier.plugin.registry import ModelSpec
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 @dataclass(frozen=True)
 class Support:
-    """What one model runs: per probe of `verifier.contract.PROBE_CONFIGS` ("gpt2", "llama",
+    """What one model runs: per probe of `verifier.plugin.contract.PROBE_CONFIGS` ("gpt2", "llama",
     "llama-gqa") its capabilities, or the reason its factory gave for refusing it."""
 
     model: str
@@ -59,7 +59,7 @@ _SUPPORT: dict[tuple[str, int], Support] = {}
 
 
 def support(spec: ModelSpec) -> Support:
-    """What `spec`'s model runs, from `verifier.contract.probe`, once per process. A factory that
+    """What `spec`'s model runs, from `verifier.plugin.contract.probe`, once per process. A factory that
     breaks the contract on a probe counts as running that config: the property then reports it."""
     key = (spec.name, id(spec.factory))
     if key not in _SUPPORT:

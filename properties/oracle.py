@@ -1,6 +1,6 @@
 """The float64 oracle of a case, with what the tolerance policy needs to bound each comparison.
 
-Every expected array comes with its neighbours (see `verifier.tolerance`): the oracle run on
+Every expected array comes with its neighbours (see `verifier.analysis.tolerance`): the oracle run on
 weights nudged at float32 precision (two seeds), and the reference run in float32. They measure how
 sensitive this very case is to rounding, so the bound is tight where the case is well
 conditioned and wide only where any correct float32 model lands far from the oracle.
@@ -15,12 +15,12 @@ from typing import Any
 import numpy as np
 
 from properties.strategies import Case
-from verifier import tolerance
-from verifier.adapters.reference import build_float64
-from verifier.config import ModelConfig
-from verifier.divergence import Divergence, localize
+from verifier.analysis import tolerance
+from verifier.analysis.divergence import Divergence, localize
+from verifier.model.config import ModelConfig
+from verifier.model.weights import Weights
+from verifier.plugin.adapters.reference import build_float64
 from verifier.reference import NumpyModel
-from verifier.weights import Weights
 
 
 class Expected:

@@ -1,7 +1,7 @@
 """Hypothesis strategies of the property suite: configs, weights, token sequences, chunkings, batches.
 
 Every draw is labelled, so a failure names its inputs. A `Case` is one reproducible model input:
-a config, the seed and scale of its weights (`verifier.weights.init_weights`), and the tokens.
+a config, the seed and scale of its weights (`verifier.model.weights.init_weights`), and the tokens.
 Sizes stay small for speed, but reach the regimes where bugs hide: grouped-query attention,
 odd vocab sizes, head sizes 2..64, 1..4 layers, sequences up to the context limit (256 here),
 weight scales from 0.003 (small activations, where a norm's eps matters) to 3 (attention scores
@@ -22,9 +22,9 @@ import numpy as np
 from hypothesis import example
 from hypothesis import strategies as st
 
-from verifier.config import Family, ModelConfig
-from verifier.presets import preset
-from verifier.weights import Weights, init_weights
+from verifier.model.config import Family, ModelConfig
+from verifier.model.presets import preset
+from verifier.model.weights import Weights, init_weights
 
 # Order matters: Hypothesis shrinks a sampled value towards the first entry.
 FAMILIES: tuple[Family, ...] = ("gpt2", "llama")

@@ -21,8 +21,8 @@ from properties.strategies import (
     cases,
     pinned,
 )
-from verifier.contract import RULES
-from verifier.registry import ModelSpec
+from verifier.plugin.contract import RULES
+from verifier.plugin.registry import ModelSpec
 
 
 @requires("logits")

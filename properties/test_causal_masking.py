@@ -11,8 +11,8 @@ from properties import checks, models
 from properties.models import requires
 from properties.oracle import exact, oracle
 from properties.strategies import PINNED, RICH_GPT2, RICH_LLAMA, Case, Edited, cases, edited_cases, pinned
-from verifier import stages
-from verifier.registry import ModelSpec
+from verifier.model import stages
+from verifier.plugin.registry import ModelSpec
 
 EDITS = (Edited(RICH_LLAMA, 10, 0), Edited(RICH_GPT2, 10, 0), Edited(RICH_LLAMA, 0, 3), Edited(RICH_GPT2, 23, 5))
 

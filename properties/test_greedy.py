@@ -13,9 +13,9 @@ from properties import checks, models
 from properties.models import requires
 from properties.oracle import oracle
 from properties.strategies import LARGE_LOGITS, ONE_KV_HEAD, RICH_GPT2, RICH_LLAMA, Prompted, pinned, prompted_cases
-from verifier.contract import CheckedModel
-from verifier.interface import Unsupported
-from verifier.registry import ModelSpec
+from verifier.plugin.contract import CheckedModel
+from verifier.plugin.interface import Unsupported
+from verifier.plugin.registry import ModelSpec
 
 PROMPTED = (Prompted(RICH_LLAMA, 8), Prompted(RICH_GPT2, 8), Prompted(ONE_KV_HEAD, 4), Prompted(LARGE_LOGITS, 6))
 

@@ -27,8 +27,8 @@ from properties.strategies import (
     chunked_cases,
     pinned,
 )
-from verifier.contract import RULES, CheckedModel
-from verifier.registry import ModelSpec
+from verifier.plugin.contract import RULES, CheckedModel
+from verifier.plugin.registry import ModelSpec
 
 CHUNKED = (
     Chunked(RICH_LLAMA, (8,) + (1,) * 16),

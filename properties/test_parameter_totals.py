@@ -1,4 +1,4 @@
-"""Parameter totals: the formula (`verifier.params`), the size of the canonical weight set and
+"""Parameter totals: the formula (`verifier.model.params`), the size of the canonical weight set and
 `transformers`' own count on the meta device agree for any config; the presets have their
 published totals (GPT-2 124,439,808; stories15M 15,191,712 learned, 15,204,000 stored).
 
@@ -12,11 +12,11 @@ from hypothesis import example, given
 
 from properties import checks
 from properties.strategies import configs
-from verifier import hf
-from verifier.config import ModelConfig
-from verifier.params import parameter_table
-from verifier.presets import preset
-from verifier.weights import weight_shapes
+from verifier.formats import hf
+from verifier.model.config import ModelConfig
+from verifier.model.params import parameter_table
+from verifier.model.presets import preset
+from verifier.model.weights import weight_shapes
 
 
 @example(config=preset("gpt2"))

@@ -10,7 +10,7 @@ from properties import checks, models
 from properties.models import requires
 from properties.oracle import oracle
 from properties.strategies import FULL_CONTEXT, LARGE_LOGITS, LARGE_SCALES, RICH_GPT2, RICH_LLAMA, Case, cases, pinned
-from verifier.registry import ModelSpec
+from verifier.plugin.registry import ModelSpec
 
 LARGE = (RICH_LLAMA._replace(scale=10.0), LARGE_LOGITS, RICH_GPT2._replace(scale=10.0))
 

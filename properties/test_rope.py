@@ -5,7 +5,7 @@ and gives the scores llama2.c's interleaved pairing gives on permuted q/k rows. 
 reference's tables equal the ones llama2.c computes and stores.
 
 Pairs are (i, i + d_head/2) of each head vector: the `transformers` (rotate-half) layout that
-`verifier.stages` documents for q and k.
+`verifier.model.stages` documents for q and k.
 """
 
 from __future__ import annotations
@@ -20,12 +20,13 @@ from properties import checks, models
 from properties.models import requires
 from properties.oracle import exact
 from properties.strategies import ONE_KV_HEAD, RICH_LLAMA, SINGLE_HEAD, SMALL_ACTIVATIONS, Case, cases, pinned
-from verifier import stages, tolerance
-from verifier.config import ModelConfig
-from verifier.contract import CheckedModel
-from verifier.presets import preset
+from verifier.analysis import tolerance
+from verifier.model import stages
+from verifier.model.config import ModelConfig
+from verifier.model.presets import preset
+from verifier.plugin.contract import CheckedModel
+from verifier.plugin.registry import ModelSpec
 from verifier.reference.layers import rope_tables
-from verifier.registry import ModelSpec
 
 LLAMA_PINNED = (RICH_LLAMA, SMALL_ACTIVATIONS, SINGLE_HEAD, ONE_KV_HEAD)
 llama_cases = cases(("llama",), min_T=2, max_n_ctx=96)

@@ -1,5 +1,5 @@
 """Shapes, the life of a tensor: every traced stage has the shape its formula gives
-(`verifier.stages.stage_shapes`), logits are [T, V] and [B, T, V], and GPT-2 124M on 5 tokens
+(`verifier.model.stages.stage_shapes`), logits are [T, V] and [B, T, V], and GPT-2 124M on 5 tokens
 reproduces the articles' table."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from properties import checks, models
 from properties.models import requires
 from properties.oracle import oracle
 from properties.strategies import PINNED, Case, cases, pinned
-from verifier import stages
-from verifier.contract import CheckedModel, build_checked
-from verifier.presets import preset
-from verifier.registry import ModelSpec
-from verifier.weights import init_weights
+from verifier.model import stages
+from verifier.model.presets import preset
+from verifier.model.weights import init_weights
+from verifier.plugin.contract import CheckedModel, build_checked
+from verifier.plugin.registry import ModelSpec
 
 
 def _assert_shapes(
@@ -31,7 +31,7 @@ def _assert_shapes(
     ]
     unknown = sorted(set(trace) - set(expected)) if every_stage else []
     if wrong or unknown:
-        detail = "; ".join(wrong + ([f"stages not in verifier.stages: {unknown}"] if unknown else []))
+        detail = "; ".join(wrong + ([f"stages not in verifier.model.stages: {unknown}"] if unknown else []))
         checks.fail(model_name, "traced stage shapes", detail)
 
 
@@ -49,7 +49,7 @@ def test_every_traced_stage_has_its_formula_shape(model_spec: ModelSpec, case: C
 def test_logits_are_t_by_vocab_for_a_sequence_and_b_by_t_by_vocab_for_a_batch(
     model_spec: ModelSpec, case: Case
 ) -> None:
-    # The contract (verifier.contract) rejects any other shape with the rule it breaks.
+    # The contract (verifier.plugin.contract) rejects any other shape with the rule it breaks.
     model = models.build(model_spec, case)
     tokens = case.token_array()
     single = model.logits(tokens)

@@ -7,8 +7,8 @@ from pathlib import Path
 import huggingface_hub.constants
 import pytest
 
-from verifier.data import DATA_DIR_ENV
-from verifier.tokenizer import GPT2Tokenizer, Llama2cTokenizer, TokenizerNotFound, find_tokenizer
+from verifier.formats.data import DATA_DIR_ENV
+from verifier.formats.tokenizer import GPT2Tokenizer, Llama2cTokenizer, TokenizerNotFound, find_tokenizer
 
 _ABSENT = f"the real {{}} tokenizer is not available: set {DATA_DIR_ENV} to the shared data directory"
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from verifier import audit
-from verifier.audit import CORRECT, NO_TOKENIZER, ROUNDED, WRONG, Claim
+from verifier.analysis import audit
+from verifier.analysis.audit import CORRECT, NO_TOKENIZER, ROUNDED, WRONG, Claim
+from verifier.formats.tokenizer import TokenizerError
 from verifier.reference import layers as L
-from verifier.tokenizer import TokenizerError
 
 
 def _by_claim(claims: list[Claim]) -> dict[str, Claim]:

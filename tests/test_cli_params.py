@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from verifier.cli import main
-from verifier.presets import preset
+from verifier.model.presets import preset
 
 
 def test_params_gpt2_prints_the_exact_total(capsys) -> None:

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from verifier import tolerance
-from verifier.divergence import localize, plot_stage_errors
+from verifier.analysis import tolerance
+from verifier.analysis.divergence import localize, plot_stage_errors
 
 
 def _trace() -> dict[str, np.ndarray]:

@@ -11,12 +11,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from transformers import AutoConfig
 
-from verifier import hf
-from verifier.config import ConfigError, from_hf_dict
-from verifier.known_models import UnknownModelError, known_model, known_models
-from verifier.params import LLAMA_LIKE, Architecture, count_parameters, from_config, parameter_table
-from verifier.params import from_hf_dict as architecture_from_hf_dict
-from verifier.presets import PRESETS
+from verifier.formats import hf
+from verifier.model.config import ConfigError, from_hf_dict
+from verifier.model.known_models import UnknownModelError, known_model, known_models
+from verifier.model.params import LLAMA_LIKE, Architecture, count_parameters, from_config, parameter_table
+from verifier.model.params import from_hf_dict as architecture_from_hf_dict
+from verifier.model.presets import PRESETS
 
 PUBLISHED_TOTALS = {
     "gpt2": 124_439_808,

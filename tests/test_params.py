@@ -7,11 +7,11 @@ import math
 
 import pytest
 
-from verifier import hf
-from verifier.config import ModelConfig
-from verifier.params import count_parameters, parameter_table
-from verifier.presets import PRESETS, preset
-from verifier.weights import weight_shapes
+from verifier.formats import hf
+from verifier.model.config import ModelConfig
+from verifier.model.params import count_parameters, parameter_table
+from verifier.model.presets import PRESETS, preset
+from verifier.model.weights import weight_shapes
 
 
 def _size_of_weight_set(config: ModelConfig) -> int:

@@ -1,7 +1,7 @@
 """The NumPy reference: agreement with transformers, KV-cache chunking, traces, independence.
 
 Tolerance: the reference in float64 is the oracle; transformers runs in float32, so its logits
-may differ from the oracle by float32 rounding, bounded by `verifier.tolerance` (256 eps32 relative
+may differ from the oracle by float32 rounding, bounded by `verifier.analysis.tolerance` (256 eps32 relative
 to the largest logit; the measured error of a correct float32 model is about 10 eps32).
 """
 
@@ -16,12 +16,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from properties.strategies import configs
-from verifier import stages, tolerance
-from verifier.adapters import hf_transformers
-from verifier.config import ModelConfig
-from verifier.presets import preset
+from verifier.analysis import tolerance
+from verifier.model import stages
+from verifier.model.config import ModelConfig
+from verifier.model.presets import preset
+from verifier.model.weights import init_weights
+from verifier.plugin.adapters import hf_transformers
 from verifier.reference import InputError, NumpyModel
-from verifier.weights import init_weights
 
 
 def _assert_within_policy(actual: np.ndarray, expected: np.ndarray, what: str) -> None:
@@ -170,7 +171,7 @@ def test_bad_tokens_raise_input_error(tokens: np.ndarray, message: str) -> None:
 
 def test_reference_imports_only_numpy_and_the_standard_library() -> None:
     code = (
-        "import sys, verifier.reference, verifier.stages;"
+        "import sys, verifier.reference, verifier.model.stages;"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in {'torch', 'transformers', 'scipy', 'safetensors'});"
         "print(','.join(bad))"
     )

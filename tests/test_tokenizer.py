@@ -14,10 +14,10 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from verifier.data import DATA_DIR_ENV
 from verifier.formats import CheckpointError, write_tokenizer
 from verifier.formats import Tokenizer as FormatsTokenizer
-from verifier.tokenizer import (
+from verifier.formats.data import DATA_DIR_ENV
+from verifier.formats.tokenizer import (
     LLAMA_BOS,
     Llama2cTokenizer,
     TokenizerError,

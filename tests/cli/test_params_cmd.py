@@ -9,9 +9,9 @@ import sys
 
 from verifier.cli import main
 from verifier.formats import save_checkpoint
-from verifier.known_models import known_model, known_models
-from verifier.presets import PRESETS
-from verifier.weights import init_weights
+from verifier.model.known_models import known_model, known_models
+from verifier.model.presets import PRESETS
+from verifier.model.weights import init_weights
 
 
 def test_a_known_model_by_name_with_its_source(capsys) -> None:

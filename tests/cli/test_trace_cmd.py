@@ -11,9 +11,9 @@ import pytest
 
 from verifier.cli import main
 from verifier.formats import Tokenizer, save_checkpoint, write_tokenizer
-from verifier.presets import preset
+from verifier.model.presets import preset
+from verifier.model.weights import init_weights
 from verifier.reference import NumpyModel
-from verifier.weights import init_weights
 
 
 def test_llama_trace_shows_rmsnorm_rope_swiglu_and_the_growing_cache(capsys) -> None:

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from verifier.config import ModelConfig
-from verifier.weights import Weights
+from verifier.model.config import ModelConfig
+from verifier.model.weights import Weights
 
 LAYER_KEYS = ("attention_norm", "wq", "wk", "wv", "wo", "ffn_norm", "w1", "w2", "w3")
 

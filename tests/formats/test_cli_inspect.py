@@ -15,9 +15,9 @@ from verifier.cli import main
 from verifier.formats import detect_format, load_checkpoint, save_checkpoint, write_tokenizer
 from verifier.formats.hf_dir import write_hf_dir
 from verifier.formats.llama2c_tokenizer import Tokenizer
-from verifier.params import parameter_table
-from verifier.presets import preset
-from verifier.weights import init_weights
+from verifier.model.params import parameter_table
+from verifier.model.presets import preset
+from verifier.model.weights import init_weights
 
 LLAMA = preset("llama2c-stories260K").replace(n_kv_heads=8, tie_embeddings=False)
 GPT2 = preset("gpt2").replace(vocab_size=50, n_ctx=16, d_model=32, n_layers=2, n_heads=4, n_kv_heads=4, d_ff=64)

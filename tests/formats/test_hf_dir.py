@@ -15,11 +15,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from properties.strategies import configs
-from verifier.config import ModelConfig
 from verifier.formats import CheckpointError, load_checkpoint
 from verifier.formats.hf_dir import write_hf_dir
-from verifier.presets import preset
-from verifier.weights import init_weights
+from verifier.model.config import ModelConfig
+from verifier.model.presets import preset
+from verifier.model.weights import init_weights
 
 TMP = settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 GPT2_TINY = preset("gpt2").replace(vocab_size=50, n_ctx=16, d_model=32, n_layers=2, n_heads=4, n_kv_heads=4, d_ff=64)
@@ -82,7 +82,7 @@ def _hf_logits(model: object, tokens: np.ndarray) -> np.ndarray:
 def test_models_saved_by_transformers_load_with_the_same_logits(tmp_path: Path, config: ModelConfig, how: str) -> None:
     import torch
 
-    from verifier.hf import build_model
+    from verifier.formats.hf import build_model
     from verifier.reference import NumpyModel
 
     model = build_model(config, init_weights(config, seed=2, scale=0.2))
@@ -102,7 +102,7 @@ def test_models_saved_by_transformers_load_with_the_same_logits(tmp_path: Path, 
 def test_bfloat16_files_convert_exactly(tmp_path: Path) -> None:
     import torch
 
-    from verifier.hf import build_model
+    from verifier.formats.hf import build_model
 
     model = build_model(LLAMA_TINY, init_weights(LLAMA_TINY, seed=3)).to(torch.bfloat16)
     model.save_pretrained(tmp_path)

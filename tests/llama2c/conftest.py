@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from verifier.llama2c import Llama2cUnavailable, binary
+from verifier.plugin.llama2c import Llama2cUnavailable, binary
 
 
 @pytest.fixture(scope="session")

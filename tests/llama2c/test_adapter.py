@@ -11,13 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from verifier.contract import build_checked
-from verifier.interface import Unsupported, capabilities
-from verifier.llama2c import build as build_module
-from verifier.llama2c.vocab import ALPHABET
-from verifier.presets import preset
-from verifier.registry import load_spec
-from verifier.weights import init_weights
+from verifier.model.presets import preset
+from verifier.model.weights import init_weights
+from verifier.plugin.contract import build_checked
+from verifier.plugin.interface import Unsupported, capabilities
+from verifier.plugin.llama2c import build as build_module
+from verifier.plugin.llama2c.vocab import ALPHABET
+from verifier.plugin.registry import load_spec
 
 MHA = preset("llama2c-stories260K").replace(n_kv_heads=8, n_layers=2)
 
@@ -33,7 +33,7 @@ MHA = preset("llama2c-stories260K").replace(n_kv_heads=8, n_layers=2)
 )
 def test_configs_run_c_cannot_run_are_unsupported_with_the_reason(config, reason: str) -> None:
     with pytest.raises(Unsupported, match=reason):
-        build_checked(load_spec("verifier.adapters.llama2c:build"), config, init_weights(config))
+        build_checked(load_spec("verifier.plugin.adapters.llama2c:build"), config, init_weights(config))
 
 
 @pytest.mark.needs_cc
@@ -79,7 +79,7 @@ def test_parallel_workers_build_once(run_c: Path, tmp_path: Path) -> None:
     cc.write_text(f'#!/bin/sh\necho "$@" >> {log}\nexec {build_module.compiler()} "$@"\n')
     cc.chmod(0o755)
     env = {**os.environ, build_module.CACHE_ENV: str(cache), "CC": str(cc)}
-    code = "from verifier.llama2c import binary; print(binary())"
+    code = "from verifier.plugin.llama2c import binary; print(binary())"
     root = Path(__file__).resolve().parents[2]
     workers = [subprocess.Popen([sys.executable, "-c", code], env=env, cwd=root, stdout=subprocess.PIPE, text=True)
                for _ in range(3)]  # fmt: skip

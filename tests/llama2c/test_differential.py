@@ -17,13 +17,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from verifier import tolerance
-from verifier.config import ModelConfig
+from verifier.analysis import tolerance
 from verifier.formats.llama2c import to_rotate_half
-from verifier.llama2c.program import Llama2cProgram
-from verifier.presets import preset
+from verifier.model.config import ModelConfig
+from verifier.model.presets import preset
+from verifier.model.weights import Weights, init_weights
+from verifier.plugin.llama2c.program import Llama2cProgram
 from verifier.reference import NumpyModel
-from verifier.weights import Weights, init_weights
 
 pytestmark = pytest.mark.needs_cc
 

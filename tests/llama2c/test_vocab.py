@@ -6,7 +6,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from verifier.llama2c.vocab import ALPHABET, MARKER, PromptTooVaried, PromptVocabulary
+from verifier.plugin.llama2c.vocab import ALPHABET, MARKER, PromptTooVaried, PromptVocabulary
 
 
 def run_c_encode(text: bytes, pieces: tuple[bytes, ...], scores: tuple[float, ...]) -> list[int]:

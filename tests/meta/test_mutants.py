@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from tests.meta.suite_runs import CORRECT, DOCS, mutant_spec, run_suite
-from verifier.divergence import stage_label
+from verifier.analysis.divergence import stage_label
 
 pytestmark = pytest.mark.slow
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from verifier.config import ModelConfig
+from verifier.model.config import ModelConfig
+from verifier.model.weights import Weights
 from verifier.reference import NumpyModel
-from verifier.weights import Weights
 
 
 class _Wrapped:

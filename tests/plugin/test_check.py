@@ -24,10 +24,10 @@ from verifier.report.suite import SuiteNotFound, default_suite, find_suite
 THROWAWAY_SUITE = """
     import numpy as np
     import pytest
-    from verifier import tolerance
-    from verifier.adapters.reference import build_float64
-    from verifier.contract import PROBE_CONFIGS, build_checked
-    from verifier.weights import init_weights
+    from verifier.analysis import tolerance
+    from verifier.plugin.adapters.reference import build_float64
+    from verifier.plugin.contract import PROBE_CONFIGS, build_checked
+    from verifier.model.weights import init_weights
 
     CONFIG = PROBE_CONFIGS["gpt2"]
 

@@ -13,9 +13,10 @@ from hypothesis import strategies as st
 
 from examples import torch_gpt2
 from tests.plugin import broken
-from verifier.adapters import hf_transformers, reference
-from verifier.config import ModelConfig
-from verifier.contract import (
+from verifier.model.config import ModelConfig
+from verifier.model.weights import init_weights
+from verifier.plugin.adapters import hf_transformers, reference
+from verifier.plugin.contract import (
     PROBE_CONFIGS,
     RULES,
     CheckedModel,
@@ -24,8 +25,7 @@ from verifier.contract import (
     build_checked,
     probe,
 )
-from verifier.registry import ModelSpec
-from verifier.weights import init_weights
+from verifier.plugin.registry import ModelSpec
 
 GPT2 = PROBE_CONFIGS["gpt2"]
 TOKENS = np.array([3, 1, 4, 1, 5])

@@ -11,11 +11,12 @@ from hypothesis import strategies as st
 
 from examples import torch_gpt2
 from properties.strategies import configs
-from verifier import stages, tolerance
-from verifier.contract import build_checked
+from verifier.analysis import tolerance
+from verifier.model import stages
+from verifier.model.weights import init_weights
+from verifier.plugin.contract import build_checked
+from verifier.plugin.registry import load_spec
 from verifier.reference import NumpyModel
-from verifier.registry import load_spec
-from verifier.weights import init_weights
 
 
 def test_the_plug_in_code_is_at_most_30_lines() -> None:

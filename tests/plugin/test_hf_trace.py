@@ -8,12 +8,13 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from properties.strategies import configs
-from verifier import stages, tolerance
-from verifier.adapters import hf_transformers
-from verifier.config import ModelConfig
-from verifier.contract import PROBE_CONFIGS
+from verifier.analysis import tolerance
+from verifier.model import stages
+from verifier.model.config import ModelConfig
+from verifier.model.weights import init_weights
+from verifier.plugin.adapters import hf_transformers
+from verifier.plugin.contract import PROBE_CONFIGS
 from verifier.reference import NumpyModel
-from verifier.weights import init_weights
 
 
 @settings(max_examples=6, deadline=None)

@@ -8,9 +8,9 @@ import pytest
 
 from examples import torch_gpt2
 from tests.plugin import broken
-from verifier import registry
-from verifier.adapters import reference
-from verifier.registry import ModelSpec, PluginError
+from verifier.plugin import registry
+from verifier.plugin.adapters import reference
+from verifier.plugin.registry import ModelSpec, PluginError
 
 
 def test_a_module_spec_imports_the_factory_and_keeps_the_text_as_name() -> None:

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from tests.plugin.project import ROOT, junit_cases, make_project, run
-from verifier import registry
-from verifier.contract import RULES
+from verifier.plugin import registry
+from verifier.plugin.contract import RULES
 
 THROWAWAY_PROPERTY = """
     import numpy as np
-    from verifier.contract import PROBE_CONFIGS, build_checked
-    from verifier.weights import init_weights
+    from verifier.plugin.contract import PROBE_CONFIGS, build_checked
+    from verifier.model.weights import init_weights
 
     def test_selected(model_spec):
         assert callable(model_spec.factory)
@@ -31,8 +31,8 @@ THROWAWAY_PROPERTY = """
 """
 
 USERS_FIXTURE = """
-    from verifier.adapters.reference import build
-    from verifier.registry import register
+    from verifier.plugin.adapters.reference import build
+    from verifier.plugin.registry import register
 
     register("mine", build)
 """
@@ -53,7 +53,9 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     info = site / "my_models-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: my-models\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[verifier.models]\nmy-installed = verifier.adapters.reference:build\n")
+    (info / "entry_points.txt").write_text(
+        "[verifier.models]\nmy-installed = verifier.plugin.adapters.reference:build\n"
+    )
     return site
 
 

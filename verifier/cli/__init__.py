@@ -7,15 +7,15 @@ import os
 import sys
 from collections.abc import Sequence
 
+from verifier.analysis.trace import TraceError
 from verifier.cli import audit_cmd, check_cmd, inspect_cmd, params_cmd, trace_cmd
-from verifier.config import ConfigError
 from verifier.formats.errors import CheckpointError
-from verifier.presets import UnknownPresetError
+from verifier.formats.sources import SourceError
+from verifier.formats.tokenizer import TokenizerError
+from verifier.model.config import ConfigError
+from verifier.model.presets import UnknownPresetError
 from verifier.reference import InputError
 from verifier.report.suite import SuiteNotFound
-from verifier.sources import SourceError
-from verifier.tokenizer import TokenizerError
-from verifier.trace import TraceError
 
 # Each module has `add_parser(subparsers)`, which registers its subcommand with `func=run`.
 SUBCOMMANDS = (params_cmd, inspect_cmd, trace_cmd, audit_cmd, check_cmd)

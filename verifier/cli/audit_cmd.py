@@ -6,8 +6,8 @@ import argparse
 import json
 from typing import Any
 
-from verifier import audit
-from verifier.data import DATA_DIR_ENV
+from verifier.analysis import audit
+from verifier.formats.data import DATA_DIR_ENV
 
 
 def add_parser(subparsers: Any) -> None:

@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from verifier.registry import ENV_VAR
+from verifier.plugin.registry import ENV_VAR
 from verifier.report import render, suite
 from verifier.report.output import write_reports
 from verifier.report.results import Report

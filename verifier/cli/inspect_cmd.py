@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from verifier.config import describe
 from verifier.formats import Checkpoint, Tokenizer, detect_format, load_checkpoint, read_tokenizer
 from verifier.formats.load import TOKENIZER
-from verifier.sources import locate
+from verifier.formats.sources import locate
+from verifier.model.config import describe
 
 
 def add_parser(subparsers: Any) -> None:

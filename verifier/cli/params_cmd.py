@@ -7,13 +7,13 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from verifier.config import describe
 from verifier.formats.config_json import config_from_fields
-from verifier.known_models import KnownModel, known_models
-from verifier.params import Architecture, ParamTable, from_config, parameter_table
-from verifier.params import from_hf_dict as params_from_hf_dict
-from verifier.presets import PRESETS
-from verifier.sources import SourceError, hf_config_fields, load_config
+from verifier.formats.sources import SourceError, hf_config_fields, load_config
+from verifier.model.config import describe
+from verifier.model.known_models import KnownModel, known_models
+from verifier.model.params import Architecture, ParamTable, from_config, parameter_table
+from verifier.model.params import from_hf_dict as params_from_hf_dict
+from verifier.model.presets import PRESETS
 
 
 def add_parser(subparsers: Any) -> None:

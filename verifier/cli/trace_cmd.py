@@ -9,14 +9,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from verifier import trace, trace_plot
-from verifier.config import ModelConfig
-from verifier.data import DATA_DIR_ENV
+from verifier.analysis import trace, trace_plot
 from verifier.formats import checkpoint_config, load_checkpoint
-from verifier.presets import PRESETS
-from verifier.sources import locate
-from verifier.tokenizer import Tokenizer, TokenizerNotFound, find_tokenizer
-from verifier.weights import Weights, init_weights
+from verifier.formats.data import DATA_DIR_ENV
+from verifier.formats.sources import locate
+from verifier.formats.tokenizer import Tokenizer, TokenizerNotFound, find_tokenizer
+from verifier.model.config import ModelConfig
+from verifier.model.presets import PRESETS
+from verifier.model.weights import Weights, init_weights
 
 DEFAULT_TEXT = {"gpt2": "The capital of France is", "llama": "Once upon a time"}
 

@@ -1,7 +1,7 @@
 """What every reader returns: a `Checkpoint` (config, canonical weights, what the file held, findings).
 
 `check_canonical` is the one validation of a weight set against its config that every reader ends
-with: the names, shapes and dtypes of `verifier.weights.weight_shapes`, and finite values.
+with: the names, shapes and dtypes of `verifier.model.weights.weight_shapes`, and finite values.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import numpy as np
 
-from verifier.config import ModelConfig
 from verifier.formats.errors import CheckpointError
-from verifier.weights import Weights, weight_shapes
+from verifier.model.config import ModelConfig
+from verifier.model.weights import Weights, weight_shapes
 
 
 @dataclass(frozen=True)

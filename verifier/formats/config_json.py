@@ -7,8 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from verifier.config import ConfigError, ModelConfig, from_hf_dict
 from verifier.formats.errors import CheckpointError
+from verifier.model.config import ConfigError, ModelConfig, from_hf_dict
 
 T = TypeVar("T")
 

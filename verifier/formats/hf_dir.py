@@ -20,13 +20,13 @@ from typing import Any
 
 import numpy as np
 
-from verifier.config import ModelConfig
 from verifier.formats.checkpoint import Checkpoint, TensorInfo, check_canonical
 from verifier.formats.config_json import read_config_json
 from verifier.formats.errors import CheckpointError
 from verifier.formats.fileio import atomic_write
 from verifier.formats.safetensors_file import read_safetensors, write_safetensors
-from verifier.weights import CLASSIFIER, EMBEDDING, Weights, weight_shapes
+from verifier.model.config import ModelConfig
+from verifier.model.weights import CLASSIFIER, EMBEDDING, Weights, weight_shapes
 
 SAFETENSORS = "model.safetensors"
 SAFETENSORS_INDEX = "model.safetensors.index.json"

@@ -30,11 +30,11 @@ from typing import BinaryIO
 
 import numpy as np
 
-from verifier.config import ConfigError, ModelConfig
 from verifier.formats.checkpoint import Checkpoint, TensorInfo, check_canonical
 from verifier.formats.errors import CheckpointError
 from verifier.formats.fileio import BoundedReader, atomic_write, open_bounded
-from verifier.weights import Weights
+from verifier.model.config import ConfigError, ModelConfig
+from verifier.model.weights import Weights
 
 MAGIC = 0x616B3432
 HEADER_BYTES = 256  # versions 1 and 2

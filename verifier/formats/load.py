@@ -11,13 +11,13 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-from verifier.config import ModelConfig
 from verifier.formats.checkpoint import Checkpoint
 from verifier.formats.config_json import read_config_json
 from verifier.formats.errors import CheckpointError
 from verifier.formats.hf_dir import read_hf_dir, write_hf_dir
 from verifier.formats.llama2c import read_llama2c, read_llama2c_config, write_llama2c
-from verifier.weights import Weights
+from verifier.model.config import ModelConfig
+from verifier.model.weights import Weights
 
 HF = "hf"  # a directory with config.json, or one of its files
 LLAMA2C = "llama2c"

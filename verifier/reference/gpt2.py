@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from verifier.config import ModelConfig
+from verifier.model.config import ModelConfig
+from verifier.model.stages import layer_stage
+from verifier.model.weights import Weights
 from verifier.reference import layers as L
 from verifier.reference.recorder import Recorder
-from verifier.stages import layer_stage
-from verifier.weights import Weights
 
 
 def embed(w: Weights, c: ModelConfig, tokens: np.ndarray, positions: np.ndarray) -> np.ndarray:

@@ -2,7 +2,7 @@
 
 Data flow of one call: tokens [B, T] -> embeddings [B, T, d_model] -> n_layers pre-norm blocks
 (attention then MLP, each added to the residual stream) -> final norm -> classifier
-[B, T, vocab_size]. Every intermediate the trace records is named in `verifier.stages`.
+[B, T, vocab_size]. Every intermediate the trace records is named in `verifier.model.stages`.
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from verifier import stages
-from verifier.config import ModelConfig
+from verifier.model import stages
+from verifier.model.config import ModelConfig
+from verifier.model.weights import Weights, cast, classifier
 from verifier.reference import gpt2, llama
 from verifier.reference import layers as L
 from verifier.reference.recorder import Recorder, Rope, ignore
-from verifier.weights import Weights, cast, classifier
 
 
 class InputError(ValueError):
@@ -55,7 +55,7 @@ class NumpyModel:
 
     `logits(tokens)` takes [T] or [B, T] int tokens and returns [T, V] or [B, T, V];
     `decode(tokens, cache)` continues a KVCache with a chunk of new tokens;
-    `trace(tokens)` returns every stage of one sequence [T] (see `verifier.stages`).
+    `trace(tokens)` returns every stage of one sequence [T] (see `verifier.model.stages`).
     """
 
     def __init__(self, config: ModelConfig, weights: Weights, dtype: npt.DTypeLike = np.float32) -> None:

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from verifier import contract, registry
-from verifier.registry import PluginError
+from verifier.plugin import contract, registry
+from verifier.plugin.registry import PluginError
 from verifier.report.output import write_atomic
 from verifier.report.results import (
     FIRST_DIVERGENT_STAGE,

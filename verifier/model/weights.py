@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from verifier.config import ModelConfig
+from verifier.model.config import ModelConfig
 
 Weights = dict[str, np.ndarray]
 

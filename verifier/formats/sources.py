@@ -11,10 +11,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from verifier.config import ModelConfig
 from verifier.formats import checkpoint_config
 from verifier.formats.config_json import read_config_fields
-from verifier.presets import PRESETS
+from verifier.model.config import ModelConfig
+from verifier.model.presets import PRESETS
 
 # What Hugging Face accepts as a model repo id: `name` or `owner/name`.
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")

@@ -1,17 +1,17 @@
 """llama2.c's C program `run.c` as a model under test: a black box with the `greedy` capability only.
 
 The model is written in llama2.c's legacy format and run at temperature 0; see
-`verifier.llama2c.program`. Configs this run.c cannot run (GPT-2, grouped-query attention, another
+`verifier.plugin.llama2c.program`. Configs this run.c cannot run (GPT-2, grouped-query attention, another
 RMSNorm eps) and machines without a C compiler or the verified source raise `Unsupported`.
 """
 
 from __future__ import annotations
 
-from verifier.config import ModelConfig
-from verifier.interface import Unsupported
-from verifier.llama2c.build import Llama2cUnavailable, binary
-from verifier.llama2c.program import Llama2cProgram, unsupported_reason
-from verifier.weights import Weights
+from verifier.model.config import ModelConfig
+from verifier.model.weights import Weights
+from verifier.plugin.interface import Unsupported
+from verifier.plugin.llama2c.build import Llama2cUnavailable, binary
+from verifier.plugin.llama2c.program import Llama2cProgram, unsupported_reason
 
 
 def _build(config: ModelConfig, weights: Weights, optimization: str) -> Llama2cProgram:

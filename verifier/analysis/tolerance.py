@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from verifier.weights import Weights
+from verifier.model.weights import Weights
 
 EPS32 = float(np.finfo(np.float32).eps)
 ULPS = 128

@@ -13,8 +13,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from verifier import stages
-from verifier.trace import Life, Step, TraceError, format_shape, short_weight_name
+from verifier.analysis.trace import Life, Step, TraceError, format_shape, short_weight_name
+from verifier.model import stages
 
 FORMATS = {".svg": "svg", ".png": "png"}
 DATA_COLOUR, DATA_EDGE = "#cfe2f3", "#3d85c6"

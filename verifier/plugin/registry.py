@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
-from verifier.interface import Factory
+from verifier.plugin.interface import Factory
 
 ENV_VAR = "VERIFIER_MODEL"
 ENTRY_POINT_GROUP = "verifier.models"

@@ -5,6 +5,6 @@ cannot: no compiler, sdist neither cached nor fetchable); `program.Llama2cProgra
 model written in llama2.c's legacy format with a tokenizer made for each prompt (`vocab`).
 """
 
-from verifier.llama2c.build import Llama2cUnavailable, binary
+from verifier.plugin.llama2c.build import Llama2cUnavailable, binary
 
 __all__ = ["Llama2cUnavailable", "binary"]

@@ -21,7 +21,7 @@ import functools
 from dataclasses import dataclass
 
 from verifier.formats.llama2c_tokenizer import Tokenizer
-from verifier.interface import Unsupported
+from verifier.plugin.interface import Unsupported
 
 MARKER = 0xFF
 ALPHABET = bytes(b for b in range(1, 0xFF) if b != ord(" "))

@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from verifier.config import Family
-from verifier.data import DATA_DIR_ENV, data_dir
 from verifier.formats import read_tokenizer
+from verifier.formats.data import DATA_DIR_ENV, data_dir
+from verifier.model.config import Family
 
 # llama2.c feeds token 1 (BOS) at position 0, as Llama 2's sentencepiece model does.
 LLAMA_BOS = 1

@@ -3,7 +3,7 @@
 Each claim is a row: what is claimed, the value as the article states it, the exact value the suite
 computes, and a verdict: "correct" (equal), "rounded" (a round figure within 1% of the exact
 value), "wrong", or "skipped: <why>" when what the check needs is absent. The checks use the real
-tokenizer (`verifier.tokenizer`), the parameter formula (`verifier.params`) and canonical weight
+tokenizer (`verifier.formats.tokenizer`), the parameter formula (`verifier.model.params`) and canonical weight
 shapes, and the NumPy reference's layers on real-shaped models with seeded weights.
 """
 
@@ -17,14 +17,15 @@ from typing import Any
 
 import numpy as np
 
-from verifier import stages, tolerance
-from verifier.config import ModelConfig
-from verifier.params import parameter_table
-from verifier.presets import preset
+from verifier.analysis import tolerance
+from verifier.analysis.trace import padding_effect
+from verifier.formats.tokenizer import TokenizerNotFound, find_tokenizer
+from verifier.model import stages
+from verifier.model.config import ModelConfig
+from verifier.model.params import parameter_table
+from verifier.model.presets import preset
+from verifier.model.weights import Weights, init_weights, weight_shapes
 from verifier.reference import NumpyModel
-from verifier.tokenizer import TokenizerNotFound, find_tokenizer
-from verifier.trace import padding_effect
-from verifier.weights import Weights, init_weights, weight_shapes
 
 CORRECT, ROUNDED, WRONG = "correct", "rounded", "wrong"
 NO_TOKENIZER = "skipped: no tokenizer (set VERIFIER_DATA_DIR or --tokenizer)"
@@ -42,7 +43,7 @@ BREAKDOWNS = {
     "version 1": [("embedding", 38.4e6), ("q, k, v", 63.5e6), ("output projection", 12.8e6), ("MLP", 9.6e6)],
     "version 2": [("embedding", 38.4e6), ("q, k, v", 21.2e6), ("output projection", 7.1e6), ("MLP", 56.6e6)],
 }
-# The formula's component names in `verifier.params`' breakdown.
+# The formula's component names in `verifier.model.params`' breakdown.
 _BREAKDOWN_ROWS = {
     "embedding": "token embedding",
     "q, k, v": "attention q, k, v",

@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from verifier import stages
-from verifier.config import ModelConfig
-from verifier.hf import build_model
-from verifier.weights import Weights
+from verifier.formats.hf import build_model
+from verifier.model import stages
+from verifier.model.config import ModelConfig
+from verifier.model.weights import Weights
 
 # Where each stage is read: (module path, what). Paths under a layer are relative to it ("" is
 # the layer itself); what is "in" (the first input), "out" (the output), or an output index.
@@ -103,7 +103,7 @@ class TransformersModel:
         return self._out(out.logits, tokens), out.past_key_values
 
     def trace(self, tokens: np.ndarray) -> dict[str, np.ndarray]:
-        """Every stage of one sequence [T], named and shaped as in `verifier.stages`."""
+        """Every stage of one sequence [T], named and shaped as in `verifier.model.stages`."""
         if np.ndim(tokens) != 1:
             raise ValueError(f"trace takes one sequence [T], found shape {np.shape(tokens)}")
         family = self.config.family

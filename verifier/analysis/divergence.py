@@ -1,6 +1,6 @@
 """Divergence localization: the first stage where a model's trace departs from the oracle's.
 
-Given a model's trace and the oracle's ({stage: array}, stages as in `verifier.stages`), every
+Given a model's trace and the oracle's ({stage: array}, stages as in `verifier.model.stages`), every
 stage both hold is compared in compute order under the tolerance policy, and the first one
 beyond its bound is named with the error there and at the stages before it:
 
@@ -18,7 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from verifier import stages, tolerance
+from verifier.analysis import tolerance
+from verifier.model import stages
 
 # Stages before the divergent one listed in full; earlier ones are summarised.
 _LISTED_BEFORE = 12
@@ -126,7 +127,7 @@ def localize(
     """Compare a model's `trace` with the oracle's `expected` trace, stage by stage.
 
     `neighbours` are the traces the tolerance policy measures conditioning with (see
-    `verifier.tolerance`); `rope_positions` is the largest position for RoPE models, else 0.
+    `verifier.analysis.tolerance`); `rope_positions` is the largest position for RoPE models, else 0.
     """
     compared: list[StageError] = []
     untraced: list[str] = []

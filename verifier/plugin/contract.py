@@ -16,11 +16,18 @@ from typing import Any
 
 import numpy as np
 
-from verifier.config import Family, ModelConfig
-from verifier.interface import CAPABILITIES, METHOD, Unsupported, accepts_keyword, capabilities, declared_capabilities
-from verifier.registry import ModelSpec
-from verifier.stages import stage_shapes
-from verifier.weights import Weights, init_weights
+from verifier.model.config import Family, ModelConfig
+from verifier.model.stages import stage_shapes
+from verifier.model.weights import Weights, init_weights
+from verifier.plugin.interface import (
+    CAPABILITIES,
+    METHOD,
+    Unsupported,
+    accepts_keyword,
+    capabilities,
+    declared_capabilities,
+)
+from verifier.plugin.registry import ModelSpec
 
 RULES = {
     "factory": "build(config, weights) returns a model, or raises Unsupported for a config it cannot run",
@@ -32,7 +39,7 @@ RULES = {
     "finite": "logits hold no NaN or Inf for finite weights",
     "decode-returns-pair": "decode(tokens, cache) returns (logits, cache)",
     "trace-returns-dict": "trace(tokens) returns a dict of stage name -> array",
-    "trace-stages": "trace(tokens [T]) names its stages as verifier.stages does",
+    "trace-stages": "trace(tokens [T]) names its stages as verifier.model.stages does",
     "greedy-tokens": "greedy(prompt, n_new) returns n_new token ids in [0, V)",
     "deterministic": "the same input gives the same output, also after other calls",
     "cache-reusable": "decode(tokens, cache) leaves `cache` usable: decoding from it again gives the same result",
@@ -163,7 +170,7 @@ class CheckedModel:
         return self._check_logits(out[0], tokens, call), out[1]
 
     def trace(self, tokens: np.ndarray) -> dict[str, np.ndarray]:
-        """Checked `trace` of one sequence [T]: {stage name: array}, names as in `verifier.stages`."""
+        """Checked `trace` of one sequence [T]: {stage name: array}, names as in `verifier.model.stages`."""
         __tracebackhide__ = True
         self._require("trace")
         tokens = np.asarray(tokens, dtype=np.int64)

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 DATA_DIR_ENV = "VERIFIER_DATA_DIR"
-_DEFAULT = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+_DEFAULT = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 
 
 def data_dir() -> Path | None:

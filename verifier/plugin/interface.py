@@ -9,7 +9,7 @@ and, optionally, capabilities that enable more properties (the others skip, sayi
 
     decode(tokens, cache=None) -> (logits, cache)   "decode": a chunk of new tokens after an
                                                     opaque cache (None = empty); never mutates it
-    trace(tokens) -> {stage: array}                 "trace": stages named as in verifier.stages
+    trace(tokens) -> {stage: array}                 "trace": stages named as in verifier.model.stages
     logits(tokens, attention_mask=...)              "attention_mask": [B, T] of 0/1, left padding
     greedy(prompt, n_new) -> tokens                 "greedy": n_new argmax tokens after prompt [T],
                                                     for black boxes that cannot return logits
@@ -29,8 +29,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from verifier.config import ModelConfig
-from verifier.weights import Weights
+from verifier.model.config import ModelConfig
+from verifier.model.weights import Weights
 
 # Each capability, and the call that provides it (shown in skip reasons and errors).
 CAPABILITIES: dict[str, str] = {

@@ -5,13 +5,13 @@ A trace is a dict {stage name: array} for one sequence of T tokens. Names are `e
 Per-head tensors are [n_heads, T, d_head]; q and k are in the `transformers` (rotate-half)
 layout of the head dimension. `scores` are the scaled dot products q k^T / sqrt(d_head); only
 entries on or below the diagonal are defined (above it a model may hold anything).
-`stage_weights` names the canonical weights (`verifier.weights`) each stage is computed with.
+`stage_weights` names the canonical weights (`verifier.model.weights`) each stage is computed with.
 """
 
 from __future__ import annotations
 
-from verifier.config import Family, ModelConfig
-from verifier.weights import CLASSIFIER, EMBEDDING
+from verifier.model.config import Family, ModelConfig
+from verifier.model.weights import CLASSIFIER, EMBEDDING
 
 EMBED = "embed"
 FINAL_NORM = "final_norm"

@@ -15,8 +15,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from verifier.config import ConfigError, Family, ModelConfig
-from verifier.config import from_hf_dict as config_from_hf_dict
+from verifier.model.config import ConfigError, Family, ModelConfig
+from verifier.model.config import from_hf_dict as config_from_hf_dict
 
 # config.json model types counted with the Llama layout, and how each differs from Llama's.
 LLAMA_LIKE = ("llama", "mistral", "qwen2", "mixtral")

@@ -6,7 +6,7 @@ GPT-2 sizes are from OpenAI's released hparams; llama2.c sizes are from its READ
 
 from __future__ import annotations
 
-from verifier.config import ModelConfig
+from verifier.model.config import ModelConfig
 
 
 def _gpt2(d_model: int, n_layers: int, n_heads: int) -> ModelConfig:

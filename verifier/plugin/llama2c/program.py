@@ -5,7 +5,7 @@ samples; at temperature 0 it takes the argmax. To honour any prompt, the written
 renumbers the vocabulary so that the prompt's first id is the one run.c calls 1: swapping two ids'
 embedding rows (and classifier rows, when unshared) renames tokens without changing the function
 the model computes. The prompt's other ids go in as a string through a tokenizer made for it
-(`verifier.llama2c.vocab`), and the printed pieces are read back and renamed.
+(`verifier.plugin.llama2c.vocab`), and the printed pieces are read back and renamed.
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from pathlib import Path
 
 import numpy as np
 
-from verifier.config import ModelConfig
 from verifier.formats.llama2c import NORM_EPS, write_llama2c
 from verifier.formats.llama2c_tokenizer import write_tokenizer
-from verifier.llama2c.vocab import PromptVocabulary
-from verifier.weights import CLASSIFIER, EMBEDDING, Weights
+from verifier.model.config import ModelConfig
+from verifier.model.weights import CLASSIFIER, EMBEDDING, Weights
+from verifier.plugin.llama2c.vocab import PromptVocabulary
 
 BOS = 1  # the token run.c feeds at position 0
 RUN_TIMEOUT_S = 600

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from verifier.config import ModelConfig
+from verifier.model.config import ModelConfig
+from verifier.model.weights import Weights
 from verifier.reference import NumpyModel
-from verifier.weights import Weights
 
 
 def build(config: ModelConfig, weights: Weights) -> NumpyModel:

@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from verifier.config import ModelConfig
-from verifier.weights import CLASSIFIER, EMBEDDING, Weights
+from verifier.model.config import ModelConfig
+from verifier.model.weights import CLASSIFIER, EMBEDDING, Weights
 
 
 def model_class(config: ModelConfig) -> Any:

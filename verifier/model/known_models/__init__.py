@@ -1,7 +1,7 @@
 """Well-known open models, each a small JSON file of its published `config.json` values.
 
 A file `<name>.json` holds `name`, `source` (where the values are published), `note` and `config`
-(the fields of that `config.json` which fix the architecture). `verifier.params.from_hf_dict`
+(the fields of that `config.json` which fix the architecture). `verifier.model.params.from_hf_dict`
 turns `config` into what the parameter formula counts; the tests check every total against
 `transformers` instantiated on the meta device.
 """
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from verifier.params import Architecture, from_hf_dict
+from verifier.model.params import Architecture, from_hf_dict
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,12 @@
 """The life of a tensor: each stage of one forward pass, its shape, the weights it meets, its values.
 
 `life_of_a_tensor` runs the NumPy reference on one sequence of T tokens and returns a `Life`:
-the stages in compute order (names and shapes from `verifier.stages`, the weights each meets from
+the stages in compute order (names and shapes from `verifier.model.stages`, the weights each meets from
 `stages.stage_weights`), for RoPE models the cos/sin tables and what the rotation does, the KV
 cache growing by one row per decoded token (`NumpyModel.decode`), and the predicted next token.
 With `pad`, shapes are those of the sequence padded to `pad` positions, and the padded run is
 checked to leave the real positions' logits unchanged (the causal mask hides the padding).
-`render` prints a `Life` as a table; `to_json` gives it to machines; `verifier.trace_plot` draws it.
+`render` prints a `Life` as a table; `to_json` gives it to machines; `verifier.analysis.trace_plot` draws it.
 """
 
 from __future__ import annotations
@@ -18,12 +18,13 @@ from typing import Any, Literal
 
 import numpy as np
 
-from verifier import stages, tolerance
-from verifier.config import ModelConfig, describe
+from verifier.analysis import tolerance
+from verifier.formats.tokenizer import Tokenizer
+from verifier.model import stages
+from verifier.model.config import ModelConfig, describe
+from verifier.model.weights import Weights, weight_shapes
 from verifier.reference import NumpyModel
 from verifier.reference.layers import rope_tables
-from verifier.tokenizer import Tokenizer
-from verifier.weights import Weights, weight_shapes
 
 Layers = Literal["all", "first"]
 N_VALUES = 3  # leading values shown per stage
@@ -87,7 +88,7 @@ class WeightUse:
 
 @dataclass(frozen=True)
 class Step:
-    """One stage: its name in `verifier.stages`, what computes it, its shape, weights and values.
+    """One stage: its name in `verifier.model.stages`, what computes it, its shape, weights and values.
 
     `values` are the leading entries of the last position's row (of the first head, for per-head
     stages), the row every other position's information flows into.
@@ -145,7 +146,7 @@ class Prediction:
 @dataclass(frozen=True)
 class Padding:
     """The sequence padded with `pad_token` to `length`: max |logit change| at the real positions,
-    the float32 tolerance for those logits (`verifier.tolerance`), and whether the next token is the same."""
+    the float32 tolerance for those logits (`verifier.analysis.tolerance`), and whether the next token is the same."""
 
     length: int
     pad_token: int

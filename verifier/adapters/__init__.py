@@ -1,4 +1,0 @@
-"""Built-in factories: each turns (config, canonical weights) into a model under test.
-
-Adapters are thin: no property logic lives here. See `verifier.interface` for the contract.
-"""
