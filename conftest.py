@@ -1,12 +1,15 @@
-"""Root conftest: loads the model fixtures plugin and the Hypothesis profiles for every test."""
+"""Root conftest of the clone: tests never touch the network.
+
+The model plugin and the suite's Hypothesis profiles come from the installed pytest plugin
+(`verifier.fixtures.plugin`, the `pytest11` entry point of lm-verifier).
+"""
 
 import os
 
-# Tests never touch the network: set before anything imports transformers or huggingface_hub.
+# Set before anything imports transformers or huggingface_hub.
 os.environ["HF_HUB_OFFLINE"] = "1"
 
-from properties.profiles import register_profiles
+from verifier.properties import profiles  # after HF_HUB_OFFLINE is set
 
-pytest_plugins = ["fixtures.plugin"]
-
-register_profiles()
+# The library's own tests run in the suite's default profile too, unless one is chosen.
+profiles.use_suite_default()

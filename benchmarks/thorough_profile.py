@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     os.chdir(ROOT)
-    from properties.profiles import register_profiles
+    from verifier.properties.profiles import register_profiles
 
     register_profiles()
     profile = "thorough"

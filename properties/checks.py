@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from properties.oracle import Expected, Oracle
 from verifier.analysis.divergence import Divergence
 from verifier.plugin.contract import CheckedModel
+from verifier.properties.oracle import Expected, Oracle
 
 __all__ = [
     "PropertyFailure",

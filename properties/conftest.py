@@ -11,7 +11,11 @@ from contextlib import contextmanager
 import pytest
 from hypothesis.errors import HypothesisException
 
-from properties import checks, models
+from verifier.properties import checks, models, profiles
+
+# Loaded when the suite is collected, before its modules bind their settings: `ci` unless a
+# profile was chosen. Other Hypothesis tests of the same environment keep their own settings.
+profiles.use_suite_default()
 
 # Property examples are tiny models, where intra-op threads cost more in synchronisation than they
 # gain: a 2-layer transformers forward took 6 ms on one thread and 36-58 ms on two on this 2-core

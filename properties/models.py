@@ -18,11 +18,11 @@ from typing import Any, TypeVar
 import pytest
 from hypothesis import note, reject
 
-from properties.strategies import Case
 from verifier.model.config import Family, ModelConfig
 from verifier.plugin.contract import CheckedModel, build_checked, probe
 from verifier.plugin.interface import Unsupported
 from verifier.plugin.registry import ModelSpec
+from verifier.properties.strategies import Case
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -14,12 +14,12 @@ from typing import Any
 
 import numpy as np
 
-from properties.strategies import Case
 from verifier.analysis import tolerance
 from verifier.analysis.divergence import Divergence, localize
 from verifier.model.config import ModelConfig
 from verifier.model.weights import Weights
 from verifier.plugin.adapters.reference import build_float64
+from verifier.properties.strategies import Case
 from verifier.reference import NumpyModel
 
 

@@ -1,8 +1,13 @@
-"""Hypothesis settings profiles: `ci` (the default), `dev`, `thorough`, and `ci-shrink`.
+"""Hypothesis settings profiles of the suite: `ci` (the suite's default), `dev`, `thorough`, `ci-shrink`.
 
 Choose one with `pytest --hypothesis-profile NAME` or the HYPOTHESIS_PROFILE environment variable.
 `ci-shrink` is `ci` without the pinned `@example`s: generated examples only, shrunk, for measuring
 the minimal counterexample a bug leaves (`benchmarks/mutation_report.py`).
+
+The plugin registers the profiles in every pytest run (so that `--hypothesis-profile` knows them),
+but loads one only for the suite: `use_suite_default` runs when the suite's conftest is imported,
+and loads `ci` only if nobody chose a profile, so other Hypothesis tests in the same environment
+keep their own settings.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from hypothesis import HealthCheck, Phase, settings
 
 PROFILE_ENV_VAR = "HYPOTHESIS_PROFILE"
 DEFAULT_PROFILE = "ci"
+PROFILES = ("ci", "ci-shrink", "dev", "thorough")
 
 # Models are built and run per example, so examples are slower than Hypothesis expects; and a
 # model that runs only some configs (one family, no grouped-query attention, one norm eps) rejects
@@ -30,4 +36,16 @@ def register_profiles() -> None:
     settings.register_profile(
         "thorough", deadline=None, print_blob=True, max_examples=1000, suppress_health_check=_SLOW_OK
     )
-    settings.load_profile(os.environ.get(PROFILE_ENV_VAR, DEFAULT_PROFILE))
+
+
+def load_env_profile() -> None:
+    """Load $HYPOTHESIS_PROFILE, when set (`--hypothesis-profile` is applied after this and wins)."""
+    name = os.environ.get(PROFILE_ENV_VAR)
+    if name:
+        settings.load_profile(name)
+
+
+def use_suite_default() -> None:
+    """Load `ci` unless a profile was chosen (by --hypothesis-profile or $HYPOTHESIS_PROFILE)."""
+    if settings.get_current_profile_name() == "default":
+        settings.load_profile(DEFAULT_PROFILE)

@@ -7,10 +7,12 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given
 
-from properties import checks, models
-from properties.models import requires
-from properties.oracle import oracle
-from properties.strategies import (
+from verifier.plugin.contract import RULES
+from verifier.plugin.registry import ModelSpec
+from verifier.properties import checks, models
+from verifier.properties.models import requires
+from verifier.properties.oracle import oracle
+from verifier.properties.strategies import (
     PINNED,
     RICH_GPT2,
     RICH_LLAMA,
@@ -21,8 +23,6 @@ from properties.strategies import (
     cases,
     pinned,
 )
-from verifier.plugin.contract import RULES
-from verifier.plugin.registry import ModelSpec
 
 
 @requires("logits")

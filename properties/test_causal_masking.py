@@ -7,12 +7,12 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given
 
-from properties import checks, models
-from properties.models import requires
-from properties.oracle import exact, oracle
-from properties.strategies import PINNED, RICH_GPT2, RICH_LLAMA, Case, Edited, cases, edited_cases, pinned
 from verifier.model import stages
 from verifier.plugin.registry import ModelSpec
+from verifier.properties import checks, models
+from verifier.properties.models import requires
+from verifier.properties.oracle import exact, oracle
+from verifier.properties.strategies import PINNED, RICH_GPT2, RICH_LLAMA, Case, Edited, cases, edited_cases, pinned
 
 EDITS = (Edited(RICH_LLAMA, 10, 0), Edited(RICH_GPT2, 10, 0), Edited(RICH_LLAMA, 0, 3), Edited(RICH_GPT2, 23, 5))
 

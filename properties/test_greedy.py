@@ -9,13 +9,21 @@ import numpy as np
 import pytest
 from hypothesis import given, note, reject
 
-from properties import checks, models
-from properties.models import requires
-from properties.oracle import oracle
-from properties.strategies import LARGE_LOGITS, ONE_KV_HEAD, RICH_GPT2, RICH_LLAMA, Prompted, pinned, prompted_cases
 from verifier.plugin.contract import CheckedModel
 from verifier.plugin.interface import Unsupported
 from verifier.plugin.registry import ModelSpec
+from verifier.properties import checks, models
+from verifier.properties.models import requires
+from verifier.properties.oracle import oracle
+from verifier.properties.strategies import (
+    LARGE_LOGITS,
+    ONE_KV_HEAD,
+    RICH_GPT2,
+    RICH_LLAMA,
+    Prompted,
+    pinned,
+    prompted_cases,
+)
 
 PROMPTED = (Prompted(RICH_LLAMA, 8), Prompted(RICH_GPT2, 8), Prompted(ONE_KV_HEAD, 4), Prompted(LARGE_LOGITS, 6))
 

@@ -11,10 +11,12 @@ from typing import Any
 import numpy as np
 from hypothesis import given
 
-from properties import checks, models
-from properties.models import requires
-from properties.oracle import oracle
-from properties.strategies import (
+from verifier.plugin.contract import RULES, CheckedModel
+from verifier.plugin.registry import ModelSpec
+from verifier.properties import checks, models
+from verifier.properties.models import requires
+from verifier.properties.oracle import oracle
+from verifier.properties.strategies import (
     FULL_CONTEXT,
     LENGTH_1,
     ONE_KV_HEAD,
@@ -27,8 +29,6 @@ from properties.strategies import (
     chunked_cases,
     pinned,
 )
-from verifier.plugin.contract import RULES, CheckedModel
-from verifier.plugin.registry import ModelSpec
 
 CHUNKED = (
     Chunked(RICH_LLAMA, (8,) + (1,) * 16),

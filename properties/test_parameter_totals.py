@@ -10,13 +10,13 @@ import math
 
 from hypothesis import example, given
 
-from properties import checks
-from properties.strategies import configs
 from verifier.formats import hf
 from verifier.model.config import ModelConfig
 from verifier.model.params import parameter_table
 from verifier.model.presets import preset
 from verifier.model.weights import weight_shapes
+from verifier.properties import checks
+from verifier.properties.strategies import configs
 
 
 @example(config=preset("gpt2"))

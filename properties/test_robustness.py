@@ -6,11 +6,20 @@ from __future__ import annotations
 
 from hypothesis import given
 
-from properties import checks, models
-from properties.models import requires
-from properties.oracle import oracle
-from properties.strategies import FULL_CONTEXT, LARGE_LOGITS, LARGE_SCALES, RICH_GPT2, RICH_LLAMA, Case, cases, pinned
 from verifier.plugin.registry import ModelSpec
+from verifier.properties import checks, models
+from verifier.properties.models import requires
+from verifier.properties.oracle import oracle
+from verifier.properties.strategies import (
+    FULL_CONTEXT,
+    LARGE_LOGITS,
+    LARGE_SCALES,
+    RICH_GPT2,
+    RICH_LLAMA,
+    Case,
+    cases,
+    pinned,
+)
 
 LARGE = (RICH_LLAMA._replace(scale=10.0), LARGE_LOGITS, RICH_GPT2._replace(scale=10.0))
 

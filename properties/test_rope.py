@@ -16,16 +16,16 @@ import numpy as np
 import torch
 from hypothesis import given
 
-from properties import checks, models
-from properties.models import requires
-from properties.oracle import exact
-from properties.strategies import ONE_KV_HEAD, RICH_LLAMA, SINGLE_HEAD, SMALL_ACTIVATIONS, Case, cases, pinned
 from verifier.analysis import tolerance
 from verifier.model import stages
 from verifier.model.config import ModelConfig
 from verifier.model.presets import preset
 from verifier.plugin.contract import CheckedModel
 from verifier.plugin.registry import ModelSpec
+from verifier.properties import checks, models
+from verifier.properties.models import requires
+from verifier.properties.oracle import exact
+from verifier.properties.strategies import ONE_KV_HEAD, RICH_LLAMA, SINGLE_HEAD, SMALL_ACTIVATIONS, Case, cases, pinned
 from verifier.reference.layers import rope_tables
 
 LLAMA_PINNED = (RICH_LLAMA, SMALL_ACTIVATIONS, SINGLE_HEAD, ONE_KV_HEAD)

@@ -8,15 +8,15 @@ import numpy as np
 import pytest
 from hypothesis import given
 
-from properties import checks, models
-from properties.models import requires
-from properties.oracle import oracle
-from properties.strategies import PINNED, Case, cases, pinned
 from verifier.model import stages
 from verifier.model.presets import preset
 from verifier.model.weights import init_weights
 from verifier.plugin.contract import CheckedModel, build_checked
 from verifier.plugin.registry import ModelSpec
+from verifier.properties import checks, models
+from verifier.properties.models import requires
+from verifier.properties.oracle import oracle
+from verifier.properties.strategies import PINNED, Case, cases, pinned
 
 
 def _assert_shapes(

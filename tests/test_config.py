@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from properties.strategies import configs
 from verifier.formats import CheckpointError
 from verifier.formats.config_json import read_config_json
 from verifier.model.config import ConfigError, ModelConfig, from_hf_dict, from_transformers
 from verifier.model.presets import PRESETS, UnknownPresetError, preset
+from verifier.properties.strategies import configs
 
 
 @pytest.mark.parametrize("name", list(PRESETS))

@@ -15,13 +15,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from properties.strategies import configs
 from verifier.analysis import tolerance
 from verifier.model import stages
 from verifier.model.config import ModelConfig
 from verifier.model.presets import preset
 from verifier.model.weights import init_weights
 from verifier.plugin.adapters import hf_transformers
+from verifier.properties.strategies import configs
 from verifier.reference import InputError, NumpyModel
 
 

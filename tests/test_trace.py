@@ -11,13 +11,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from properties.strategies import configs
 from verifier.analysis.trace import Life, Step, TraceError, life_of_a_tensor, padding_effect, render, to_json
 from verifier.analysis.trace_plot import DATA_COLOUR, TABLE_COLOUR, WEIGHT_COLOUR, plot
 from verifier.model import stages
 from verifier.model.config import ModelConfig
 from verifier.model.presets import preset
 from verifier.model.weights import Weights, init_weights, weight_shapes
+from verifier.properties.strategies import configs
 from verifier.reference import NumpyModel
 from verifier.reference import layers as L
 

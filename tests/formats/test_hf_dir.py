@@ -14,12 +14,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from properties.strategies import configs
 from verifier.formats import CheckpointError, load_checkpoint
 from verifier.formats.hf_dir import write_hf_dir
 from verifier.model.config import ModelConfig
 from verifier.model.presets import preset
 from verifier.model.weights import init_weights
+from verifier.properties.strategies import configs
 
 TMP = settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 GPT2_TINY = preset("gpt2").replace(vocab_size=50, n_ctx=16, d_model=32, n_layers=2, n_heads=4, n_kv_heads=4, d_ff=64)

@@ -13,13 +13,13 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from properties.strategies import configs
 from tests.formats import llama2c_spec as spec
 from verifier.formats import CheckpointError, load_checkpoint
 from verifier.formats import llama2c as fmt
 from verifier.model.config import ModelConfig
 from verifier.model.presets import preset
 from verifier.model.weights import init_weights
+from verifier.properties.strategies import configs
 from verifier.reference import layers as L
 
 TINY = preset("llama2c-stories260K").replace(n_layers=2, vocab_size=32, n_ctx=16)

@@ -10,12 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from examples import torch_gpt2
-from properties.strategies import configs
 from verifier.analysis import tolerance
 from verifier.model import stages
 from verifier.model.weights import init_weights
 from verifier.plugin.contract import build_checked
 from verifier.plugin.registry import load_spec
+from verifier.properties.strategies import configs
 from verifier.reference import NumpyModel
 
 

@@ -7,13 +7,13 @@ import numpy as np
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from properties.strategies import configs
 from verifier.analysis import tolerance
 from verifier.model import stages
 from verifier.model.config import ModelConfig
 from verifier.model.weights import init_weights
 from verifier.plugin.adapters import hf_transformers
 from verifier.plugin.contract import PROBE_CONFIGS
+from verifier.properties.strategies import configs
 from verifier.reference import NumpyModel
 
 

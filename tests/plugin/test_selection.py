@@ -5,11 +5,15 @@ nothing is tested through `verifier check`, in test_check.py.)"""
 
 from __future__ import annotations
 
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
 
 from tests.plugin.project import ROOT, junit_cases, make_project, run
+from verifier import fixtures
+from verifier.fixtures import plugin
 from verifier.plugin import registry
 from verifier.plugin.contract import RULES
 
@@ -42,7 +46,7 @@ USERS_FIXTURE = """
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_project(
         tmp_path_factory.mktemp("suite"),
-        {"properties/test_throwaway.py": THROWAWAY_PROPERTY, "fixtures/my_model.py": USERS_FIXTURE},
+        {"properties/test_throwaway.py": THROWAWAY_PROPERTY},
     )
 
 
@@ -73,7 +77,17 @@ def test_without_a_choice_every_registered_and_installed_model_is_tested(project
     tested = models_tested(project, pythonpath=(installed,))
     built_in = [spec.name for spec in registry.registered()]  # what fixtures/builtin.py registers
     assert {"numpy", "transformers"} <= set(built_in)
-    assert tested == dict.fromkeys([*built_in, "mine", "my-installed"], "passed")
+    assert tested == dict.fromkeys([*built_in, "my-installed"], "passed")
+
+
+def test_a_file_in_the_fixtures_folder_registers_its_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Way 1: in a clone installed with `pip install -e`, `verifier.fixtures` is the clone's fixtures/.
+    (tmp_path / "my_model.py").write_text(textwrap.dedent(USERS_FIXTURE))
+    monkeypatch.setattr(fixtures, "__path__", [str(tmp_path), *fixtures.__path__])
+    monkeypatch.setattr(registry, "_REGISTERED", dict(registry._REGISTERED))
+    monkeypatch.delitem(sys.modules, "verifier.fixtures.my_model", raising=False)
+    plugin._import_fixture_modules()
+    assert registry.load_spec("mine").origin == "fixtures/"
 
 
 def test_model_options_choose_by_name_or_spec_and_win_over_the_variable(project: Path, installed: Path) -> None:
@@ -84,7 +98,7 @@ def test_model_options_choose_by_name_or_spec_and_win_over_the_variable(project:
 
 
 def test_the_variable_chooses_and_a_broken_model_fails_by_the_rule_name(project: Path) -> None:
-    env = {"VERIFIER_MODEL": "mine, tests.plugin.broken:nan_logits"}
+    env = {"VERIFIER_MODEL": "numpy, tests.plugin.broken:nan_logits"}
     done = run(project, "-m", "pytest", "properties", "-q", env=env)
     assert done.returncode == 1, done
     assert "1 failed, 4 passed" in done.stdout, done

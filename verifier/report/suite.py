@@ -1,8 +1,7 @@
 """Finding the property suite and running pytest on it with the results collector.
 
-The suite is the `properties/` folder of a clone of lm-verifier. An editable install (or running
-from the clone) finds it beside the `verifier` package; otherwise `--suite DIR` or $VERIFIER_SUITE
-says where it is.
+The suite is the package `verifier.properties` (the `properties/` folder of a clone, installed under
+the project's package); `--suite DIR` or $VERIFIER_SUITE points at another folder of properties.
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import verifier
+import verifier.properties
 
 SUITE_ENV_VAR = "VERIFIER_SUITE"
 
@@ -23,8 +22,8 @@ class SuiteNotFound(ValueError):
 
 
 def default_suite() -> Path:
-    """`properties/` beside the `verifier` package: where a clone or an editable install has it."""
-    return Path(verifier.__file__).resolve().parent.parent / "properties"
+    """The installed suite: the folder of `verifier.properties` (a clone's `properties/` when editable)."""
+    return Path(verifier.properties.__file__).resolve().parent
 
 
 def find_suite(option: str | None = None, environ: Mapping[str, str] | None = None) -> Path:
@@ -35,11 +34,11 @@ def find_suite(option: str | None = None, environ: Mapping[str, str] | None = No
     elif env.get(SUITE_ENV_VAR):
         path, source = Path(env[SUITE_ENV_VAR]), f"${SUITE_ENV_VAR}"
     else:
-        path, source = default_suite(), "beside the verifier package"
+        path, source = default_suite(), "the installed verifier.properties"
     if not path.is_dir():
         raise SuiteNotFound(
-            f"no property suite at {path} ({source}); run from a clone of lm-verifier installed with "
-            f"`pip install -e`, or point at its properties/ folder with --suite DIR or ${SUITE_ENV_VAR}"
+            f"no property suite at {path} ({source}); point at a folder of properties with --suite DIR "
+            f"or ${SUITE_ENV_VAR}, or leave both unset to run the installed suite"
         )
     if not any(path.rglob("test_*.py")) and not any(path.rglob("*_test.py")):
         raise SuiteNotFound(f"{path} ({source}) holds no test_*.py files: not a property suite")
