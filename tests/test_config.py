@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from verifier.formats import CheckpointError
 from verifier.formats.config_json import read_config_json
 from verifier.model.config import ConfigError, ModelConfig, from_hf_dict, from_transformers
-from verifier.model.presets import PRESETS, UnknownPresetError, preset
+from verifier.model.presets import PRESETS, UnknownPresetError, llama2c_hidden_dim, preset
 from verifier.properties.strategies import configs
 
 
@@ -34,6 +34,16 @@ def test_stories15m_and_260k_have_the_published_sizes() -> None:
     s260 = preset("llama2c-stories260K")
     assert (s260.d_model, s260.d_ff, s260.n_layers, s260.n_heads, s260.n_kv_heads) == (64, 172, 5, 8, 4)
     assert (s260.vocab_size, s260.n_ctx) == (512, 512)
+
+
+@pytest.mark.parametrize(
+    ("dim", "multiple_of", "hidden_dim"),
+    [(288, 32, 768), (512, 32, 1376), (768, 32, 2048), (64, 4, 172), (4096, 256, 11008)],
+)
+def test_llama2c_hidden_dim_is_model_py_rule(dim: int, multiple_of: int, hidden_dim: int) -> None:
+    """The hidden sizes in the headers of llama2.c's published stories files (and Llama 2 7B's 11008, the
+    same rule with multiple_of 256): a rounding down of 8/3 dim instead of up would give 765 for dim 288."""
+    assert llama2c_hidden_dim(dim, multiple_of) == hidden_dim
 
 
 def test_unknown_preset_names_the_known_ones() -> None:

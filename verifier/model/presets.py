@@ -1,7 +1,9 @@
 """Named configs of published models: the GPT-2 family and llama2.c's TinyStories models.
 
-GPT-2 sizes are from OpenAI's released hparams; llama2.c sizes are from its README table and
-`model.py` (hidden size = multiple_of-rounded 2/3 * 4 * dim), with llama2.c's RMSNorm eps 1e-5.
+GPT-2 sizes are from OpenAI's released hparams. llama2.c's are its README table (dim, n_layers,
+n_heads, n_kv_heads, max context length; the Llama 2 tokenizer's 32,000 tokens, or 512 for the
+260K model's own) and `model.py`'s hidden size rule (`llama2c_hidden_dim`; the 260K model was
+trained with `--multiple_of=4`, the others with the default 32), with llama2.c's RMSNorm eps 1e-5.
 """
 
 from __future__ import annotations
@@ -24,8 +26,14 @@ def _gpt2(d_model: int, n_layers: int, n_heads: int) -> ModelConfig:
     )
 
 
+def llama2c_hidden_dim(dim: int, multiple_of: int = 32) -> int:
+    """llama2.c `model.py`'s FFN size: int(2/3 of 4 * dim), rounded up to a multiple of `multiple_of`."""
+    hidden_dim = int(2 * (4 * dim) / 3)
+    return multiple_of * ((hidden_dim + multiple_of - 1) // multiple_of)
+
+
 def _llama2c(
-    d_model: int, d_ff: int, n_layers: int, n_heads: int, n_kv_heads: int, vocab_size: int, n_ctx: int
+    d_model: int, n_layers: int, n_heads: int, n_kv_heads: int, n_ctx: int, vocab_size: int, multiple_of: int = 32
 ) -> ModelConfig:
     return ModelConfig(
         family="llama",
@@ -35,7 +43,7 @@ def _llama2c(
         n_layers=n_layers,
         n_heads=n_heads,
         n_kv_heads=n_kv_heads,
-        d_ff=d_ff,
+        d_ff=llama2c_hidden_dim(d_model, multiple_of),
         norm_eps=1e-5,
         tie_embeddings=True,
     )
@@ -46,10 +54,11 @@ PRESETS: dict[str, ModelConfig] = {
     "gpt2-medium": _gpt2(1024, 24, 16),
     "gpt2-large": _gpt2(1280, 36, 20),
     "gpt2-xl": _gpt2(1600, 48, 25),
-    "llama2c-stories260K": _llama2c(64, 172, 5, 8, 4, 512, 512),
-    "llama2c-stories15M": _llama2c(288, 768, 6, 6, 6, 32000, 256),
-    "llama2c-stories42M": _llama2c(512, 1376, 8, 8, 8, 32000, 1024),
-    "llama2c-stories110M": _llama2c(768, 2048, 12, 12, 12, 32000, 1024),
+    # llama2.c's README table: dim, n_layers, n_heads, n_kv_heads, max context length; vocabulary.
+    "llama2c-stories260K": _llama2c(64, 5, 8, 4, 512, 512, multiple_of=4),
+    "llama2c-stories15M": _llama2c(288, 6, 6, 6, 256, 32000),
+    "llama2c-stories42M": _llama2c(512, 8, 8, 8, 1024, 32000),
+    "llama2c-stories110M": _llama2c(768, 12, 12, 12, 1024, 32000),
 }
 
 
