@@ -188,6 +188,22 @@ def test_padding_shows_padded_shapes_and_leaves_the_real_logits() -> None:
     assert "padded with token 2 to 64 positions" in render(life)
 
 
+def test_the_padded_inputs_last_row_is_a_padding_position_not_the_next_token() -> None:
+    """Pad, then "extract the last row": the last row is position 63, whose logits are a pad token's.
+    A padding check that took the padded run's last row as the next token would report it unchanged."""
+    config = preset("llama2c-stories260K")
+    model = NumpyModel(config, init_weights(config, seed=1, scale=0.5))
+    tokens = np.array([1, 7, 2])
+    padded = padding_effect(model, tokens, 64)
+    assert padded.harmless and padded.next_token == int(model.logits(tokens)[-1].argmax())
+    assert padded.last_row_diff > 100 * padded.bound
+    assert padded.last_row_token == int(model.logits(np.concatenate([tokens, np.full(61, 2)]))[-1].argmax())
+    unpadded = padding_effect(model, tokens, 3)  # nothing appended: the last row is the last real one
+    assert unpadded.last_row_diff <= unpadded.bound and unpadded.last_row_token == unpadded.next_token
+    life, _ = _life(config, [1, 7, 2], pad=64)
+    assert "the padded input's last row (position 63) is a padding position" in render(life)
+
+
 def test_padding_check_fails_when_padding_is_visible(monkeypatch) -> None:
     """Without the causal mask the pads reach the real positions, and the check says so."""
     config = preset("llama2c-stories260K")

@@ -146,13 +146,21 @@ class Prediction:
 @dataclass(frozen=True)
 class Padding:
     """The sequence padded with `pad_token` to `length`: max |logit change| at the real positions,
-    the float32 tolerance for those logits (`verifier.analysis.tolerance`), and whether the next token is the same."""
+    the float32 tolerance for those logits (`verifier.analysis.tolerance`), and whether the next token is the same.
+
+    `last_row_diff` and `last_row_token` are the padded input's last row (position `length - 1`, a
+    padding position when `length` exceeds the tokens) against the next token's logits and argmax
+    `next_token`: what "extract the last row" of a padded input would give.
+    """
 
     length: int
     pad_token: int
     max_diff: float
     bound: float
     same_prediction: bool
+    next_token: int
+    last_row_diff: float
+    last_row_token: int
 
     @property
     def harmless(self) -> bool:
@@ -254,9 +262,19 @@ def padding_effect(model: NumpyModel, tokens: np.ndarray, length: int) -> Paddin
         raise TraceError(f"--pad must be between the {len(tokens)} tokens and n_ctx={config.n_ctx}, found {length}")
     pad_token = int(config.to_hf_dict()["eos_token_id"])
     padded = np.concatenate([tokens, np.full(length - len(tokens), pad_token, dtype=tokens.dtype)])
-    real, alone = model.logits(padded)[: len(tokens)], model.logits(tokens)
-    same = int(real[-1].argmax()) == int(alone[-1].argmax())
-    return Padding(length, pad_token, float(np.abs(real - alone).max()), tolerance.bound(alone), same)
+    logits, alone = model.logits(padded), model.logits(tokens)
+    real, next_logits, last = logits[: len(tokens)], alone[-1], logits[-1]
+    next_token = int(next_logits.argmax())
+    return Padding(
+        length=length,
+        pad_token=pad_token,
+        max_diff=float(np.abs(real - alone).max()),
+        bound=tolerance.bound(alone),
+        same_prediction=int(real[-1].argmax()) == next_token,
+        next_token=next_token,
+        last_row_diff=float(np.abs(last - next_logits).max()),
+        last_row_token=int(last.argmax()),
+    )
 
 
 def life_of_a_tensor(
@@ -364,6 +382,12 @@ def render(life: Life) -> str:
             f"  the causal mask hides the padding: the real positions' logits move by {p.max_diff:.2g} "
             f"(float32 tolerance {p.bound:.2g}), the next token is {'the same' if p.same_prediction else 'DIFFERENT'}"
         )
+        if p.length > len(life.tokens):
+            lines.append(
+                f"  the padded input's last row (position {p.length - 1}) is a padding position: its logits differ "
+                f"from the next token's by up to {p.last_row_diff:.3g} and predict token {p.last_row_token}"
+                + (" (the same by chance)" if p.last_row_token == p.next_token else f", not {p.next_token}")
+            )
     lines.append(f"values: leading entries of position {last}'s row (head 0 for per-head stages)")
     lines.append(f"weights met: names after {_MODEL_PREFIX[c.family]} (after {_layer_prefix(c)}<i>. in layer i)")
     rows: list[Row | str] = [
