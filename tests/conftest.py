@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import huggingface_hub.constants
@@ -11,6 +12,7 @@ from verifier.formats.data import DATA_DIR_ENV
 from verifier.formats.tokenizer import GPT2Tokenizer, Llama2cTokenizer, TokenizerNotFound, find_tokenizer
 
 _ABSENT = f"the real {{}} tokenizer is not available: set {DATA_DIR_ENV} to the shared data directory"
+SEEDS_ENV = "VERIFIER_SEEDS_DIR"  # the source articles; only developers' checkouts have them
 
 
 @pytest.fixture(scope="session")
@@ -43,3 +45,12 @@ def no_tokenizers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path / "data"))
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hf"))
     return tmp_path
+
+
+@pytest.fixture(scope="session")
+def seeds_dir() -> Path:
+    """The five source articles (`../shared/seeds` beside the checkout, or $VERIFIER_SEEDS_DIR), or a skip."""
+    seeds = Path(os.environ.get(SEEDS_ENV) or Path(__file__).resolve().parents[1].parent / "shared" / "seeds")
+    if not seeds.is_dir():
+        pytest.skip(f"the source articles are not here ({seeds}): set {SEEDS_ENV} to the shared seeds directory")
+    return seeds

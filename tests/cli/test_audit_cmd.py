@@ -1,43 +1,67 @@
-"""`verifier audit`: every claim of the issue, with its verdict, as a user runs it."""
+"""`verifier audit` as a user runs it: the articles named, every field in JSON, clear errors."""
 
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 
+from verifier.analysis.audit.articles import ARTICLES
+from verifier.analysis.audit.inputs import STORIES15M_ENV
+from verifier.analysis.audit.verdict import VERDICTS
 from verifier.cli import main
-
-CLAIMS = {
-    "'The capital of France is' is token ids",
-    "GPT-2's vocabulary (tokens)",
-    "GPT-2's token embedding (parameters)",
-    "GPT-2 formula: its value",
-    "GPT-2 formula: the parameter count",
-    "stories15M table: total",
-    "RMSNorm's RMS",
-    "attention output",
-    "feed-forward (FFN)",
-}
+from verifier.formats import save_checkpoint
+from verifier.model.presets import preset
+from verifier.model.weights import init_weights
 
 
-def test_audit_json_has_every_claim_with_a_verdict(capsys) -> None:
+def test_audit_json_names_the_articles_and_gives_every_field(capsys) -> None:
     assert main(["audit", "--pad", "8", "--json"]) == 0
-    claims = json.loads(capsys.readouterr().out)["claims"]
-    names = {c["claim"] for c in claims}
-    assert names >= CLAIMS | {"padding to the max length, 8, changes nothing"}
-    assert sum(n.startswith("GPT-2 breakdown, version") for n in names) == 8
-    assert sum(n.startswith("stories15M table:") for n in names) == 14
-    verdicts = {c["verdict"].split(":")[0] for c in claims}
-    assert verdicts <= {"correct", "rounded", "wrong", "skipped"}
-    padding = next(c for c in claims if c["claim"].startswith("padding"))
-    assert padding["verdict"] == "correct" and padding["detail"].startswith("gpt2, seeded weights")
+    captured = capsys.readouterr()
+    data = json.loads(captured.out)
+    assert [(a["title"], a["file"]) for a in data["articles"]] == [(a.title, a.file) for a in ARTICLES]
+    claims = data["claims"]
+    assert len(claims) == 95 and [c["n"] for c in claims] == list(range(1, 96))
+    assert {c["verdict"] for c in claims} <= set(VERDICTS)
+    assert all(c["places"] and c["how"] and c["stated"] for c in claims)
+    padded = next(c for c in claims if c["id"] == "gpt2-padded-last-row")
+    assert padded["verdict"] == "wrong" and "row 7 of the [8, 768] input is a padding position" in padded["why"]
+    assert "audit: GPT-2 small with seeded weights" in captured.err  # progress goes to stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--stories15m", "/nonexistent/stories15M.bin"], "/nonexistent/stories15M.bin"),
+        (["--gpt2", "/nonexistent/gpt2"], "no such file or directory"),
+    ],
+)
+def test_unusable_named_weights_are_a_one_line_error(args: list[str], message: str, capsys) -> None:
+    assert main(["audit", *args]) == 2
+    err = capsys.readouterr().err
+    last = err.strip().splitlines()[-1]  # after the progress lines
+    assert last.startswith("verifier audit: error:") and message in last and "Traceback" not in err
+
+
+def test_a_llama2c_file_that_is_not_stories15m_is_refused(tmp_path: Path, monkeypatch, capsys) -> None:
+    config = preset("llama2c-stories260K")
+    save_checkpoint(tmp_path / "stories260K.bin", config, init_weights(config), format="llama2c")
+    monkeypatch.setenv(STORIES15M_ENV, str(tmp_path / "stories260K.bin"))
+    assert main(["audit"]) == 2
+    err = capsys.readouterr().err
+    assert "not llama2.c's stories15M: expected a header with dim 288 and n_layers 6, found version 0 header" in err
 
 
 @pytest.mark.slow
-def test_audit_table_at_1024(gpt2_tokenizer, capsys) -> None:
+def test_audit_table_at_1024(capsys) -> None:
     assert main(["audit"]) == 0
     out = capsys.readouterr().out
-    assert "1024, changes nothing" in out
-    assert "[464, 3139, 286, 4881, 318]" in out
-    assert out.rstrip().endswith("15 correct, 7 rounded, 9 wrong, 0 skipped")
+    head = out.split("\n\n")[0]  # the articles come first
+    for article in ARTICLES:
+        assert article.title in head and article.file in head
+    assert "row 1023 of the [1024, 768] input is a padding position" in out
+    diff = float(re.search(r"its logits differ from the next token's by up to ([\d.]+)", out).group(1))
+    assert diff > 1  # a pad token's logits, not the next token's
+    assert re.search(r"95 claims: \d+ correct, \d+ rounded, 7 misleading, 13 wrong, 2 not checkable, \d+ skipped", out)

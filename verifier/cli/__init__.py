@@ -7,6 +7,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from verifier.analysis.audit import AuditError
 from verifier.analysis.trace import TraceError
 from verifier.cli import audit_cmd, check_cmd, inspect_cmd, params_cmd, trace_cmd
 from verifier.formats.errors import CheckpointError
@@ -22,6 +23,7 @@ SUBCOMMANDS = (params_cmd, inspect_cmd, trace_cmd, audit_cmd, check_cmd)
 
 # Errors that mean "bad input", reported in one line with exit status 2, not as a traceback.
 USER_ERRORS = (
+    AuditError,
     CheckpointError,
     ConfigError,
     InputError,

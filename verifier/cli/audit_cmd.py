@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from verifier.analysis import audit
+from verifier.analysis.audit.inputs import STORIES15M_ENV
 from verifier.formats.data import DATA_DIR_ENV
 
 
@@ -14,8 +16,11 @@ def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "audit",
         help="check the source articles' claims: claim / as stated / exact / verdict",
-        description="Check each concrete claim of the source articles with the suite's own tokenizer, parameter "
-        "formula and reference layers, and print claim / as stated / exact / verdict.",
+        description="Check every concrete claim of the five source articles (named at the top of the output) with "
+        "the suite's own tokenizer, parameter formula, published configs, llama2.c's definition of stories15M and "
+        "reference layers, and print claim / as stated / exact / verdict, with why and how each was checked. "
+        "Claims about trained weights are checked when the weights are here (GPT-2 in the Hugging Face cache or "
+        "--gpt2, stories15M.bin with --stories15m), and are 'not checkable' otherwise.",
     )
     p.add_argument(
         "--tokenizer",
@@ -25,11 +30,31 @@ def add_parser(subparsers: Any) -> None:
     )
     p.add_argument("--pad", type=int, default=1024, metavar="N", help="the padded length to check (default 1024)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random weights (default 0)")
-    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument(
+        "--gpt2",
+        metavar="PATH",
+        help="GPT-2 small's trained checkpoint (a directory, file or cached repo id); default: openai-community/gpt2 "
+        "from the Hugging Face cache if it is there (never downloaded)",
+    )
+    p.add_argument(
+        "--stories15m",
+        metavar="PATH",
+        help=f"llama2.c's trained stories15M.bin; default: ${STORIES15M_ENV}",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON (every field) instead of a table")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    claims = audit.audit(tokenizer_path=args.tokenizer, pad_to=args.pad, seed=args.seed)
-    print(json.dumps(audit.to_json(claims), indent=2) if args.json else audit.render(claims))
+    inputs = audit.Inputs(
+        tokenizer_path=args.tokenizer,
+        pad_to=args.pad,
+        seed=args.seed,
+        gpt2=args.gpt2,
+        stories15m=args.stories15m,
+        progress=lambda message: print(f"audit: {message} ...", file=sys.stderr, flush=True),
+    )
+    inputs.load_named()
+    rows = audit.audit(inputs)
+    print(json.dumps(audit.to_json(rows), indent=2, ensure_ascii=False) if args.json else audit.render(rows))
     return 0

@@ -1,0 +1,1056 @@
+"""The claims of the GPT-2 articles: "Life of a Tensor" (en, and its Chinese version zh) and
+"Visualize Generation in LLM" (vg, as text and as Markdown), about GPT-2 small.
+
+Sizes are checked against GPT-2's published config.json and the canonical weight shapes it gives,
+flows and shapes against the NumPy reference with seeded weights, tokens against GPT-2's real
+tokenizer, generation against `transformers`, and trained values against GPT-2's trained weights
+when the Hugging Face cache has them.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from verifier.analysis.audit.articles import at
+from verifier.analysis.audit.checks import (
+    Shape,
+    describe_run,
+    embedding_rows,
+    head_split,
+    mapped_back,
+    shapes_check,
+    stage_shape,
+    with_reason,
+)
+from verifier.analysis.audit.claim import Check, Claim
+from verifier.analysis.audit.inputs import CAPITAL_TEXT, GPT2_TOKENS, PARIS, Inputs, Run
+from verifier.analysis.audit.verdict import (
+    Evidence,
+    Figure,
+    Match,
+    Reading,
+    because,
+    compare_arrays,
+    compare_dims,
+    compare_equal,
+    compare_figure,
+    figure,
+    off,
+    shape_text,
+    worst,
+)
+from verifier.model import stages
+from verifier.model.config import ModelConfig
+from verifier.model.params import parameter_table
+from verifier.model.weights import weight_shapes
+from verifier.reference import NumpyModel
+from verifier.reference import layers as L
+
+GROUP = "GPT-2 small, in 'Life of a Tensor' (en, zh) and 'Visualize Generation in LLM' (vg)"
+GPT2_FORMULA = "50000 * 768 + (768 * 768 * 3 + 768 * 768 + 768 * 3072 * 2) * 12"
+LAYER_FORMULA = "768 * 768 * 3 + 768 * 768 + 768 * 3072 * 2"
+HOW_TOKENIZER = "GPT-2's tokenizer"
+
+
+def evaluate(expression: str) -> int:
+    """The value of an expression of integers, +, * and parentheses (an article's arithmetic)."""
+
+    def value(node: ast.AST) -> int:
+        if isinstance(node, ast.Constant) and type(node.value) is int:
+            return node.value
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Mult):
+            left, right = value(node.left), value(node.right)
+            return left + right if isinstance(node.op, ast.Add) else left * right
+        raise ValueError(f"only integers, + and * are evaluated, found {ast.dump(node)}")
+
+    return value(ast.parse(expression, mode="eval").body)
+
+
+def _gpt2(inputs: Inputs) -> Run:
+    return inputs.gpt2
+
+
+def _published(inputs: Inputs) -> tuple[ModelConfig, str]:
+    """GPT-2's config as its trained checkpoint has it when present, else as published; and where from."""
+    pub = inputs.gpt2_published
+    how = f"GPT-2's published config.json ({pub.source})"
+    real = inputs.real_gpt2
+    if isinstance(real, str):
+        return pub.config, how
+    return real.config, f"{how}; the trained checkpoint at {real.path}"
+
+
+# ---- tokens ----------------------------------------------------------------------------------
+
+
+def _pieces(inputs: Inputs, stated: Sequence[str]) -> Evidence:
+    tokenizer = inputs.gpt2_tokenizer
+    if isinstance(tokenizer, str):
+        return Evidence("", Match.NEEDS_INPUT, tokenizer, HOW_TOKENIZER)
+    pieces = [tokenizer.piece(t) for t in tokenizer.encode(CAPITAL_TEXT)]
+    match = compare_equal(list(stated), [p.strip() for p in pieces])
+    why = f"{len(pieces)} tokens, one per word; each piece after the first carries the space before its word"
+    return Evidence(repr(pieces), match, why, f"{HOW_TOKENIZER} at {tokenizer.source}")
+
+
+def _token_ids(inputs: Inputs, stated: Sequence[int]) -> Evidence:
+    tokenizer = inputs.gpt2_tokenizer
+    if isinstance(tokenizer, str):
+        return Evidence("", Match.NEEDS_INPUT, tokenizer, HOW_TOKENIZER)
+    exact = tokenizer.encode(CAPITAL_TEXT)
+    stated = list(stated)
+    differ = sum(a != b for a, b in zip(exact, stated, strict=False)) + abs(len(exact) - len(stated))
+    spelled = "".join(tokenizer.piece(t) for t in stated)
+    why = "" if exact == stated else f"{differ} of {len(stated)} ids differ; the stated ids spell {spelled!r}"
+    return Evidence(str(exact), compare_equal(stated, exact), why, f"{HOW_TOKENIZER} at {tokenizer.source}")
+
+
+def _input_shape(inputs: Inputs, stated: Shape) -> Evidence:
+    tokenizer = inputs.gpt2_tokenizer
+    if isinstance(tokenizer, str):
+        return Evidence("", Match.NEEDS_INPUT, tokenizer, HOW_TOKENIZER)
+    exact = (1, len(tokenizer.encode(CAPITAL_TEXT)))
+    why = "one sequence (a batch of 1) of 5 positions, as transformers takes input_ids"
+    return Evidence(shape_text(exact), compare_dims(stated, exact), why, f"{HOW_TOKENIZER} at {tokenizer.source}")
+
+
+# ---- sizes from the published config ------------------------------------------------------------
+
+
+def _config_value(attr: str, field: str) -> Check:
+    def check(inputs: Inputs, stated: Figure) -> Evidence:
+        config, how = _published(inputs)
+        exact = getattr(config, attr)
+        how = f"{how}: {field} = {exact}"
+        if attr == "vocab_size" and not isinstance(inputs.gpt2_tokenizer, str):
+            how += f"; the tokenizer has {inputs.gpt2_tokenizer.vocab_size:,} tokens"
+        return Evidence(f"{exact:,}", compare_figure(stated, exact), off(stated, exact), how)
+
+    return check
+
+
+def _heads(inputs: Inputs, stated: tuple[int, int, int]) -> Evidence:
+    config, how = _published(inputs)
+    exact = (config.n_heads, config.d_head, config.n_heads * config.d_head)
+    why = (
+        f"n_head {config.n_heads}, d_head = n_embd / n_head = {config.d_head}, and {exact[0]} x {exact[1]} = {exact[2]}"
+    )
+    return Evidence(f"{exact[0]} * {exact[1]} = {exact[2]}", compare_equal(tuple(stated), exact), why, how)
+
+
+def _layers(inputs: Inputs, stated: tuple[int, tuple[str, str]]) -> Evidence:
+    config, how = _published(inputs)
+    run = inputs.gpt2
+    order = list(run.trace)
+    first = {
+        "attention": order.index(stages.layer_stage(0, "attn")),
+        "MLP": order.index(stages.layer_stage(0, "mlp_up")),
+    }
+    blocks = (config.n_layers, tuple(sorted(first, key=first.__getitem__)))
+    layers = {stages.split_stage(s)[0] for s in run.trace} - {None}
+    why = f"n_layer {config.n_layers}; each block runs attention, then the MLP ({len(layers)} blocks traced)"
+    return Evidence(
+        f"{blocks[0]} x ({blocks[1][0]}, then {blocks[1][1]})",
+        compare_equal(tuple(stated), blocks),
+        why,
+        f"{how}; {describe_run(run)}",
+    )
+
+
+def _weight_shape(names: Sequence[str], split: Mapping[str, int] | None = None) -> Check:
+    """Stated weight shapes against the canonical shapes (`transformer.<name>`) of GPT-2's config;
+    `split` divides a fused weight's last axis ({"attn.c_attn.weight": 3} for W_q, W_k, W_v)."""
+
+    def check(inputs: Inputs, stated: Sequence[Sequence[int | Figure]]) -> Evidence:
+        config, how = _published(inputs)
+        shapes = weight_shapes(config)
+        exact = []
+        for name in names:
+            full = "transformer." + (name if name.startswith(("wte", "wpe")) else "h.0." + name)
+            shape = shapes[full]
+            parts = (split or {}).get(name, 1)
+            exact.append((shape[0], shape[1] // parts) if parts > 1 else shape)
+        match = worst([compare_dims(s, e) for s, e in zip(stated, exact, strict=True)])
+        why = ", ".join(
+            f"{n} {shape_text(shapes['transformer.' + (n if n.startswith('w') else 'h.0.' + n)])}" for n in names
+        )
+        if split:
+            why += " (W_q, W_k, W_v side by side in c_attn; each is 12 heads of [768, 64])"
+        return Evidence(", ".join(map(shape_text, exact)), match, why, f"canonical weight shapes of {how}")
+
+    return check
+
+
+def _qkv_weights(inputs: Inputs, stated: Sequence[Sequence[int]]) -> Evidence:
+    config, how = _published(inputs)
+    fused = weight_shapes(config)["transformer.h.0.attn.c_attn.weight"]  # [d_model, 3 d_model]
+    matrix = (fused[0], fused[1] // 3)
+    exact = (matrix, (fused[0], matrix[1] // config.n_heads))
+    match = worst([compare_dims(s, e) for s, e in zip(stated, exact, strict=True)])
+    why = f"attn.c_attn.weight {shape_text(fused)} holds W_q, W_k, W_v side by side; each is {config.n_heads} heads"
+    return Evidence(" = ".join(map(shape_text, exact)) + f" x {config.n_heads}", match, why, f"weight shapes of {how}")
+
+
+def _mlp_weights(inputs: Inputs, stated: tuple[Shape, Shape, int]) -> Evidence:
+    config, how = _published(inputs)
+    shapes = weight_shapes(config)
+    up, down = shapes["transformer.h.0.mlp.c_fc.weight"], shapes["transformer.h.0.mlp.c_proj.weight"]
+    exact = (up, down, config.d_ff // config.d_model)
+    match = worst([compare_dims(stated[0], up), compare_dims(stated[1], down), compare_equal(stated[2], exact[2])])
+    why = f"mlp.c_fc.weight {shape_text(up)}, mlp.c_proj.weight {shape_text(down)}: n_inner = 4 x n_embd"
+    return Evidence(f"{shape_text(up)}, {shape_text(down)}, {exact[2]}x", match, why, f"weight shapes of {how}")
+
+
+def _table_shape(inputs: Inputs, stated: Sequence[int | Figure]) -> Evidence:
+    config, how = _published(inputs)
+    exact = weight_shapes(config)["transformer.wte.weight"]
+    why = because(f"wte.weight {shape_text(exact)}", off(stated[0], exact[0]) if isinstance(stated[0], Figure) else "")
+    return Evidence(shape_text(exact), compare_dims(stated, exact), why, f"weight shapes of {how}")
+
+
+def _tied(inputs: Inputs, stated: bool) -> Evidence:
+    config, how = _published(inputs)
+    why = (
+        "lm_head is tied to wte (tie_word_embeddings, transformers' default for GPT-2): "
+        "the logits are the last row times wte^T"
+    )
+    exact = "tied" if config.tie_embeddings else "a separate lm_head"
+    return Evidence(exact, compare_equal(stated, config.tie_embeddings), why, how)
+
+
+# ---- shapes and flow of the seeded reference ------------------------------------------------------
+
+
+def _per_head(shape: Shape) -> Shape:
+    return shape[1:]
+
+
+def _merged(shape: Shape) -> Shape:
+    return (shape[1], shape[0] * shape[2])
+
+
+def _one_head(run: Run, T: int) -> list[Shape]:
+    c = run.config
+    return [stage_shape(run, "attn_norm", T), (c.d_model, c.d_head), _per_head(stage_shape(run, "q", T))]
+
+
+def _attention_shapes(run: Run, T: int, n_heads: int | None = None) -> tuple[Shape, ...]:
+    """K^T, Q K^T and its softmax for one head: the run's, or with `n_heads` heads of the same width."""
+    c = run.config if n_heads is None else run.config.replace(n_heads=n_heads, n_kv_heads=n_heads)
+    k = stages.stage_shapes(c, T)[stages.layer_stage(0, "k")] if n_heads else stage_shape(run, "k", T)
+    scores = stages.stage_shapes(c, T)[stages.layer_stage(0, "scores")] if n_heads else stage_shape(run, "scores", T)
+    return (k[2], k[1]), scores[1:], scores[1:]
+
+
+def _full_width_scores(run: Run) -> tuple[float, float]:
+    """Q K^T at full width against the heads: (max |full - sum of heads' q k^T|, the smallest max |softmax
+    difference| between it, scaled by 1/sqrt(d_model), and any head's attention probabilities)."""
+    q, k = (run.stage(op).astype(np.float64) for op in ("q", "k"))  # [n_heads, T, d_head]
+    full = L.merge_heads(q[None])[0] @ L.merge_heads(k[None])[0].T  # [T, T]
+    summed = np.abs(full - (q @ k.swapaxes(-1, -2)).sum(axis=0)).max()
+    mask = L.causal_mask(run.T, run.T)
+    probs = L.softmax(np.where(mask, full / np.sqrt(run.config.d_model), -np.inf))
+    heads = run.stage("probs").astype(np.float64)
+    return float(summed), float(min(np.abs(probs - h).max() for h in heads))
+
+
+def _attention(inputs: Inputs, stated: Mapping[int, Sequence[Shape]]) -> Evidence:
+    run = inputs.gpt2
+    c = run.config
+    matches, one_head, shown = [], [], []
+    for T, shapes in stated.items():
+        exact = _attention_shapes(run, T)
+        matches += [compare_dims(s, e) for s, e in zip(shapes, exact, strict=True)]
+        one_head += [compare_dims(s, e) for s, e in zip(shapes, _attention_shapes(run, T, n_heads=1), strict=True)]
+        shown.append(", ".join(f"{c.n_heads} x {shape_text(s)}" for s in exact))
+    summed, apart = _full_width_scores(run)
+    why = (
+        f"GPT-2 computes {c.n_heads} heads of [T, {c.d_head}] x [{c.d_head}, T]; a [{c.d_model}, T] K^T is one head at "
+        f"full width, whose Q K^T is the sum of the {c.n_heads} heads' q k^T (max |diff| {summed:.2g}): its "
+        f"softmax differs from every head's attention by at least {apart:.3g} (layer 0, {run.T} tokens)"
+    )
+    readings = (Reading(f"one head of width {c.d_model} (n_heads 1)", worst(one_head)),)
+    return Evidence(" | ".join(shown), worst(matches), why, describe_run(run), readings)
+
+
+def _every_layer(inputs: Inputs, stated: Shape) -> Evidence:
+    run = inputs.gpt2
+    shapes = {tuple(run.stage("resid_mlp", i).shape) for i in range(run.config.n_layers)}
+    exact = shapes.pop() if len(shapes) == 1 else None
+    match = compare_dims(stated, exact) if exact is not None else Match.NO
+    why = f"the residual stream after each of the {run.config.n_layers} blocks"
+    return Evidence(shape_text(exact) if exact else "shapes differ", match, why, describe_run(run))
+
+
+def _last_row(inputs: Inputs, stated: int) -> Evidence:
+    run = inputs.gpt2
+    next_logits, _ = run.decoded
+    row = range(run.T)[stated]
+    match, diff, _ = compare_arrays(run.trace[stages.LOGITS][row], next_logits)
+    why = (
+        f"row {row} of the logits [{run.T}, {run.config.vocab_size}] against the next token's logits as generation "
+        f"gets them (the tokens fed one at a time through the KV cache): max |diff| {diff:.2g}"
+    )
+    return Evidence(f"row {run.T - 1}, the last position", match, why, describe_run(run))
+
+
+# ---- the padded input and generation -------------------------------------------------------------
+
+
+def _padding_harmless(inputs: Inputs, stated: bool) -> Evidence:
+    p, run = inputs.padding, inputs.gpt2
+    why = (
+        f"padded with token {p.pad_token} to {p.length}: the {run.T} real positions' logits move by {p.max_diff:.2g} "
+        f"(float32 tolerance {p.bound:.2g}), the next token is {'the same' if p.same_prediction else 'DIFFERENT'}: "
+        "the causal mask hides later positions"
+    )
+    exact = "unchanged" if p.harmless else "changed"
+    return Evidence(
+        f"the real positions' logits are {exact}", compare_equal(stated, p.harmless), why, describe_run(run)
+    )
+
+
+def _padded_last_row(inputs: Inputs, stated: int) -> Evidence:
+    p, run = inputs.padding, inputs.gpt2
+    row = range(p.length)[stated]
+    if row < run.T:  # a real position: the padding leaves it as it is
+        match = Match.EXACT if p.harmless else Match.NO
+        why = f"row {row} is a real position, unchanged by the padding (max |diff| {p.max_diff:.2g})"
+    elif row == p.length - 1:
+        same = p.last_row_token == p.next_token
+        match = Match.EXACT if p.last_row_diff <= p.bound and same else Match.NO
+        why = (
+            f"row {row} of the [{p.length}, {run.config.d_model}] input is a padding position: its logits differ from "
+            f"the next token's by up to {p.last_row_diff:.3g} and predict token {p.last_row_token}"
+            + (" (the same by chance)" if same else f", not {p.next_token}")
+            + f"; the next token's row is {run.T - 1}, the last real one. Real GPT-2 generation does not pad"
+        )
+    else:
+        raise ValueError(f"only the last row or a real row of the padded input is checked, found row {row}")
+    return Evidence(
+        f"row {run.T - 1}, the last real position", match, why, f"{describe_run(run)}, padded to {p.length}"
+    )
+
+
+def _generation(inputs: Inputs, stated: int) -> Evidence:
+    how = "transformers' GPT2LMHeadModel.generate (greedy, 3 new tokens), input_ids of each forward pass"
+    missing = with_reason(inputs.transformers, how)
+    if missing:
+        return missing
+    shapes = inputs.generation_inputs
+    why = (
+        f"generate feeds the {len(GPT2_TOKENS)} tokens, then one token per step (the KV cache holds the rest); "
+        "nothing is padded to n_ctx 1,024"
+    )
+    return Evidence(
+        ", ".join(map(shape_text, shapes)),
+        compare_equal(stated, shapes[0][1]),
+        why,
+        how + " on a GPT-2 of n_ctx 1,024 and narrow widths (the loop does not depend on them)",
+    )
+
+
+# ---- parameters ------------------------------------------------------------------------------
+
+# The formula's component names in `verifier.model.params`' breakdown.
+_COMPONENTS = {
+    "embedding": ("token embedding",),
+    "q, k, v": ("attention q, k, v",),
+    "output projection": ("attention output",),
+    "MLP": ("MLP",),
+}
+
+
+def _counts(inputs: Inputs) -> tuple[dict[str, int], int, str]:
+    config, how = _published(inputs)
+    table = parameter_table(config)
+    return {r.component: r.count for r in table.rows}, table.total, f"parameter formula of {how}"
+
+
+def _component(name: str) -> Check:
+    def check(inputs: Inputs, stated: Figure) -> Evidence:
+        rows, _, how = _counts(inputs)
+        exact = sum(rows[c] for c in _COMPONENTS[name])
+        why = because(
+            off(stated, exact),
+            f"{exact:,} includes the biases" if name != "embedding" else "50,257 x 768, without wpe's 786,432",
+        )
+        return Evidence(f"{exact:,}", compare_figure(stated, exact), why, how)
+
+    return check
+
+
+def _formula_arithmetic(inputs: Inputs, stated: tuple[Figure, Figure]) -> Evidence:
+    exact = (evaluate("50000 * 768"), evaluate(LAYER_FORMULA))
+    match = worst([compare_figure(s, e) for s, e in zip(stated, exact, strict=True)])
+    why = because(*(off(s, e) for s, e in zip(stated, exact, strict=True)))
+    return Evidence(f"{exact[0]:,}, {exact[1]:,}", match, why, "the article's arithmetic", arithmetic_only=True)
+
+
+def _formula_value(inputs: Inputs, stated: Figure) -> Evidence:
+    exact = evaluate(GPT2_FORMULA)
+    _, total, _ = _counts(inputs)
+    why = (
+        f"{off(stated, exact) or stated}; to the nearest million it is {round(exact / 1e6)}M: 124M is GPT-2's real "
+        f"total, {total:,}, which the formula does not reach"
+    )
+    return Evidence(f"{exact:,}", compare_figure(stated, exact), why, "the article's arithmetic", arithmetic_only=True)
+
+
+def _formula_count(inputs: Inputs, stated: str) -> Evidence:
+    config, _ = _published(inputs)
+    rows, total, how = _counts(inputs)
+    formula = evaluate(stated)
+    biases = sum(int(np.prod(s)) for n, s in weight_shapes(config).items() if n.endswith(".bias") and ".ln_" not in n)
+    left_out = {
+        "biases": biases,
+        "LayerNorms": rows["norms (LayerNorm gain, bias)"],
+        "position embedding": rows["position embedding"],
+        f"the last {config.vocab_size - 50_000} vocabulary rows": (config.vocab_size - 50_000) * config.d_model,
+    }
+    why = f"the formula gives {formula:,}; it leaves out " + ", ".join(f"{k} {v:,}" for k, v in left_out.items())
+    return Evidence(f"{total:,}", compare_equal(formula, total), why, how)
+
+
+def _total(inputs: Inputs, stated: Figure) -> Evidence:
+    _, total, how = _counts(inputs)
+    real = inputs.real_gpt2
+    if not isinstance(real, str):
+        stored = sum(int(w.size) for w in real.weights.values())
+        how += f"; the trained checkpoint holds {stored:,}"
+    return Evidence(f"{total:,}", compare_figure(stated, total), off(stated, total), how)
+
+
+_PARTS = {
+    "embedding": ("token embedding", "position embedding"),
+    "attention": ("attention q, k, v", "attention output"),
+    "MLP": ("MLP",),
+}
+
+
+def _primarily(inputs: Inputs, stated: Sequence[str]) -> Evidence:
+    rows, total, how = _counts(inputs)
+    shares = {part: sum(rows[c] for c in _PARTS[part]) / total for part in _PARTS}
+    held = sum(shares[p] for p in stated)
+    why = (
+        ", ".join(f"{p} {s:.1%}" for p, s in shares.items())
+        + f"; the LayerNorms hold the other {1 - sum(shares.values()):.2%}"
+    )
+    return Evidence(
+        f"{held:.2%} of {total:,}", compare_equal(True, held > 0.5), why, how + " (more than half: 'primarily')"
+    )
+
+
+# ---- trained weights -------------------------------------------------------------------------
+
+
+def _embedding_values(inputs: Inputs, stated: Mapping[str, Sequence[float]]) -> Evidence:
+    real = inputs.real_gpt2
+    if isinstance(real, str):
+        return Evidence("", Match.NEEDS_WEIGHTS, real, "GPT-2's trained token embedding wte, rows of the real ids")
+    wte = real.weights["transformer.wte.weight"]
+    rows = {word: wte[token, : len(values)] for (word, values), token in zip(stated.items(), GPT2_TOKENS, strict=True)}
+    same = all(np.array_equal(np.round(rows[w], 3), np.round(v, 3)) for w, v in stated.items())
+    exact = "; ".join(f"{w} = [{', '.join(f'{x:.3f}' for x in r)}]" for w, r in rows.items())
+    return Evidence(
+        exact,
+        compare_equal(True, same),
+        "rows of wte at the real ids, to 3 decimals as stated",
+        f"GPT-2's trained weights at {real.path}",
+    )
+
+
+def _prediction(inputs: Inputs, stated: int) -> Evidence:
+    real = inputs.real_gpt2
+    if isinstance(real, str):
+        return Evidence("", Match.NEEDS_WEIGHTS, real, "GPT-2's trained weights, greedy next token of the real ids")
+    logits = NumpyModel(real.config, real.weights).logits(np.array(GPT2_TOKENS))[-1].astype(np.float64)
+    probs = np.exp(logits - logits.max())
+    probs /= probs.sum()
+    token = int(probs.argmax())
+    tokenizer = inputs.gpt2_tokenizer
+    piece = (lambda t: repr(tokenizer.piece(t))) if not isinstance(tokenizer, str) else (lambda t: f"id {t}")
+    rank = int((probs > probs[stated]).sum()) + 1
+    why = (
+        f"GPT-2 predicts {piece(token)} (p = {probs[token]:.3f}); "
+        f"{piece(stated)} ranks {rank} (p = {probs[stated]:.3f})"
+    )
+    return Evidence(
+        f"{token} {piece(token)}",
+        compare_equal(stated, token),
+        why,
+        f"the NumPy reference, float32, with GPT-2's trained weights at {real.path}",
+    )
+
+
+# ---- the claims ------------------------------------------------------------------------------
+
+_T5, _T1024 = 5, 1024
+
+CLAIMS = (
+    Claim(
+        "gpt2-one-word-one-token",
+        "one word is one token: 'The capital of France is' is 5 tokens",
+        (
+            at("en", 14, "Assume one word equals one token."),
+            at("en", 18, "['The', 'capital', 'of', 'France', 'is']"),
+            at("zh", 15, "假设一个单词等于一个token"),
+            at("zh", 19, "['The', 'capital', 'of', 'France', 'is']"),
+            at("vg", 9, "Assume one word equals one token."),
+            at("vg.md", 30, "Assume one word equals one token."),
+        ),
+        ("The", "capital", "of", "France", "is"),
+        "['The', 'capital', 'of', 'France', 'is']",
+        _pieces,
+    ),
+    Claim(
+        "gpt2-token-ids",
+        "the token ids of 'The capital of France is'",
+        (
+            at("en", 20, "[464, 3361, 295, 2238, 318]"),
+            at("zh", 21, "[464, 3361, 295, 2238, 318]"),
+            at("vg", 12, "[464, 3361, 295, 2238, 318]"),
+            at("vg.md", 36, "[464, 3361, 295, 2238, 318]"),
+        ),
+        (464, 3361, 295, 2238, 318),
+        "[464, 3361, 295, 2238, 318]",
+        _token_ids,
+    ),
+    Claim(
+        "gpt2-input-shape",
+        "the input is a sequence of length 5, a [1, 5] vector",
+        (
+            at("en", 22, "This forms a sequence of length 5."),
+            at("zh", 23, "长度为5的向量"),
+            at("vg", 13, "This forms a [1, 5] vector."),
+            at("vg.md", 38, "This forms a [1, 5] vector."),
+            at("en", 139, "the 5 is the sentence length"),
+            at("zh", 136, "注意这个5是句子长度"),
+        ),
+        (1, 5),
+        "[1, 5]",
+        _input_shape,
+    ),
+    Claim(
+        "gpt2-vocab",
+        "GPT-2's vocabulary size",
+        (at("en", 26, "GPT-2 has a vocabulary of 50,000 tokens"), at("zh", 27, "GPT-2采用 50000 词汇表")),
+        figure("50,000"),
+        "50,000",
+        _config_value("vocab_size", "vocab_size"),
+    ),
+    Claim(
+        "gpt2-d-model",
+        "each token is a 768-dimensional vector (d_model)",
+        (
+            at("en", 26, "768-dimensional vector"),
+            at("zh", 27, "768 维向量"),
+            at("zh", 138, "aka d_model"),
+            at("vg", 38, "d_model(768)"),
+            at("vg.md", 87, "d_model(768)"),
+        ),
+        figure("768"),
+        "768",
+        _config_value("d_model", "n_embd"),
+    ),
+    Claim(
+        "gpt2-embedding-table",
+        "the embedding table's size",
+        (
+            at("en", 28, "embedding table of size [50,000, 768]"),
+            at("en", 107, "embedding table [50,000, 768]"),
+            at("zh", 29, "[50000, 768]的表格"),
+            at("zh", 105, "[50000, 768]的表格"),
+            at("vg", 14, "embedding table of size [50,000, 768]"),
+            at("vg", 36, "embedding table [50,000, 768]"),
+            at("vg.md", 40, "embedding table of size [50,000, 768]"),
+            at("vg.md", 83, "embedding table [50,000, 768]"),
+        ),
+        (figure("50,000"), 768),
+        "[50,000, 768]",
+        _table_shape,
+    ),
+    Claim(
+        "gpt2-embedding-values",
+        "the embedding rows' values (The = [0.316, 0.524, ...], capital = [0.123, ...], ...)",
+        (
+            at("en", 31, "[0.316, 0.524,0.063, 0.481, 0.266"),
+            at("zh", 32, "[0.316, 0.524,0.063, 0.481, 0.266"),
+            at("vg", 15, "[0.316, 0.524, 0.063"),
+            at("vg.md", 41, "[0.316, 0.524, 0.063"),
+        ),
+        {
+            "The": (0.316, 0.524, 0.063, 0.481, 0.266),
+            "capital": (0.123, 0.234, 0.345, 0.456, 0.567),
+            "of": (0.432, 0.543, 0.654, 0.765, 0.876),
+            "France": (0.543, 0.654, 0.765, 0.876, 0.987),
+            "is": (0.654, 0.765, 0.876, 0.987, 0.098),
+        },
+        "The = [0.316, 0.524, 0.063, 0.481, 0.266, ...], ...",
+        _embedding_values,
+    ),
+    Claim(
+        "gpt2-embed-shape",
+        "the embedding gives a [5, 768] matrix ([1024, 768] padded)",
+        (
+            at("en", 37, "we obtain a [5, 768] matrix!"),
+            at("en", 130, "converts the sentence into a [5, 768] matrix"),
+            at("zh", 38, "[5, 768] 的矩阵"),
+            at("zh", 127, "转换为[5, 768]的向量"),
+            at("vg", 20, "we obtain a [5, 768] matrix!"),
+            at("vg", 21, "which now becomes [1024, 768]"),
+            at("vg.md", 47, "we obtain a [5, 768] matrix!"),
+            at("vg.md", 49, "which now becomes [1024, 768]"),
+        ),
+        {_T5: [(5, 768)], _T1024: [(1024, 768)]},
+        "[5, 768]; vg: [1024, 768]",
+        shapes_check(lambda run, T: [stage_shape(run, stages.EMBED, T)], _gpt2),
+    ),
+    Claim(
+        "gpt2-embed-is-table-rows",
+        "the [5, 768] matrix is the embedding table's rows of the 5 tokens",
+        (
+            at("en", 30, "Looking up the embedding table:"),
+            at("en", 37, "we obtain a [5, 768] matrix!"),
+            at("zh", 31, "根据这个表格"),
+            at("zh", 38, "[5, 768] 的矩阵"),
+            at("vg", 14, "enters an embedding table of size"),
+            at("vg", 20, "we obtain a [5, 768] matrix!"),
+            at("vg.md", 40, "enters an embedding table of size"),
+            at("vg.md", 47, "we obtain a [5, 768] matrix!"),
+        ),
+        ("token",),
+        "the token embedding's rows, nothing added",
+        embedding_rows(_gpt2),
+    ),
+    Claim(
+        "gpt2-n-heads",
+        "GPT-2's multi-head attention has 12 heads",
+        (at("en", 41, "Multi-Head Attention has 12 heads."), at("zh", 42, "head 数量 为 12"), at("zh", 140, "aka h")),
+        figure("12"),
+        "12",
+        _config_value("n_heads", "n_head"),
+    ),
+    Claim(
+        "gpt2-d-head",
+        "12 heads of 64: 12 * 64 = 768 (d_head 64)",
+        (
+            at("en", 44, "12 * 64 = 768"),
+            at("zh", 44, "12 * 64 = 768"),
+            at("vg", 38, "d_head(64)"),
+            at("vg.md", 87, "d_head(64)"),
+        ),
+        (12, 64, 768),
+        "12 * 64 = 768",
+        _heads,
+    ),
+    Claim(
+        "gpt2-head-split",
+        "[5, 768] == [5, 12, 64] == [5, 64] * 12: the heads split the 768 columns",
+        (
+            at("en", 46, "[5, 768] == [5, 12, 64] == [5, 64] * 12"),
+            at("zh", 46, "[5, 768] == [5, 12, 64] == [5, 64] * 12"),
+            at("en", 54, "We split one of the 768 into 12 heads"),
+            at("zh", 54, "拆成12个head"),
+        ),
+        (12, 64),
+        "12 heads of 64 columns",
+        head_split(_gpt2),
+    ),
+    Claim(
+        "gpt2-qkv-weights",
+        "Q, K, V are each [768, 768] = [768, 64] * 12",
+        (
+            at("en", 48, "Each is [768, 768]."),
+            at("en", 52, "[768, 768] == [768, 12 * 64]"),
+            at("en", 54, "each of which is [768, 64]"),
+            at("zh", 48, "每一个都是[768, 768]"),
+            at("zh", 54, "每个头都是[768, 64]"),
+            at("vg", 23, "Each is [768, 64] * 12."),
+            at("vg.md", 55, "Each is [768, 64] * 12."),
+        ),
+        ((768, 768), (768, 64)),
+        "[768, 768] = [768, 64] x 12",
+        _qkv_weights,
+    ),
+    Claim(
+        "gpt2-one-head",
+        "one head: [5, 768] * [768, 64] = [5, 64] (vg: [1024, 768] * [768, 64] = [1024, 64])",
+        (
+            at("en", 56, "Q one head = [5, 768] * [768, 64] = [5, 64]"),
+            at("zh", 56, "= [5, 768] * [768, 64] = [5, 64]"),
+            at("vg", 24, "[1024, 768] * [768, 64] = [1024, 64]"),
+            at("vg.md", 57, "[1024, 768] * [768, 64] = [1024, 64]"),
+        ),
+        {_T5: [(5, 768), (768, 64), (5, 64)], _T1024: [(1024, 768), (768, 64), (1024, 64)]},
+        "[5, 768], [768, 64], [5, 64]; vg: [1024, ...]",
+        shapes_check(_one_head, _gpt2),
+    ),
+    Claim(
+        "gpt2-heads-joined",
+        "the 12 heads joined: [5, 64] + ... + [5, 64] = [5, 768] (vg: [1024, 768])",
+        (
+            at("en", 58, "[5, 64] + [5, 64] + ... + [5, 64] = [5, 12 * 64] = [5, 768]"),
+            at("zh", 58, "= [5, 12 * 64] = [5, 768]"),
+            at("vg", 26, "= [1024, 64] * 12 = [1024, 768]"),
+            at("vg.md", 61, "= [1024, 64] * 12 = [1024, 768]"),
+        ),
+        {_T5: [(5, 768)], _T1024: [(1024, 768)]},
+        "[5, 768]; vg: [1024, 768]",
+        shapes_check(
+            lambda run, T: [_merged(stage_shape(run, "q", T))],
+            _gpt2,
+            "12 heads of 64 concatenated (the '+' is a concatenation: a sum would stay [5, 64])",
+        ),
+    ),
+    Claim(
+        "gpt2-qkv-shapes",
+        "Q, K and V are each [5, 768]",
+        (
+            at("en", 58, "= [5, 768]"),
+            at("en", 60, "K and V are the same."),
+            at("en", 62, "K = [5, 768]"),
+            at("en", 64, "V = [5, 768]"),
+            at("en", 70, "Q = [5, 768]"),
+            at("en", 131, "all with shape [5, 768]"),
+            at("zh", 60, "K矩阵和V矩阵同理"),
+            at("zh", 62, "K = [5, 768]"),
+            at("zh", 70, "Q = [5, 768]"),
+            at("zh", 128, "Q, K, V 三个[5, 768]"),
+            at("vg", 27, "K and V are the same."),
+            at("vg.md", 63, "K and V are the same."),
+        ),
+        {_T5: [(5, 768), (5, 768), (5, 768)]},
+        "Q = [5, 768], K = [5, 768], V = [5, 768]",
+        shapes_check(
+            lambda run, T: [_merged(stage_shape(run, op, T)) for op in ("q", "k", "v")],
+            _gpt2,
+            "12 heads of [5, 64] each, joined",
+        ),
+    ),
+    Claim(
+        "gpt2-attention-shapes",
+        "K^T = [768, 5], QK^T = [5, 5], Softmax(QK^T/√d) = [5, 5] (vg: 1024)",
+        (
+            at("en", 72, "K^T = [768, 5]"),
+            at("en", 74, "QK^T = [5, 5]"),
+            at("en", 76, "Softmax(QK^T/√d) = [5, 5]"),
+            at("zh", 72, "K^T = [768, 5]"),
+            at("zh", 74, "QK^T = [5, 5]"),
+            at("zh", 76, "Softmax(QK^T/√d) = [5, 5]"),
+            at("vg", 28, "K^T = [768, 1024]"),
+            at("vg", 29, "QK^T = [1024, 1024]"),
+            at("vg", 30, "= [1024, 1024]"),
+            at("vg.md", 65, "K^T = [768, 1024]"),
+            at("vg.md", 67, "QK^T = [1024, 1024]"),
+            at("vg.md", 69, "= [1024, 1024]"),
+        ),
+        {_T5: [(768, 5), (5, 5), (5, 5)], _T1024: [(768, 1024), (1024, 1024), (1024, 1024)]},
+        "[768, 5], [5, 5], [5, 5]; vg: [768, 1024], [1024, 1024], [1024, 1024]",
+        _attention,
+    ),
+    Claim(
+        "gpt2-attention-output",
+        "Softmax(QK^T/√d) * V = [5, 768] (vg: Attn = [1024, 768])",
+        (
+            at("en", 78, "Softmax(QK^T/√d) * V = [5, 768]"),
+            at("en", 132, "* V gives a new [5, 768]"),
+            at("zh", 78, "Softmax(QK^T/√d) * V = [5, 768]"),
+            at("zh", 129, "* V 计算新的[5, 768]"),
+            at("vg", 31, "* V = [1024, 768]"),
+            at("vg.md", 71, "* V = [1024, 768]"),
+        ),
+        {_T5: [(5, 768)], _T1024: [(1024, 768)]},
+        "[5, 768]; vg: [1024, 768]",
+        shapes_check(lambda run, T: [stage_shape(run, "attn", T)], _gpt2, "the heads' outputs, joined"),
+    ),
+    Claim(
+        "gpt2-output-projection",
+        "the output projection is [768, 768] and keeps [5, 768]",
+        (
+            at("en", 80, "output projection matrix = [768, 768]"),
+            at("en", 82, "= [5, 768] * [768, 768] = [5, 768]"),
+            at("zh", 80, "Output Projection matrix = [768, 768]"),
+            at("zh", 82, "= [5, 768] * [768, 768] = [5, 768]"),
+        ),
+        {_T5: [(768, 768), (5, 768)]},
+        "[768, 768]; [5, 768] -> [5, 768]",
+        shapes_check(
+            lambda run, T: [tuple(run.weight("attn.c_proj.weight").shape), stage_shape(run, "attn_out", T)], _gpt2
+        ),
+    ),
+    Claim(
+        "gpt2-mlp-weights",
+        "the MLP expands 4x with [768 × 3072] and contracts with [3072 × 768]",
+        (
+            at("en", 90, "one expands [768 × 3072] and one contracts [3072 × 768]"),
+            at("zh", 90, "一层扩展 [768 × 3072] 一层缩回 [3072 × 768]"),
+            at("vg", 32, "one expands 4x using [768 × 3072]"),
+            at("vg.md", 73, "one expands 4x using [768"),
+        ),
+        ((768, 3072), (3072, 768), 4),
+        "[768, 3072], [3072, 768], 4x",
+        _mlp_weights,
+    ),
+    Claim(
+        "gpt2-mlp-shapes",
+        "the MLP changes [5, 768] -> [5, 3072] -> [5, 768] (vg: 1024)",
+        (
+            at("en", 92, "[5, 768] -> [5, 3072] -> [5, 768]"),
+            at("zh", 92, "[5, 768] -> [5, 3072] -> [5, 768]"),
+            at("vg", 33, "[1024, 768] -> [1024, 3072] -> [1024, 768]"),
+            at("vg.md", 75, "[1024, 768] -> [1024, 3072] -> [1024, 768]"),
+        ),
+        {_T5: [(5, 768), (5, 3072), (5, 768)], _T1024: [(1024, 768), (1024, 3072), (1024, 768)]},
+        "[5, 768] -> [5, 3072] -> [5, 768]; vg: 1024",
+        shapes_check(lambda run, T: [stage_shape(run, op, T) for op in ("mlp_norm", "mlp_up", "mlp_out")], _gpt2),
+    ),
+    Claim(
+        "gpt2-layers",
+        "attention, then the MLP, repeated for 12 layers",
+        (
+            at("en", 96, "Repeating Attention + MLP for 12 Layers"),
+            at("en", 134, "for 12 Transformer layers"),
+            at("zh", 96, "再次Attention 再次MLP 一共12次"),
+            at("zh", 142, "aka n_layers"),
+            at("vg", 38, "layers(12)"),
+            at("vg.md", 87, "layers(12)"),
+        ),
+        (12, ("attention", "MLP")),
+        "12 x (attention, then MLP)",
+        _layers,
+    ),
+    Claim(
+        "gpt2-every-layer-keeps-shape",
+        "every layer keeps [5, 768]",
+        (
+            at("en", 98, "(5, 768) -> (5, 768) -> (5, 768)"),
+            at("en", 134, "keeps the final shape [5, 768]"),
+            at("zh", 97, "(5, 768) -> (5, 768) -> (5, 768)"),
+            at("zh", 131, "最终输出[5, 768]"),
+        ),
+        (5, 768),
+        "(5, 768) after every layer",
+        _every_layer,
+    ),
+    Claim(
+        "gpt2-last-row",
+        "the last row [768] gives the next token",
+        (
+            at("en", 105, "We extract the last row: [768]"),
+            at("en", 135, "The last row [768] is mapped back"),
+            at("zh", 103, "取最后一行得到[768]"),
+        ),
+        -1,
+        "row 4 of 5 (the last)",
+        _last_row,
+    ),
+    Claim(
+        "gpt2-tied-classifier",
+        "the original embedding table maps the last row back to a token",
+        (
+            at("en", 107, "use the original embedding table [50,000, 768] to map back"),
+            at("en", 135, "mapped back to a token using the embedding table"),
+            at("zh", 105, "再用一开始的那个[50000, 768]的表格"),
+            at("zh", 132, "投影回词汇表"),
+            at("vg", 36, "use the original embedding table [50,000, 768] to map back"),
+            at("vg.md", 83, "use the original embedding table [50,000, 768] to map back"),
+        ),
+        True,
+        "the classifier is the embedding table (tied)",
+        _tied,
+    ),
+    Claim(
+        "gpt2-no-final-norm",
+        "the last row after the 12 layers is mapped back directly (no final LayerNorm)",
+        (
+            at("en", 98, "(5, 768) -> (5, 768)"),
+            at("en", 105, "We extract the last row: [768]"),
+            at("en", 107, "to map back to a Token ID"),
+            at("zh", 103, "取最后一行得到[768]"),
+            at("vg", 35, "Extract the last row: [768]"),
+            at("vg.md", 81, "Extract the last row: [768]"),
+        ),
+        stages.layer_stage(11, "resid_mlp"),
+        "layer 11's output, last row, x embedding^T",
+        mapped_back(_gpt2),
+    ),
+    Claim(
+        "gpt2-paris",
+        "the predicted next word is Paris",
+        (
+            at("en", 107, "retrieving the final word: Paris"),
+            at("en", 136, "The final predicted word"),
+            at("zh", 105, "找回单词 = Paris"),
+            at("zh", 132, '得到最终结果"Paris"'),
+            at("vg", 36, "retrieving the final word: Paris"),
+            at("vg.md", 83, "retrieving the final word: Paris"),
+        ),
+        PARIS,
+        "' Paris' (id 6342)",
+        _prediction,
+    ),
+    Claim(
+        "gpt2-formula-arithmetic",
+        "the formula's parts: 50000 * 768 = 38.4M, one layer = 7.08M",
+        (at("en", 114, "= 38.4M + (7.08M) × 12"), at("zh", 112, "= 38.4M + (7.08M) × 12")),
+        (figure("38.4M"), figure("7.08M")),
+        "38.4M, 7.08M",
+        _formula_arithmetic,
+    ),
+    Claim(
+        "gpt2-formula-value",
+        "the formula's value: = 124M",
+        (at("en", 112, GPT2_FORMULA), at("en", 114, "= 124M"), at("zh", 110, GPT2_FORMULA), at("zh", 112, "= 124M")),
+        figure("124M"),
+        "124M",
+        _formula_value,
+    ),
+    Claim(
+        "gpt2-formula-count",
+        "the formula counts GPT-2's parameters",
+        (
+            at("en", 112, GPT2_FORMULA),
+            at("en", 116, "embedding(50000, 768), KQV weights(768, 768)"),
+            at("zh", 110, GPT2_FORMULA),
+            at("zh", 114, "嵌入层(50000, 768), KQV 矩阵(768, 768)"),
+        ),
+        GPT2_FORMULA,
+        GPT2_FORMULA,
+        _formula_count,
+    ),
+    Claim(
+        "gpt2-breakdown-embedding",
+        "breakdown: the embedding holds 38.4M",
+        (at("en", 119, "38.4M → Embedding"), at("zh", 117, "38.4M → Embedding 层")),
+        figure("38.4M"),
+        "38.4M",
+        _component("embedding"),
+    ),
+    Claim(
+        "gpt2-breakdown-qkv-en",
+        "breakdown (en): the KQV matrices hold 63.5M",
+        (at("en", 120, "63.5M → KQV matrix"),),
+        figure("63.5M"),
+        "63.5M",
+        _component("q, k, v"),
+    ),
+    Claim(
+        "gpt2-breakdown-output-en",
+        "breakdown (en): the output projection holds 12.8M",
+        (at("en", 121, "12.8M → Output Projection"),),
+        figure("12.8M"),
+        "12.8M",
+        _component("output projection"),
+    ),
+    Claim(
+        "gpt2-breakdown-mlp-en",
+        "breakdown (en): the MLP holds 9.6M",
+        (at("en", 122, "9.6M → MLP"),),
+        figure("9.6M"),
+        "9.6M",
+        _component("MLP"),
+    ),
+    Claim(
+        "gpt2-breakdown-qkv-zh",
+        "breakdown (zh): the KQV matrices hold 21.2M",
+        (at("zh", 118, "21.2M → KQV 矩阵"),),
+        figure("21.2M"),
+        "21.2M",
+        _component("q, k, v"),
+    ),
+    Claim(
+        "gpt2-breakdown-output-zh",
+        "breakdown (zh): the output projection holds 7.1M",
+        (at("zh", 119, "7.1M → 输出投影矩阵"),),
+        figure("7.1M"),
+        "7.1M",
+        _component("output projection"),
+    ),
+    Claim(
+        "gpt2-breakdown-mlp-zh",
+        "breakdown (zh): the MLP holds 56.6M",
+        (at("zh", 120, "56.6M → MLP 层"),),
+        figure("56.6M"),
+        "56.6M",
+        _component("MLP"),
+    ),
+    Claim(
+        "gpt2-total",
+        "GPT-2 small has ~124M parameters",
+        (at("en", 137, "Total parameters ~124M"), at("zh", 133, "参数量 ~124M")),
+        figure("124M"),
+        "~124M",
+        _total,
+    ),
+    Claim(
+        "gpt2-where-parameters-are",
+        "the parameters are primarily in the embedding, attention and MLP",
+        (
+            at("en", 137, "primarily distributed across Embedding, Attention, and MLP"),
+            at("zh", 133, "主要分布在 Embedding、Attention 和 MLP 组件中"),
+        ),
+        ("embedding", "attention", "MLP"),
+        "embedding + attention + MLP: most of it",
+        _primarily,
+    ),
+    Claim(
+        "gpt2-n-ctx",
+        "the max length is 1024",
+        (
+            at("en", 139, "the max length, 1024"),
+            at("zh", 136, "最大长度1024"),
+            at("vg", 21, "to length 1024"),
+            at("vg.md", 49, "to length 1024"),
+        ),
+        figure("1024"),
+        "1024",
+        _config_value("n_ctx", "n_positions"),
+    ),
+    Claim(
+        "gpt2-padding-harmless",
+        "padding to the max length changes nothing for the real positions",
+        (
+            at("en", 139, "pads to the max length, 1024"),
+            at("zh", 136, "padding到最大长度1024"),
+            at("vg", 21, "We pad (appending 0s) it to length 1024"),
+            at("vg.md", 49, "We pad (appending 0s) it to length 1024"),
+        ),
+        True,
+        "padding is harmless (implied)",
+        _padding_harmless,
+    ),
+    Claim(
+        "gpt2-padded-last-row",
+        "after padding to 1024, the last row gives the next token",
+        (
+            at("vg", 21, "which now becomes [1024, 768]"),
+            at("vg", 35, "Extract the last row: [768]"),
+            at("vg.md", 49, "which now becomes [1024, 768]"),
+            at("vg.md", 81, "Extract the last row: [768]"),
+            at("en", 105, "We extract the last row: [768]"),
+            at("en", 139, "pads to the max length, 1024"),
+            at("zh", 103, "取最后一行得到[768]"),
+            at("zh", 136, "padding到最大长度1024"),
+        ),
+        -1,
+        "row 1023 of [1024, 768] (the last)",
+        _padded_last_row,
+    ),
+    Claim(
+        "gpt2-generation-pads",
+        "the actual generation process pads the input to the max length, 1024",
+        (
+            at("en", 139, "the actual generation process pads to the max length, 1024"),
+            at("zh", 136, "真实的生成过程会padding到最大长度1024"),
+            at("vg", 21, "We pad (appending 0s) it to length 1024"),
+            at("vg.md", 49, "We pad (appending 0s) it to length 1024"),
+        ),
+        1024,
+        "a first input of 1024 positions",
+        _generation,
+    ),
+)

@@ -1,0 +1,205 @@
+"""The audit's one verdict rule, and the comparisons that feed it.
+
+A claim's check compares what the article states with what the suite finds and returns `Evidence`:
+how the claim, read as written, matches (`Match`), and how any other reading its words admit matches.
+`verdict` turns evidence into a verdict the same way for every row; `RULE` states it for readers.
+Numbers are compared by `compare_figure`, the only place the rounding rule lives.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Decimal
+
+import numpy as np
+
+from verifier.analysis import tolerance
+
+CORRECT, ROUNDED, MISLEADING, WRONG = "correct", "rounded", "misleading", "wrong"
+NOT_CHECKABLE, SKIPPED = "not checkable", "skipped"
+VERDICTS = (CORRECT, ROUNDED, MISLEADING, WRONG, NOT_CHECKABLE, SKIPPED)
+
+ROUND_DIGITS = 3  # a round figure has at most this many significant digits
+ROUND_SHARE = Decimal("0.01")  # ... and may be this far (relative) from the exact value
+
+RULE = f"""\
+correct       the claim, read as written, holds: a count or size equal to the exact one, a shape
+              equal, a formula that gives the reference layer's output within float32 rounding.
+rounded       a round figure (written with trailing zeros or a K, M, B or % unit, and at most
+              {ROUND_DIGITS} significant digits: 50,000, 38.4M, 124M, 60%) within {ROUND_SHARE:.0%} of the exact
+              value, or that the exact value rounds to at the figure's last digit (15M for 15,191,712).
+misleading    read as written, the claim does not hold, but its words also admit another reading,
+              named in the row, that does (one attention head at full width; values stored, not learned).
+wrong         neither.
+not checkable the claim is about trained weights, which are not here; the row says what would check it.
+skipped       a checkable claim whose input is missing here (the tokenizer, transformers); the row
+              says which."""
+
+
+class Match(enum.Enum):
+    """How a statement compares with what the suite finds."""
+
+    EXACT = "exact"  # holds exactly (or within float32 rounding, for computed arrays)
+    ROUND = "round"  # a round figure the rounding rule accepts
+    NO = "no"  # does not hold
+    NEEDS_WEIGHTS = "needs trained weights"  # about trained values; no trained weights here
+    NEEDS_INPUT = "needs an input"  # checkable, but its input (tokenizer, transformers) is missing
+
+
+_ORDER = (Match.EXACT, Match.ROUND, Match.NO)
+
+
+def worst(matches: Sequence[Match]) -> Match:
+    """The weakest of several matches of the parts of one statement (EXACT < ROUND < NO)."""
+    return max(matches, key=_ORDER.index)
+
+
+@dataclass(frozen=True)
+class Reading:
+    """Another reading of a claim's words, and how it matches."""
+
+    reading: str
+    match: Match
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What a check found: the exact value (shown), how the claim as read matches, why, how it was
+    checked, other readings the words admit, and whether the check is the article's arithmetic only."""
+
+    exact: str
+    match: Match
+    why: str
+    how: str
+    readings: tuple[Reading, ...] = ()
+    arithmetic_only: bool = False
+
+
+def verdict(evidence: Evidence) -> str:
+    """The verdict of a row from its evidence (see RULE)."""
+    if evidence.match is Match.NEEDS_WEIGHTS:
+        return NOT_CHECKABLE
+    if evidence.match is Match.NEEDS_INPUT:
+        return SKIPPED
+    if evidence.match is Match.EXACT:
+        return CORRECT
+    if evidence.match is Match.ROUND:
+        return ROUNDED
+    if any(r.match in (Match.EXACT, Match.ROUND) for r in evidence.readings):
+        return MISLEADING
+    return WRONG
+
+
+# ---- figures -------------------------------------------------------------------------------------
+
+_FIGURE = re.compile(r"^(\d+(?:\.\d+)?)([KMB%]?)$")
+_SCALE = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "%": 1}
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A number as an article writes it ("50,000", "38.4M", "15, 204, 000", "60%"): its value (in
+    the article's unit: percent for "%"), its significant digits, the unit of its last digit, and
+    whether it is written as a round figure (trailing zeros or a K, M, B or % unit)."""
+
+    text: str
+    value: Decimal
+    digits: int
+    unit: Decimal
+    rounded_form: bool
+
+    @property
+    def is_round(self) -> bool:
+        return self.rounded_form and self.digits <= ROUND_DIGITS
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def figure(text: str) -> Figure:
+    """Parse a figure; thousands separators and spaces are ignored, K/M/B scale, % is kept as percent."""
+    match = _FIGURE.match(text.replace(",", "").replace(" ", ""))
+    if match is None:
+        raise ValueError(f"not a figure: {text!r} (expected digits, an optional decimal part and K, M, B or %)")
+    mantissa, suffix = match.groups()
+    scale = _SCALE[suffix]
+    integer, _, decimals = mantissa.partition(".")
+    significant = (integer + decimals).lstrip("0")
+    if decimals:
+        digits, unit = len(significant), Decimal(scale) / Decimal(10) ** len(decimals)
+        trailing_zeros = False
+    else:  # the trailing zeros of a whole number are not significant
+        stripped = significant.rstrip("0")
+        digits, unit = len(stripped), Decimal(scale) * Decimal(10) ** (len(significant) - len(stripped))
+        trailing_zeros = stripped != significant
+    return Figure(text, Decimal(mantissa) * scale, max(digits, 1), unit, bool(suffix) or trailing_zeros)
+
+
+def compare_figure(stated: Figure, exact: float | int | Decimal) -> Match:
+    """EXACT if equal; ROUND if `stated` is a round figure the rounding rule accepts (see RULE); else NO."""
+    e = Decimal(str(exact))
+    s = stated.value
+    if s == e:
+        return Match.EXACT
+    return Match.ROUND if stated.is_round and (_within(stated, e) or _rounds_to(stated, e)) else Match.NO
+
+
+def _within(stated: Figure, exact: Decimal) -> bool:
+    return abs(stated.value - exact) <= ROUND_SHARE * abs(exact)
+
+
+def _rounds_to(stated: Figure, exact: Decimal) -> bool:
+    return (exact / stated.unit).quantize(Decimal(1), rounding=ROUND_HALF_UP) * stated.unit == stated.value
+
+
+def off(stated: Figure, exact: float | int) -> str:
+    """How far a stated figure is from the exact value, in the words of a row ("" when equal)."""
+    e = Decimal(str(exact))
+    if stated.value == e:
+        return ""
+    exact_text = f"{exact:,.2f}".rstrip("0").rstrip(".") if isinstance(exact, float) else f"{exact:,}"
+    text = f"{stated} is {(stated.value - e) / e:+.2%} from {exact_text}"
+    if stated.is_round and not _within(stated, e) and _rounds_to(stated, e):
+        text += f", which rounds to {stated}"
+    return text
+
+
+def compare_dims(stated: Sequence[int | Figure], exact: Sequence[int]) -> Match:
+    """A shape as stated (dimensions may be figures, "[50,000, 768]") against the exact shape."""
+    if len(stated) != len(exact):
+        return Match.NO
+    return worst(
+        [compare_figure(s, e) if isinstance(s, Figure) else _equal(s == e) for s, e in zip(stated, exact, strict=True)]
+    )
+
+
+def _equal(same: bool) -> Match:
+    return Match.EXACT if same else Match.NO
+
+
+def compare_equal(stated: object, exact: object) -> Match:
+    """EXACT if the stated value equals the exact one, else NO."""
+    return _equal(stated == exact)
+
+
+def compare_arrays(stated: np.ndarray, reference: np.ndarray) -> tuple[Match, float, float]:
+    """A stated computation's output against the reference's: EXACT within the float32 tolerance
+    (`verifier.analysis.tolerance.bound`). Returns (match, max |diff|, bound)."""
+    if np.shape(stated) != np.shape(reference):
+        return Match.NO, float("inf"), 0.0
+    diff = float(np.max(np.abs(np.asarray(stated, np.float64) - reference), initial=0.0))
+    limit = tolerance.bound(np.asarray(reference, np.float64))
+    return _equal(diff <= limit), diff, limit
+
+
+def shape_text(shape: Sequence[object]) -> str:
+    """`[5, 768]`, as the articles write shapes."""
+    return "[" + ", ".join(str(d) for d in shape) + "]"
+
+
+def because(*parts: str) -> str:
+    """The non-empty parts of a row's why, joined with "; "."""
+    return "; ".join(p for p in parts if p)
