@@ -9,8 +9,16 @@ import numpy as np
 
 from verifier.analysis.audit.claim import Check
 from verifier.analysis.audit.inputs import Inputs, Run
-from verifier.analysis.audit.verdict import Evidence, Figure, Match, Reading, compare_arrays, compare_dims, shape_text
-from verifier.analysis.audit.verdict import worst as worst_match
+from verifier.analysis.audit.verdict import (
+    Evidence,
+    Figure,
+    Match,
+    Reading,
+    compare_arrays,
+    compare_dims,
+    shape_text,
+    worst,
+)
 from verifier.model import stages
 from verifier.model.weights import EMBEDDING, classifier
 
@@ -46,7 +54,7 @@ def shapes_check(shapes: Callable[[Run, int], Sequence[Shape]], run_of: RunOf, n
             if any(T != run.T for T in stated)
             else ""
         )
-        return Evidence(" | ".join(shown), worst_match(matches), note, how)
+        return Evidence(" | ".join(shown), worst(matches), note, how)
 
     return check
 

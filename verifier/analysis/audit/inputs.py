@@ -165,8 +165,10 @@ class Inputs:
         self._progress = progress or (lambda message: None)
 
     def load_named(self) -> None:
-        """Read the trained weights the user named (--gpt2, --stories15m or $VERIFIER_STORIES15M) now, so that
+        """Read what the user named (--tokenizer, --gpt2, --stories15m or $VERIFIER_STORIES15M) now, so that
         a path that cannot be used fails before the long work."""
+        if self.tokenizer_path is not None:
+            _ = self.gpt2_tokenizer
         if self.gpt2_spec is not None:
             _ = self.real_gpt2
         if self.stories15m_path is not None:

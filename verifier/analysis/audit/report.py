@@ -14,7 +14,7 @@ from typing import Any
 
 from verifier.analysis.audit.articles import ARTICLES, BY_LABEL, where
 from verifier.analysis.audit.claim import Row
-from verifier.analysis.audit.verdict import NOT_CHECKABLE, RULE, SKIPPED, VERDICTS
+from verifier.analysis.audit.verdict import NOT_CHECKABLE, RULE, SKIPPED, VERDICTS, Match
 
 _WIDTHS = (3, 38, 24, 24, 13)  # n, claim, as stated, exact, verdict
 _HEADER = ("#", "claim (article line)", "as stated", "exact", "verdict")
@@ -53,9 +53,8 @@ def _cells(cells: Sequence[str]) -> list[str]:
 def _details(row: Row) -> list[str]:
     text = row.why.rstrip(".") + "." if row.why else ""
     for reading in row.readings:
-        text += (
-            f" Read as {reading.reading}: {'holds' if reading.match.value in ('exact', 'round') else 'does not hold'}."
-        )
+        holds = reading.match in (Match.EXACT, Match.ROUND)
+        text += f" Read as {reading.reading}: {'holds' if holds else 'does not hold'}."
     label = "To check" if row.verdict in (NOT_CHECKABLE, SKIPPED) else "Checked"
     text += f" {label}: {row.how}" + (" (arithmetic only)." if row.arithmetic_only else ".")
     return textwrap.wrap(text.strip(), _TEXT_WIDTH, initial_indent=_INDENT, subsequent_indent=_INDENT)
