@@ -772,6 +772,8 @@ CLAIMS = (
         "the output projection is [768, 768] and keeps [5, 768]",
         (
             at("en", 80, "output projection matrix = [768, 768]"),
+            at("en", 88, "Attention output = [5, 768]"),
+            at("zh", 88, "Attention output = [5, 768]"),
             at("en", 82, "= [5, 768] * [768, 768] = [5, 768]"),
             at("zh", 80, "Output Projection matrix = [768, 768]"),
             at("zh", 82, "= [5, 768] * [768, 768] = [5, 768]"),
@@ -813,6 +815,7 @@ CLAIMS = (
         "attention, then the MLP, repeated for 12 layers",
         (
             at("en", 96, "Repeating Attention + MLP for 12 Layers"),
+            at("en", 123, "A total of 12 Transformer layers"),
             at("en", 134, "for 12 Transformer layers"),
             at("zh", 96, "再次Attention 再次MLP 一共12次"),
             at("zh", 142, "aka n_layers"),
