@@ -162,9 +162,18 @@ def off(stated: Figure, exact: float | int) -> str:
         return ""
     exact_text = f"{exact:,.2f}".rstrip("0").rstrip(".") if isinstance(exact, float) else f"{exact:,}"
     text = f"{stated} is {(stated.value - e) / e:+.2%} from {exact_text}"
-    if stated.is_round and not _within(stated, e) and _rounds_to(stated, e):
-        text += f", which rounds to {stated}"
+    if stated.is_round and not _within(stated, e):
+        text += f", which rounds to {_rounded_like(stated, e)}"
     return text
+
+
+def _rounded_like(stated: Figure, exact: Decimal) -> str:
+    """`exact` rounded to the stated figure's last digit and written in its unit ("7.7M" for 7,680,000 as "7.6M")."""
+    suffix = stated.text.strip()[-1] if stated.text.strip()[-1] in _SCALE else ""
+    scale = Decimal(_SCALE[suffix])
+    step = stated.unit / scale  # the last digit, in the figure's unit
+    value = (exact / scale / step).quantize(Decimal(1), rounding=ROUND_HALF_UP) * step
+    return f"{value:,f}{suffix}" if step < 1 else f"{int(value):,}{suffix}"
 
 
 def compare_dims(stated: Sequence[int | Figure], exact: Sequence[int]) -> Match:
