@@ -38,6 +38,7 @@ from verifier.analysis.audit.verdict import (
     compare_dims,
     compare_figure,
     figure,
+    off,
     verdict,
 )
 from verifier.formats.checkpoint import Checkpoint
@@ -91,6 +92,13 @@ def test_figures_are_parsed_as_written() -> None:
     for bad in ("", "1.2.3", "12 GB", "-5"):
         with pytest.raises(ValueError, match="not a figure"):
             figure(bad)
+
+
+def test_a_row_says_how_far_a_figure_is_and_what_the_exact_value_rounds_to() -> None:
+    assert off(figure("7.6M"), 7_680_000) == "7.6M is -1.04% from 7,680,000, which rounds to 7.7M"
+    assert off(figure("15M"), 15_191_712) == "15M is -1.26% from 15,191,712, which rounds to 15M"
+    assert off(figure("38.4M"), 38_597_376) == "38.4M is -0.51% from 38,597,376"  # within 1%: nothing to add
+    assert off(figure("1,728"), 1_728) == ""
 
 
 def test_shapes_with_a_rounded_dimension() -> None:
