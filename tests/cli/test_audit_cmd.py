@@ -36,6 +36,8 @@ def test_audit_json_names_the_articles_and_gives_every_field(capsys) -> None:
     [
         (["--stories15m", "/nonexistent/stories15M.bin"], "/nonexistent/stories15M.bin"),
         (["--gpt2", "/nonexistent/gpt2"], "no such file or directory"),
+        (["--pad", "4"], "--pad must be between the 5 tokens and GPT-2's n_ctx=1024, found 4"),
+        (["--pad", "1025"], "--pad must be between the 5 tokens and GPT-2's n_ctx=1024, found 1025"),
     ],
 )
 def test_unusable_named_weights_are_a_one_line_error(args: list[str], message: str, capsys) -> None:

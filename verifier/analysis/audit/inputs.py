@@ -157,6 +157,11 @@ class Inputs:
         stories15m: str | Path | None = None,
         progress: Callable[[str], None] | None = None,
     ) -> None:
+        n_ctx = preset("gpt2").n_ctx
+        if not len(GPT2_TOKENS) <= pad_to <= n_ctx:
+            raise AuditError(
+                f"--pad must be between the {len(GPT2_TOKENS)} tokens and GPT-2's n_ctx={n_ctx}, found {pad_to}"
+            )
         self.tokenizer_path = tokenizer_path
         self.pad_to = pad_to
         self.seed = seed
