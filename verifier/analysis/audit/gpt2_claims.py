@@ -287,7 +287,7 @@ def _every_layer(inputs: Inputs, stated: Shape) -> Evidence:
 
 def _last_row(inputs: Inputs, stated: int) -> Evidence:
     run = inputs.gpt2
-    next_logits, _ = run.decoded
+    next_logits = run.decoded.next_logits
     row = range(run.T)[stated]
     match, diff, _ = compare_arrays(run.trace[stages.LOGITS][row], next_logits)
     why = (

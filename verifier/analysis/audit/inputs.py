@@ -42,6 +42,7 @@ from verifier.model.known_models import known_model
 from verifier.model.presets import preset
 from verifier.model.weights import Weights, init_weights
 from verifier.reference import NumpyModel
+from verifier.reference.model import KVCache
 
 STORIES15M_ENV = "VERIFIER_STORIES15M"
 # The model inputs: GPT-2's ids of "The capital of France is" and llama2.c's of "Once upon a time"
@@ -90,15 +91,26 @@ class Run:
         return self.weights[f"{prefix}{layer}.{name}"]
 
     @functools.cached_property
-    def decoded(self) -> tuple[np.ndarray, tuple[int, ...]]:
-        """Generation's view: the tokens fed one at a time through the KV cache. Returns the logits of
-        the last step [V] (the next token's) and the cache length after each step."""
-        cache, lengths, logits = None, [], np.empty(0)
+    def decoded(self) -> Decoded:
+        """Generation's view: the tokens fed one at a time through the reference's KV cache."""
+        cache: KVCache | None = None
+        lengths, logits = [], np.empty(0)
         for token in self.tokens:
             step, cache = self.model.decode(np.array([token]), cache)
             logits = step[-1]
             lengths.append(cache.length)
-        return logits, tuple(lengths)
+        assert cache is not None  # a run has at least one token
+        return Decoded(logits, tuple(lengths), cache)
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """A run decoded token by token: the last step's logits [V] (the next token's), the cache length
+    after each step, and the final cache (`verifier.reference.model.KVCache`)."""
+
+    next_logits: np.ndarray
+    lengths: tuple[int, ...]
+    cache: KVCache
 
 
 def _run(name: str, text: str, seed: int, tokens: tuple[int, ...], dtype: type) -> Run:

@@ -1,8 +1,8 @@
 """The audit as a terminal table and as JSON.
 
 The table names the articles first, then prints the rows group by group: number, claim with its
-places, as stated, exact, verdict, and under each row why and how it was checked; then the summary
-and the verdict rule. Columns fit 110 characters.
+places, as stated, exact, verdict, and under each row why and how it was checked; then the verdict
+rule, and last the summary line. Columns fit 110 characters.
 """
 
 from __future__ import annotations
@@ -28,9 +28,8 @@ def summary(rows: Sequence[Row]) -> dict[str, int]:
 
 
 def summary_line(rows: Sequence[Row]) -> str:
-    counts = ", ".join(f"{n} {v}" for v, n in summary(rows).items())
-    arithmetic = sum(r.arithmetic_only for r in rows)
-    return f"{len(rows)} claims: {counts}\n({arithmetic} of them check only the article's own arithmetic)"
+    """`95 claims: 62 correct, ..., 0 skipped`: the last line of the table."""
+    return f"{len(rows)} claims: " + ", ".join(f"{n} {v}" for v, n in summary(rows).items())
 
 
 def articles_header() -> list[str]:
@@ -70,7 +69,9 @@ def render(rows: Sequence[Row]) -> str:
             lines += ["", group, "", *_cells(_HEADER), "  ".join("-" * w for w in _WIDTHS)]
         lines += _cells((str(n), f"{row.claim} ({where(row.places)})", row.stated, row.exact, row.verdict))
         lines += [*_details(row), ""]
-    lines += [summary_line(rows), "", "Verdicts:", *("  " + line for line in RULE.splitlines())]
+    arithmetic = sum(r.arithmetic_only for r in rows)
+    lines += ["Verdicts:", *("  " + line for line in RULE.splitlines()), ""]
+    lines += [f"{arithmetic} rows check only the article's own arithmetic.", summary_line(rows)]
     return "\n".join(lines)
 
 

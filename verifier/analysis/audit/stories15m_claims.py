@@ -20,10 +20,9 @@ from verifier.analysis.audit.checks import (
     embedding_rows,
     head_split,
     mapped_back,
-    with_reason,
 )
 from verifier.analysis.audit.claim import Check, Claim
-from verifier.analysis.audit.inputs import NO_STORIES15M, STORIES15M_HINT, Inputs, Llama2cFile, Run
+from verifier.analysis.audit.inputs import STORIES15M_HINT, Inputs, Llama2cFile, Run
 from verifier.analysis.audit.verdict import (
     Evidence,
     Figure,
@@ -44,6 +43,7 @@ from verifier.model import stages
 from verifier.model.known_models import known_models
 from verifier.model.params import parameter_table
 from verifier.model.presets import llama2c_hidden_dim, preset
+from verifier.model.weights import weight_shapes
 from verifier.reference import layers as L
 
 GROUP = "llama2.c's stories15M, in 'How Large Language Model Works in the Prediction Stage' (ps)"
@@ -380,41 +380,38 @@ def _table_sharing(inputs: Inputs, stated: tuple[bool, bool]) -> Evidence:
     )
 
 
-def _trained_parameters(inputs: Inputs) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
-    """transformers' LlamaForCausalLM's parameter and buffer names, or None without transformers."""
-    if inputs.transformers is not None:
-        return None
-    _, parameters, buffers = inputs.hf_llama
-    return parameters, buffers
+def _parameters_of_llama(inputs: Inputs) -> tuple[tuple[str, ...], tuple[str, ...], str]:
+    """The parameter and buffer names of a Llama model of stories15M's sizes, and where they come from:
+    transformers' LlamaForCausalLM when installed, else the canonical weight set (its state dict as
+    save_pretrained writes it, which verifier.formats.hf loads into it strictly)."""
+    if inputs.transformers is None:
+        _, parameters, buffers = inputs.hf_llama
+        return parameters, buffers, "transformers' LlamaForCausalLM for stories15M"
+    names = tuple(weight_shapes(preset(PRESET)))
+    return names, (), f"the canonical weight set of stories15M (LlamaForCausalLM's state dict; {inputs.transformers})"
 
 
 def _weights_learned(inputs: Inputs, stated: str) -> Evidence:
     """The embedding table, the RMSNorm gains and W_q, W_k, W_v: parameters a model is trained in?"""
-    how = "transformers' LlamaForCausalLM for stories15M: its parameters (what training updates)"
-    names = _trained_parameters(inputs)
-    if names is None:
-        return Evidence("", Match.NEEDS_INPUT, inputs.transformers or "", how)
-    parameters, _ = names
+    parameters, _, source = _parameters_of_llama(inputs)
     wanted = ("embed_tokens.weight", "input_layernorm.weight", "q_proj.weight", "k_proj.weight", "v_proj.weight")
     found = [w for w in wanted if any(n.endswith(w) for n in parameters)]
     exact = "learned" if found == list(wanted) else "not all learned"
     why = f"{', '.join(found)} are parameters of the model ({len(parameters)} parameter tensors in all)"
-    return Evidence(exact, compare_equal(stated, exact), why, how)
+    return Evidence(exact, compare_equal(stated, exact), why, f"{source}: its parameters (what training updates)")
 
 
 def _rope_learned(inputs: Inputs, stated: str) -> Evidence:
-    """Whether the RoPE tables are learned: transformers' Llama has no parameter for them, and a trained
+    """Whether the RoPE tables are learned: a Llama model has no parameter for them, and a trained
     stories15M.bin stores cos/sin of position x 10000^(-2i/48)."""
-    evidence, fixed = [], True
-    names = _trained_parameters(inputs)
-    if names is not None:
-        parameters, buffers = names
-        rope_parameters = [n for n in parameters if "rotary" in n]
-        fixed = not rope_parameters
-        evidence.append(
-            f"transformers' LlamaForCausalLM has {len(parameters)} parameter tensors, {len(rope_parameters)} for RoPE; "
-            f"its tables come from the buffer {next(b for b in buffers if 'inv_freq' in b)}, theta^(-2i/d_head)"
-        )
+    parameters, buffers, source = _parameters_of_llama(inputs)
+    rope_parameters = [n for n in parameters if "rotary" in n or "freq" in n]
+    fixed = not rope_parameters
+    computed_from = next((f"the buffer {b}" for b in buffers if "inv_freq" in b), "theta alone")
+    evidence = [
+        f"{source} has {len(parameters)} parameter tensors, {len(rope_parameters)} for RoPE, whose tables are "
+        f"computed from {computed_from}, theta^(-2i/d_head)"
+    ]
     real = inputs.stories15m
     if not isinstance(real, str):
         file, checkpoint = real
@@ -422,8 +419,6 @@ def _rope_learned(inputs: Inputs, stated: str) -> Evidence:
         # position x theta^(-2i/d_head) for one theta (a file with other tables is refused).
         finding = next(f for f in checkpoint.findings if f.startswith("RoPE"))
         evidence.append(f"the trained stories15M.bin at {file.path}: {finding}, every entry checked")
-    if not evidence:
-        return Evidence("", Match.NEEDS_INPUT, inputs.transformers or "", f"transformers' Llama; {NO_STORIES15M}")
     exact = "fixed" if fixed else "learned"
     why = (
         "fcr, fci are cos and sin of position x 10000^(-2i/48), computed, not trained: stored values, not learned "
@@ -436,25 +431,27 @@ def _rope_learned(inputs: Inputs, stated: str) -> Evidence:
 
 
 def _cache_contents(inputs: Inputs, stated: tuple[str, str]) -> Evidence:
-    how = "transformers' LlamaForCausalLM (float32) holding the seeded stories15M weights, use_cache, layer 0"
-    missing = with_reason(inputs.transformers, how)
-    if missing:
-        return missing
+    """The cached keys and values of layer 0, against the stages the stated names name ([n_kv_heads, T, d_head])."""
     run = inputs.story
-    cached, _, _ = inputs.hf_llama
-    keys, values = cached["keys"], cached["values"]
+    if inputs.transformers is None:
+        cached, _, _ = inputs.hf_llama
+        keys, values = cached["keys"], cached["values"]
+        how = "transformers' LlamaForCausalLM (float32) holding the seeded stories15M weights, use_cache, layer 0"
+    else:
+        keys, values = (a[0].transpose(1, 0, 2) for a in run.decoded.cache.layers[0])  # [B, S, kv, d] -> [kv, S, d]
+        how = f"the NumPy reference's KV cache, decoded token by token, layer 0 ({inputs.transformers})"
     match = worst([compare_arrays(keys, run.stage(stated[0]))[0], compare_arrays(values, run.stage(stated[1]))[0]])
     before = compare_arrays(keys, run.stage("k"))[1]
     why = (
-        f"the cached keys are the reference's k after RoPE (k_rope), {before:.3g} away from k before it; "
-        "the values are v as projected (llama2.c's run.c also rotates k before caching it)"
+        f"the cached keys are k after RoPE (k_rope), {before:.3g} away from k before it; the values are v as "
+        "projected (llama2.c's run.c also rotates k before caching it)"
     )
     return Evidence("k_rope (after RoPE), v", match, why, f"{how}, against {describe_run(run)}")
 
 
 def _cache_growth(inputs: Inputs, stated: tuple[int, bool]) -> Evidence:
     run = inputs.story
-    next_logits, lengths = run.decoded
+    next_logits, lengths = run.decoded.next_logits, run.decoded.lengths
     grows = tuple(b - a for a, b in zip((0, *lengths), lengths, strict=False))
     rows = grows[0] if len(set(grows)) == 1 else -1
     same, diff, _ = compare_arrays(next_logits, run.trace[stages.LOGITS][-1])
