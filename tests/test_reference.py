@@ -21,6 +21,7 @@ from verifier.model.config import ModelConfig
 from verifier.model.presets import preset
 from verifier.model.weights import init_weights
 from verifier.plugin.adapters import hf_transformers
+from verifier.properties.oracle import Oracle
 from verifier.properties.strategies import configs
 from verifier.reference import InputError, NumpyModel
 
@@ -58,8 +59,12 @@ def test_reference_matches_transformers_on_generated_configs(config: ModelConfig
     weights = init_weights(config, seed=data.draw(st.integers(0, 2**16), label="seed"), scale=scale)
     T = data.draw(st.integers(1, config.n_ctx), label="T")
     tokens = np.array(data.draw(st.lists(st.integers(0, config.vocab_size - 1), min_size=T, max_size=T)))
-    oracle = NumpyModel(config, weights, np.float64).logits(tokens)
-    _assert_within_policy(hf_transformers.build(config, weights).logits(tokens), oracle, "transformers")
+    # Weight scale 1.0 reaches nearly one-hot attention, where the policy's floor alone is not the
+    # policy: the bound includes how far the case's neighbours move (verifier.analysis.tolerance).
+    expected = Oracle(config, weights).logits(tokens)
+    found = hf_transformers.build(config, weights).logits(tokens)
+    c = expected.compare(found)
+    assert c.ok, f"transformers: max |diff| {c.max_error:.3g} at {list(c.index)} exceeds the bound {c.bound:.3g}"
 
 
 def test_grouped_query_attention_matches_transformers_with_one_kv_head() -> None:
