@@ -21,22 +21,26 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from verifier.analysis.divergence import Divergence
-from verifier.plugin.contract import CheckedModel
+from verifier.plugin.contract import CheckedModel, ContractViolation
 from verifier.properties.oracle import Expected, Oracle
 
 __all__ = [
     "PropertyFailure",
     "Record",
     "agree",
+    "compared",
     "fail",
     "localizer",
+    "nothing_compared",
+    "record_example",
     "record_failure",
     "record_ratio",
+    "record_refusal",
     "recording",
     "trace_agrees",
 ]
@@ -44,21 +48,49 @@ __all__ = [
 
 @dataclass
 class Record:
-    """What one property test leaves for the report."""
+    """What one property test leaves for the report.
+
+    `examples` counts the cases a model was built for and run on; `comparisons` the checks made
+    (each `agree`, each recorded ratio, each `compared()`). A model's property that made no
+    comparison is a skip, never a pass: `uncompared` and `refused` hold the reasons for saying so.
+    """
 
     property: str
     worst_ratio: float | None = None
     first_divergent_stage: str | None = None
     stage_errors: list[tuple[str, float, float]] = field(default_factory=list)
+    contract_rule: str | None = None
+    examples: int = 0
+    comparisons: int = 0
+    uncompared: dict[str, None] = field(default_factory=dict)  # an ordered set of reasons
+    refused: dict[str, None] = field(default_factory=dict)
+
+    def why_nothing_compared(self, model: str) -> str:
+        """The skip reason of a property that ran `examples` cases on `model` and compared nothing."""
+        if self.examples == 0:
+            reason = f"no example ran on model {model!r}"
+            if self.refused:
+                reason += ": every drawn config was refused (" + "; ".join(_first(self.refused)) + ")"
+            return reason
+        why = "; ".join(_first(self.uncompared)) or "the property found nothing to check"
+        return f"compared nothing in {self.examples} examples on model {model!r}: {why}"
 
     def user_properties(self) -> list[tuple[str, Any]]:
-        found: list[tuple[str, Any]] = []
+        found: list[tuple[str, Any]] = [("examples", self.examples)]
         if self.worst_ratio is not None:
             found.append(("worst_error_ratio", self.worst_ratio))
         if self.first_divergent_stage is not None:
             found.append(("first_divergent_stage", self.first_divergent_stage))
             found.append(("stage_errors", self.stage_errors))
+        if self.contract_rule is not None:
+            found.append(("contract_rule", self.contract_rule))
         return found
+
+
+def _first(reasons: dict[str, None], n: int = 3) -> list[str]:
+    """The first `n` distinct reasons, and how many more there were."""
+    shown = list(reasons)[:n]
+    return shown + ([f"and {len(reasons) - n} more"] if len(reasons) > n else [])
 
 
 _records: list[Record] = []
@@ -84,8 +116,38 @@ def property_name() -> str:
     return record.property if record else "property"
 
 
+def record_example() -> None:
+    """Count one case run on the model under test (called where a model is built for a case)."""
+    record = _current()
+    if record is not None:
+        record.examples += 1
+
+
+def record_refusal(reason: str) -> None:
+    """Keep why the model (or the probes) refused a drawn case, for the reason of a skip."""
+    record = _current()
+    if record is not None:
+        record.refused[reason] = None
+
+
+def compared() -> None:
+    """Count one check made by a property's own means (a shape, a token, a changed row)."""
+    record = _current()
+    if record is not None:
+        record.comparisons += 1
+
+
+def nothing_compared(reason: str) -> None:
+    """Say why this example checked nothing (e.g. the trace has no `probs` stage); if no example
+    of the test checks anything, the test is a skip with these reasons."""
+    record = _current()
+    if record is not None:
+        record.uncompared[reason] = None
+
+
 def record_ratio(ratio: float) -> None:
-    """Keep the largest error / bound of the running test."""
+    """Keep the largest error / bound of the running test; each call is one comparison."""
+    compared()
     record = _current()
     if record is not None and not np.isnan(ratio):
         record.worst_ratio = ratio if record.worst_ratio is None else max(record.worst_ratio, ratio)
@@ -103,17 +165,24 @@ def record_failure(record: Record, error: BaseException) -> None:
     """Put the localization of the failure a test reports (`error`, or the first PropertyFailure in
     an exception group) into `record`. Taken from the raised error, not from the last example run:
     Hypothesis may run other failing examples after the one it reports."""
-    failure = _first_property_failure(error)
+    violation = _first_of(error, ContractViolation)
+    if violation is not None:
+        record.contract_rule = violation.rule
+    failure = _first_of(error, PropertyFailure)
     if failure is not None and failure.divergence is not None and failure.divergence.first is not None:
         record.first_divergent_stage = failure.divergence.first.stage
         record.stage_errors = failure.divergence.as_rows()
 
 
-def _first_property_failure(error: BaseException) -> PropertyFailure | None:
-    if isinstance(error, PropertyFailure):
+E = TypeVar("E", bound=BaseException)
+
+
+def _first_of(error: BaseException, kind: type[E]) -> E | None:
+    """`error` if it is a `kind`, else the first `kind` in an exception group, else None."""
+    if isinstance(error, kind):
         return error
     for inner in getattr(error, "exceptions", ()):  # an ExceptionGroup of several distinct failures
-        found = _first_property_failure(inner)
+        found = _first_of(inner, kind)
         if found is not None:
             return found
     return None

@@ -9,7 +9,8 @@ from collections.abc import Generator, Iterator
 from contextlib import contextmanager
 
 import pytest
-from hypothesis.errors import HypothesisException
+from hypothesis import HealthCheck
+from hypothesis.errors import FailedHealthCheck, HypothesisException, Unsatisfiable
 
 from verifier.properties import checks, models, profiles
 
@@ -41,17 +42,39 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
             pytest.skip(reason)
 
 
+def _model_under_test(item: pytest.Item) -> str | None:
+    callspec = getattr(item, "callspec", None)
+    spec = callspec.params.get("model_spec") if callspec is not None else None
+    return None if spec is None else str(spec.name)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
+    """Run the test recording what it checked. On a model, a test that compared nothing, or whose
+    every drawn case Hypothesis had to reject, is a skip with the reason: it tested nothing."""
+    model = _model_under_test(item)
     with checks.recording(item.originalname if isinstance(item, pytest.Function) else item.name) as record:
         try:
             with _timing_first_failure(item):
-                return (yield)
+                outcome = yield
+        except (Unsatisfiable, FailedHealthCheck) as error:
+            if model is None or not _every_draw_rejected(error):
+                checks.record_failure(record, error)
+                raise
+            pytest.skip(f"{record.why_nothing_compared(model)} (Hypothesis: {type(error).__name__})")
         except BaseException as error:
             checks.record_failure(record, error)
             raise
         finally:
             item.user_properties.extend(record.user_properties())
+        if model is not None and record.comparisons == 0:
+            pytest.skip(record.why_nothing_compared(model))
+        return outcome
+
+
+def _every_draw_rejected(error: HypothesisException) -> bool:
+    """Unsatisfiable, or the health check that fails when too many draws are filtered out."""
+    return isinstance(error, Unsatisfiable) or HealthCheck.filter_too_much.name in str(error)
 
 
 @contextmanager

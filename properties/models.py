@@ -22,6 +22,7 @@ from verifier.model.config import Family, ModelConfig
 from verifier.plugin.contract import CheckedModel, build_checked, probe
 from verifier.plugin.interface import Unsupported
 from verifier.plugin.registry import ModelSpec
+from verifier.properties import checks
 from verifier.properties.strategies import Case
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -41,6 +42,12 @@ class Support:
         if config.family not in self.capabilities:
             return False
         return config.n_kv_heads == config.n_heads or "llama-gqa" in self.capabilities
+
+    def why_not_config(self, config: ModelConfig) -> str:
+        """Why the probes say the model does not run `config` (when `runs(config)` is False)."""
+        if config.family not in self.capabilities:
+            return f"the probes: {config.family}: {self.refused.get(config.family, 'not probed')}"
+        return f"the probes: llama-gqa: {self.refused.get('llama-gqa', 'not probed')}"
 
     def why_not(self, family: Family | None, capability: str | None) -> str | None:
         """The reason to skip a property needing `capability` on `family` (any if None), or None."""
@@ -88,12 +95,15 @@ def build(spec: ModelSpec, case: Case, capability: str | None = None) -> Checked
     model does not run its config, and skips when the built model lacks `capability`."""
     note(f"model {spec.name!r}; case:\n{case.describe()}")
     if not support(spec).runs(case.config):
+        checks.record_refusal(support(spec).why_not_config(case.config))
         reject()
     try:
         model = build_checked(spec, case.config, case.weights())
     except Unsupported as e:
         note(f"the factory refused this config: {e}")
+        checks.record_refusal(f"the factory: {e}")
         reject()
     if capability and capability not in model.capabilities:
         pytest.skip(f"model {spec.name!r} has no {capability!r} capability for {case.config.family} configs")
+    checks.record_example()
     return model

@@ -49,7 +49,9 @@ def test_logits_from_an_edited_token_on_do_change(model_spec: ModelSpec, edited:
     # Only positions where the oracle moves well beyond the noise can tell "changed" from "unchanged".
     clear = [i for i in range(j, case.T) if moved[i] > 8 * noise]
     if not clear:
+        checks.nothing_compared("the oracle's logits moved beyond the noise at no position")
         return
+    checks.compared()
     found = model.logits(edited.edited_tokens())[clear] - model.logits(case.token_array())[clear]
     unchanged = [i for i, row in zip(clear, found, strict=True) if np.abs(row).max() <= noise]
     if unchanged:
@@ -73,6 +75,7 @@ def test_attention_probabilities_are_zero_above_the_diagonal_and_rows_sum_to_1(
     for layer in range(case.config.n_layers):
         probs = trace.get(stages.layer_stage(layer, "probs"))
         if probs is None:
+            checks.nothing_compared("the trace has no attention probabilities (no layers.<i>.probs stage)")
             continue
         name = f"layer {layer} attention probabilities"
         checks.agree(np.where(upper, probs, 0.0), exact(np.zeros_like(probs)), what=f"{name} above the diagonal",

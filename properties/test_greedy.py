@@ -51,6 +51,7 @@ def test_greedy_tokens_are_the_oracle_argmax_up_to_ties(model_spec: ModelSpec, p
         picked = _generate(model, prompt, prompted.n_new)
     except Unsupported as e:  # e.g. run.c's prompt encoding has one-byte pieces for ~250 distinct ids
         note(f"the model refused this prompt: {e}")
+        checks.record_refusal(f"the model refused a prompt: {e}")
         reject()
     expected = oracle(case).logits(np.concatenate([prompt, picked]))[case.T - 1 : -1]  # [n_new, V], teacher-forced
     for step, token in enumerate(picked):

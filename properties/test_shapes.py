@@ -12,6 +12,7 @@ from verifier.model import stages
 from verifier.model.presets import preset
 from verifier.model.weights import init_weights
 from verifier.plugin.contract import CheckedModel, build_checked
+from verifier.plugin.interface import Unsupported
 from verifier.plugin.registry import ModelSpec
 from verifier.properties import checks, models
 from verifier.properties.models import requires
@@ -30,6 +31,7 @@ def _assert_shapes(
         if stage in trace and trace[stage].shape != shape
     ]
     unknown = sorted(set(trace) - set(expected)) if every_stage else []
+    checks.compared()
     if wrong or unknown:
         detail = "; ".join(wrong + ([f"stages not in verifier.model.stages: {unknown}"] if unknown else []))
         checks.fail(model_name, "traced stage shapes", detail)
@@ -62,7 +64,12 @@ def _gpt2_small(model_spec: ModelSpec) -> CheckedModel:
     reason = models.skip_reason(model_spec, "trace", "gpt2")
     if reason:
         pytest.skip(reason)
-    return build_checked(model_spec, config, init_weights(config, seed=0))
+    try:
+        model = build_checked(model_spec, config, init_weights(config, seed=0))
+    except Unsupported as e:
+        pytest.skip(f"model {model_spec.name!r} does not run GPT-2 124M: {e}")
+    checks.record_example()
+    return model
 
 
 # The table of the articles: tokens [5] -> embedding [5, 768] -> per head q, k, v [5, 64] x 12 ->
@@ -86,11 +93,12 @@ ARTICLES_TABLE = {
 def test_gpt2_124m_on_5_tokens_reproduces_the_articles_table(model_spec: ModelSpec) -> None:
     model = _gpt2_small(model_spec)
     trace = model.trace(np.array([464, 3139, 286, 4881, 318]))  # "The capital of France is"
-    missing = [s for s in ARTICLES_TABLE if s not in trace]
-    if missing:
-        checks.fail(model.name, "the articles' table", f"the trace has no stage {missing}")
+    # A trace may hold any subset of the stages: the table is checked on the stages it has.
+    if not set(ARTICLES_TABLE) & set(trace):
+        checks.nothing_compared(f"the trace has none of the table's stages {list(ARTICLES_TABLE)}")
+        return
     _assert_shapes(model.name, trace, ARTICLES_TABLE, every_stage=False)
-    if trace["logits"][-1].shape != (50257,):
+    if "logits" in trace and trace["logits"][-1].shape != (50257,):
         checks.fail(model.name, "the last row", f"is {list(trace['logits'][-1].shape)}, not [50257]")
 
 

@@ -191,7 +191,8 @@ def test_one_reason_for_several_properties_of_a_model_is_one_note() -> None:
 def test_a_run_that_only_skips_does_not_conform() -> None:
     report = _report(Result("p", "numpy", "skip", "no decode"))
     assert not report.conforms
-    assert render.summary(report) == "1 skip: does not conform"
+    assert report.verdict == "untested"
+    assert render.summary(report) == "1 skip: untested: not conforming"
     assert _report(Result("p", "numpy", "pass"), Result("q", "numpy", "skip")).conforms
 
 
@@ -207,8 +208,8 @@ def test_the_report_survives_standard_json_and_renders_pipes_and_long_messages()
     assert "| `p` | FAIL 31 [1] | - |" in md and "| `q` | - | pass inf |" in md
     assert "1. p / numpy (fail): model 'x' broke \\| the rule" in md and "   Falsifying example: tokens=[1, 2]" in md
     assert "  - `gpt2, llama: logits`" in md
-    text = render.text(report, note_width=30)
-    assert "[1] p / numpy: model 'x' brok…" in text and "Falsifying" not in text
+    text = render.text(report)
+    assert "[1] p / numpy: model 'x' broke | the rule\n      Falsifying example: tokens=[1, 2]\n" in text
 
 
 def test_the_plot_draws_any_stage_errors_as_a_png() -> None:

@@ -1,7 +1,8 @@
 """`verifier check`: run the property suite and print the conformance table property x model.
 
-Exit status: 0 when the models conform (nothing failed, something passed), 1 when not,
-2 when pytest could not start (a bad --model, a bad pytest option).
+Exit status: 0 when every model conforms (none of its tests failed, and its properties ran
+examples on it), 1 when one does not or was untested, 2 when pytest could not start (a bad
+--model, a bad pytest option).
 """
 
 from __future__ import annotations
@@ -93,10 +94,9 @@ def run(args: argparse.Namespace) -> int:
         report = Report.read(results)
     written = write_reports(report, Path(args.reports), plots=args.plot)
     print()
-    print(render.text(report))
-    print(f"written: {', '.join(map(str, written))}")
     if args.plot:
         for result in report.failures:
             if result.first_divergent_stage and not result.stage_errors:
                 print(f"no plot for {result.property} / {result.model}: it recorded no stage errors")
+    print(render.text(report, written))
     return 0 if report.conforms else 1

@@ -20,6 +20,8 @@ from verifier.plugin import contract, registry
 from verifier.plugin.registry import PluginError
 from verifier.report.output import write_atomic
 from verifier.report.results import (
+    CONTRACT_RULE,
+    EXAMPLES,
     FIRST_DIVERGENT_STAGE,
     FIRST_FAILURE_SECONDS,
     MODEL,
@@ -113,6 +115,10 @@ class Collector:
             result.first_divergent_stage = str(props[FIRST_DIVERGENT_STAGE])
         if FIRST_FAILURE_SECONDS in props:
             result.first_failure_seconds = float(props[FIRST_FAILURE_SECONDS])
+        if EXAMPLES in props:
+            result.examples = int(props[EXAMPLES])
+        if CONTRACT_RULE in props:
+            result.contract_rule = str(props[CONTRACT_RULE])
         if STAGE_ERRORS in props:
             result.stage_errors = [(str(stage), float(e), float(b)) for stage, e, b in props[STAGE_ERRORS]]
         xfail = getattr(report, "wasxfail", None)

@@ -2,14 +2,18 @@
 
 Rows are properties, columns are models; a cell reads `pass 0.012` (the worst error / tolerance
 ratio, where the property measured one), `FAIL 3.1e+04 [2]`, `skip [1]`. Numbered notes below
-the table give each skip's reason and each failure's message and first divergent stage.
+the table give each skip's reason and each failure's whole message and first divergent stage; a
+reason or a contract breach that several properties of a model share is one note. Then each
+model's verdict (conforms / fails / untested) with its counts, and the summary.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
-from verifier.report.results import Report, Result
+from verifier.report.results import FAILING, Report, Result
 
 NO_MODEL = "(no model)"
 _LABELS = {"pass": "pass", "fail": "FAIL", "error": "ERROR", "skip": "skip", "xfail": "xfail", "xpass": "xpass"}
@@ -25,10 +29,16 @@ class Table:
     notes: list[tuple[list[Result], str]]  # (the results a note is for, its text), numbered from 1
 
     def note_heading(self, n: int) -> str:
-        """`property / model` of note n (from 1), or `model, k properties` for a note several share."""
+        """`property / model` of note n (from 1); for a note several share, `model, k properties`,
+        or for a failure `model, k properties: p1, p2, ...` (which properties a breach affected)."""
         results, _ = self.notes[n - 1]
         model = results[0].model or NO_MODEL
-        return f"{results[0].property} / {model}" if len(results) == 1 else f"{model}, {len(results)} properties"
+        if len(results) == 1:
+            return f"{results[0].property} / {model}"
+        heading = f"{model}, {len(results)} properties"
+        if results[0].outcome in FAILING:
+            heading += ": " + ", ".join(r.property for r in results)
+        return heading
 
 
 def _note(result: Result) -> str:
@@ -55,9 +65,11 @@ def table(report: Report) -> Table:
             if result.worst_error_ratio is not None:
                 parts.append(f"{result.worst_error_ratio:.3g}")
             if result.outcome != "pass":
-                key = (model, _note(result))
+                # One note per contract rule a model broke, however many properties met the breach.
+                breach = result.contract_rule and result.outcome in FAILING
+                key = (model, f"contract rule {result.contract_rule}" if breach else _note(result))
                 if key not in numbers:
-                    notes.append(([], key[1]))
+                    notes.append(([], _note(result)))
                     numbers[key] = len(notes)
                 notes[numbers[key] - 1][0].append(result)
                 parts.append(f"[{numbers[key]}]")
@@ -65,10 +77,24 @@ def table(report: Report) -> Table:
     return Table(properties, models, cells, notes)
 
 
+_VERDICTS = {"conforms": "conforms", "fails": "does not conform", "untested": "untested: not conforming"}
+
+
 def summary(report: Report) -> str:
-    """`12 pass, 1 fail, 3 skip: does not conform`."""
+    """`12 pass, 1 fail, 3 skip: does not conform` (or `conforms`, or `untested: not conforming`)."""
     counts = ", ".join(f"{n} {outcome}" for outcome, n in report.counts().items()) or "no tests ran"
-    return f"{counts}: {'conforms' if report.conforms else 'does not conform'}"
+    return f"{counts}: {_VERDICTS[report.verdict]}"
+
+
+def verdict_lines(report: Report) -> list[str]:
+    """One line per model: `numpy: conforms (20 properties run: 20 pass, 0 fail; 6 skip; 1,234 examples)`,
+    and for an untested model the reason."""
+    lines = []
+    for v in report.verdicts():
+        counts = f"{v.run} properties run: {v.passed} pass, {v.failed} fail; {v.skipped} skip; {v.examples:,} examples"
+        label = v.verdict.upper() if v.verdict != "conforms" else v.verdict
+        lines.append(f"{v.model}: {label} ({counts})" + (f"; {v.reason}" if v.reason else ""))
+    return lines
 
 
 def _header_lines(report: Report) -> list[tuple[str, str]]:
@@ -88,8 +114,9 @@ def _header_lines(report: Report) -> list[tuple[str, str]]:
     return lines
 
 
-def text(report: Report, *, note_width: int = 200) -> str:
-    """The report for a terminal: header, aligned table, notes (first line, cut at `note_width`)."""
+def text(report: Report, written: Sequence[Path] = ()) -> str:
+    """The report for a terminal: header, aligned table, whole notes, verdicts per model, and the
+    summary, which names the report files `written`."""
     t = table(report)
     lines = [f"{label:<11}{value}" for label, value in _header_lines(report)]
     rows = [["property", *t.models]] + [[p, *(t.cells.get((p, m), "-") for m in t.models)] for p in t.properties]
@@ -102,9 +129,11 @@ def text(report: Report, *, note_width: int = 200) -> str:
     if t.notes:
         lines.append("")
     for n, (_, note) in enumerate(t.notes, 1):
-        first = f"[{n}] {t.note_heading(n)}: {note.splitlines()[0]}"
-        lines.append(first if len(first) <= note_width else first[: note_width - 1] + "…")
-    lines += ["", summary(report)]
+        first, *rest = note.splitlines() or [""]
+        lines.append(f"[{n}] {t.note_heading(n)}: {first}")
+        lines += [f"    {line}" for line in rest]
+    files = f"; reports written: {', '.join(map(str, written))}" if written else ""
+    lines += ["", *verdict_lines(report), summary(report) + files]
     return "\n".join(lines)
 
 
@@ -128,5 +157,6 @@ def markdown(report: Report) -> str:
         out.append(f"{n}. {t.note_heading(n)} ({results[0].outcome}): {_md_cell(first)}")
         if rest:
             out += ["", "   ```", *(f"   {line}" for line in rest), "   ```", ""]
+    out += ["", "## Verdicts", "", *(f"- {line}" for line in verdict_lines(report))]
     out += ["", f"**{summary(report)}**", ""]
     return "\n".join(out)

@@ -9,7 +9,14 @@ these keys; each also shows in pytest's own JUnit XML:
 - `stage_errors`: [(stage, max |error|, tolerance bound), ...] in compute order, on a failure
   localized by a trace, for the error-per-stage plot (error inf: the stage has the wrong shape);
 - `first_failure_seconds`: float, on a failed Hypothesis property, the time from the test's start
-  to its first failing example (before shrinking), for the mutation report.
+  to its first failing example (before shrinking), for the mutation report;
+- `examples`: int, the cases a property built the model for and ran (the suite's conftest counts them);
+- `contract_rule`: str, on a failure that is a contract breach, the rule broken (e.g. `shape`).
+
+A model **conforms** when none of its tests failed and at least one of its properties passed: the
+suite turns a property that ran no example or compared nothing into a skip, so a pass means the
+property checked the model. A model with no failure and no pass is **untested**; a run conforms
+only when every model under test conforms and no model-independent test failed.
 
 Non-finite numbers (an infinite error ratio) are written to JSON as the strings "inf" and "nan",
 so the file stays standard JSON.
@@ -29,6 +36,8 @@ WORST_ERROR_RATIO = "worst_error_ratio"
 FIRST_DIVERGENT_STAGE = "first_divergent_stage"
 STAGE_ERRORS = "stage_errors"
 FIRST_FAILURE_SECONDS = "first_failure_seconds"
+EXAMPLES = "examples"
+CONTRACT_RULE = "contract_rule"
 
 # Outcomes, in the order a summary lists them; the first two fail a run.
 FAILING = ("fail", "error")
@@ -49,6 +58,26 @@ class Result:
     nodeid: str = ""
     duration: float = 0.0
     first_failure_seconds: float | None = None
+    examples: int | None = None  # None: the test did not count its examples
+    contract_rule: str | None = None
+
+
+@dataclass
+class ModelVerdict:
+    """One model's verdict: `conforms`, `fails` or `untested`, its counts, and why when untested."""
+
+    model: str
+    verdict: str
+    passed: int
+    failed: int
+    skipped: int
+    examples: int
+    reason: str = ""
+
+    @property
+    def run(self) -> int:
+        """Properties that ran on the model: passed or failed."""
+        return self.passed + self.failed
 
 
 @dataclass
@@ -80,6 +109,36 @@ class Report:
     results: list[Result] = field(default_factory=list)
     exit_status: int = 0
 
+    def verdicts(self) -> list[ModelVerdict]:
+        """Per model under test (the header's, then any other the results name), in that order."""
+        names = [card.name for card in self.header.models]
+        names += [m for m in dict.fromkeys(r.model for r in self.results if r.model) if m not in names]
+        return [self._verdict(name) for name in names]
+
+    def _verdict(self, model: str) -> ModelVerdict:
+        mine = [r for r in self.results if r.model == model]
+        failed = sum(r.outcome in FAILING for r in mine)
+        passed = sum(r.outcome in ("pass", "xpass") for r in mine)
+        examples = sum(r.examples or 0 for r in mine if r.outcome in (*FAILING, "pass", "xpass"))
+        verdict, reason = ("fails", "") if failed else ("conforms", "") if passed else ("untested", "")
+        if verdict == "untested":
+            reason = self._why_untested(model, mine)
+        return ModelVerdict(model, verdict, passed, failed, len(mine) - passed - failed, examples, reason)
+
+    def _why_untested(self, model: str, results: list[Result]) -> str:
+        card = next((c for c in self.header.models if c.name == model), None)
+        refused = {k: p for k, p in (card.probes if card else {}).items() if p.startswith(("unsupported", "broken"))}
+        if not results:
+            why = "no property ran on it"
+        else:
+            why = f"all {len(results)} of its properties skipped, none ran an example"
+        listed = "; ".join(f"{kind}: {probe}" for kind, probe in refused.items())
+        if refused and card is not None and len(refused) == len(card.probes):
+            return f"{why}: it refused every config family probed ({listed})"
+        if refused:
+            return f"{why}; refused: {listed} (see the skip reasons)"
+        return f"{why} (see the skip reasons)"
+
     def counts(self) -> dict[str, int]:
         """Number of results per outcome, in OUTCOMES order, zero counts left out."""
         counts = {outcome: sum(r.outcome == outcome for r in self.results) for outcome in OUTCOMES}
@@ -90,12 +149,29 @@ class Report:
         return [r for r in self.results if r.outcome in FAILING]
 
     @property
+    def verdict(self) -> str:
+        """`fails` if any test failed, else `untested` if a model under test is, else `conforms`;
+        without models, `conforms` only if a test passed (a run that skips everything proves nothing)."""
+        verdicts = {v.verdict for v in self.verdicts()}
+        if self.failures or "fails" in verdicts:
+            return "fails"
+        if "untested" in verdicts or not any(r.outcome == "pass" for r in self.results):
+            return "untested"
+        return "conforms"
+
+    @property
     def conforms(self) -> bool:
-        """True when nothing failed and at least one test passed (a run that skips everything proves nothing)."""
-        return not self.failures and any(r.outcome == "pass" for r in self.results)
+        return self.verdict == "conforms"
 
     def to_dict(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "counts": self.counts(), "conforms": self.conforms}
+        models = [{**dataclasses.asdict(v), "run": v.run} for v in self.verdicts()]
+        return {
+            **dataclasses.asdict(self),
+            "counts": self.counts(),
+            "models": models,
+            "verdict": self.verdict,
+            "conforms": self.conforms,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Report:
