@@ -44,6 +44,7 @@ def add_parser(subparsers: Any) -> None:
     )
     p.add_argument(
         "--command",
+        dest="command_template",  # `command` is the subcommand's name in verifier.cli
         metavar="TEMPLATE",
         help="a program under test through the command line, e.g. "
         "'./run {model} -t 0 -n {steps} -i {prompt} -z {tokenizer}' (needs --format and --gives)",
@@ -70,7 +71,7 @@ def add_parser(subparsers: Any) -> None:
 
 def _command_options(args: argparse.Namespace) -> list[str]:
     """The pytest options for a --command program (checked by the pytest plugin)."""
-    options = {"--command": args.command, "--command-format": args.format, "--command-gives": args.gives}
+    options = {"--command": args.command_template, "--command-format": args.format, "--command-gives": args.gives}
     options["--command-timeout"] = None if args.timeout is None else str(args.timeout)
     return [f"{name}={value}" for name, value in options.items() if value is not None]
 
