@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from verifier.fixtures.plugin import has_selection, selected_specs
 from verifier.plugin import contract, registry
 from verifier.plugin.registry import PluginError
 from verifier.report.output import write_atomic
@@ -149,8 +150,11 @@ def _version(distribution: str) -> str:
 
 
 def _model_cards(config: pytest.Config) -> list[ModelCard]:
-    try:
-        specs = registry.select(config.getoption("model", default=None) or [])
+    try:  # the plugin's own selection (it holds a --command program); a fresh one if it made none
+        if has_selection(config):
+            specs = selected_specs(config)
+        else:
+            specs = registry.select(config.getoption("model", default=None) or [])
     except PluginError as e:  # the run itself would have stopped on it; say so rather than crash
         return [ModelCard("?", "?", {"selection": f"broken ({e})"})]
     return [ModelCard(s.name, s.origin, {p.kind: p.summary() for p in contract.probe(s)}) for s in specs]
