@@ -31,14 +31,14 @@ MHA = preset("llama2c-stories260K").replace(n_kv_heads=8, n_layers=2)
     ],
     ids=["gpt2", "grouped-query", "norm eps"],
 )
-def test_configs_run_c_cannot_run_are_unsupported_with_the_reason(config, reason: str) -> None:
+def test_configs_the_pinned_run_c_cannot_run_are_unsupported_with_the_reason(config, reason: str) -> None:
     with pytest.raises(Unsupported, match=reason):
-        build_checked(load_spec("verifier.plugin.adapters.llama2c:build"), config, init_weights(config))
+        build_checked(load_spec("verifier.plugin.adapters.llama2c:build_pinned"), config, init_weights(config))
 
 
 @pytest.mark.needs_cc
 def test_the_model_declares_greedy_only_and_answers_through_the_contract(run_c: Path) -> None:
-    spec = load_spec("llama2c")  # registered by fixtures/builtin.py
+    spec = load_spec("verifier.plugin.adapters.llama2c:build_pinned")
     model = build_checked(spec, MHA, init_weights(MHA, scale=0.2))
     assert model.capabilities == frozenset({"greedy"}) == capabilities(model.model)
     out = model.greedy(np.array([5, 9, 9, 300]), 4)
@@ -47,7 +47,7 @@ def test_the_model_declares_greedy_only_and_answers_through_the_contract(run_c: 
 
 @pytest.mark.needs_cc
 def test_prompts_beyond_its_limits_are_unsupported_or_refused(run_c: Path) -> None:
-    model = build_checked(load_spec("llama2c"), MHA, init_weights(MHA))
+    model = build_checked(load_spec("verifier.plugin.adapters.llama2c:build_pinned"), MHA, init_weights(MHA))
     with pytest.raises(Unsupported, match="distinct token ids"):
         model.model.greedy(np.arange(len(ALPHABET) + 2), 1)
     with pytest.raises(ValueError, match="more than n_ctx=512"):

@@ -13,6 +13,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from verifier.plugin.command import GIVES
+from verifier.plugin.command.files import FORMATS
+from verifier.plugin.command.program import DEFAULT_TIMEOUT_S
 from verifier.plugin.registry import ENV_VAR
 from verifier.report import render, suite
 from verifier.report.output import write_reports
@@ -40,6 +43,21 @@ def add_parser(subparsers: Any) -> None:
         "else every registered model)",
     )
     p.add_argument(
+        "--command",
+        dest="command_template",  # `command` is the subcommand's name in verifier.cli
+        metavar="TEMPLATE",
+        help="a program under test through the command line, e.g. "
+        "'./run {model} -t 0 -n {steps} -i {prompt} -z {tokenizer}' (needs --format and --gives)",
+    )
+    p.add_argument("--format", choices=list(FORMATS), help="the model file the --command program reads")
+    p.add_argument("--gives", choices=list(GIVES), help="what the --command program gives back")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        metavar="SECONDS",
+        help=f"how long one run of the --command program may take (default {DEFAULT_TIMEOUT_S:g})",
+    )
+    p.add_argument(
         "--suite",
         metavar="DIR",
         help=f"the properties/ folder (default: ${suite.SUITE_ENV_VAR}, else next to the package)",
@@ -51,12 +69,23 @@ def add_parser(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
+def _command_options(args: argparse.Namespace) -> list[str]:
+    """The pytest options for a --command program (checked by the pytest plugin)."""
+    options = {"--command": args.command_template, "--command-format": args.format, "--command-gives": args.gives}
+    options["--command-timeout"] = None if args.timeout is None else str(args.timeout)
+    return [f"{name}={value}" for name, value in options.items() if value is not None]
+
+
 def run(args: argparse.Namespace) -> int:
     suite_dir = suite.find_suite(args.suite)
     with tempfile.TemporaryDirectory(prefix="verifier-check-") as tmp:
         results = Path(tmp) / "results.json"
         command = suite.pytest_command(
-            suite_dir, results, models=args.model, profile=args.hypothesis_profile, pytest_args=args.pytest_args
+            suite_dir,
+            results,
+            models=args.model,
+            profile=args.hypothesis_profile,
+            pytest_args=[*_command_options(args), *args.pytest_args],
         )
         status = suite.run(command)
         if not results.exists():

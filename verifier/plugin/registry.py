@@ -1,6 +1,7 @@
 """Where models under test come from: registrations, `module.path:factory` specs, entry points.
 
-Three ways in, all ending as a `ModelSpec`:
+Three ways in here, all ending as a `ModelSpec` (the fourth, a program on the command line, is
+`verifier.plugin.command`):
 1. a file in the suite's `fixtures/` that calls `register(name, factory)`;
 2. `pytest --model module.path:factory` (repeatable), or the VERIFIER_MODEL environment variable
    with the same syntax (several separated by commas);
@@ -120,11 +121,14 @@ def entry_point_specs(entry_points: Iterable[metadata.EntryPoint] | None = None)
     return specs
 
 
-def select(options: Sequence[str], environ: Mapping[str, str] | None = None) -> list[ModelSpec]:
-    """The models a run tests: the `--model` options; else $VERIFIER_MODEL; else every registered
-    model and every installed entry point. Raises PluginError for a spec that names nothing, or
-    for two selected models with the same name (their test ids would collide)."""
-    chosen = [load_spec(text) for text in options] or env_specs(environ)
+def select(
+    options: Sequence[str], environ: Mapping[str, str] | None = None, extra: Sequence[ModelSpec] = ()
+) -> list[ModelSpec]:
+    """The models a run tests: the `--model` options and `extra` (a `--command` program); else
+    $VERIFIER_MODEL; else every registered model and every installed entry point. Raises PluginError
+    for a spec that names nothing, or for two selected models with the same name (their test ids
+    would collide)."""
+    chosen = [load_spec(text) for text in options] + list(extra) or env_specs(environ)
     if not chosen:
         chosen = registered() + entry_point_specs()
     seen: dict[str, ModelSpec] = {}

@@ -1,20 +1,53 @@
-"""llama2.c's C program `run.c` as a model under test: a black box with the `greedy` capability only.
+"""llama2.c's C programs as models under test, black boxes with the `greedy` capability only.
 
-The model is written in llama2.c's legacy format and run at temperature 0; see
-`verifier.plugin.llama2c.program`. Configs this run.c cannot run (GPT-2, grouped-query attention, another
-RMSNorm eps) and machines without a C compiler or the verified source raise `Unsupported`.
+`build` is llama2.c's current `run.c` (grouped-query attention, RoPE theta 10000 only) through the
+command-line protocol, built from a llama2.c tree (`verifier.plugin.llama2c.checkout`); without a
+tree it falls back to the pinned 2023 run.c (`verifier.plugin.llama2c.program`, fetched from PyPI).
+`build_runq` is `runq.c` on version-2 int8 files, for agreement rates (it quantizes, so it is not
+expected to conform). Configs a program cannot run, and machines without a compiler or sources,
+raise `Unsupported` with the reason.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+from verifier.formats.llama2c import NORM_EPS, ROPE_THETA
 from verifier.model.config import ModelConfig
 from verifier.model.weights import Weights
+from verifier.plugin.command import Command
 from verifier.plugin.interface import Unsupported
+from verifier.plugin.llama2c import checkout
 from verifier.plugin.llama2c.build import Llama2cUnavailable, binary
 from verifier.plugin.llama2c.program import Llama2cProgram, unsupported_reason
 
+# llama2.c's README runs its programs this way; -t 0 is greedy.
+RUN_COMMAND = "{program} {{model}} -t 0 -n {{steps}} -i {{prompt}} -z {{tokenizer}}"
 
-def _build(config: ModelConfig, weights: Weights, optimization: str) -> Llama2cProgram:
+
+def current_unsupported_reason(config: ModelConfig) -> str | None:
+    """Why llama2.c's current run.c / runq.c cannot run `config`, or None if they can."""
+    if config.family != "llama":
+        return f"llama2.c implements Llama only, not the {config.family} family"
+    if config.norm_eps != NORM_EPS:
+        return f"llama2.c hard-codes RMSNorm eps {NORM_EPS:g}; this config has {config.norm_eps:g}"
+    if config.rope_theta != ROPE_THETA:
+        return f"llama2.c computes RoPE with theta {ROPE_THETA:g} only; this config has {config.rope_theta:g}"
+    if config.vocab_size <= 1:
+        return f"run.c feeds token 1 first, so vocab_size must exceed 1; found {config.vocab_size}"
+    return None
+
+
+def _current(name: str, file_format: str, config: ModelConfig, weights: Weights) -> Any:
+    reason = current_unsupported_reason(config)
+    if reason:
+        raise Unsupported(reason)
+    path = checkout.program(name)
+    command = Command.parse(RUN_COMMAND.format(program=path), file_format, "greedy-text")
+    return command.build(config, weights)
+
+
+def _pinned(config: ModelConfig, weights: Weights, optimization: str) -> Llama2cProgram:
     reason = unsupported_reason(config)
     if reason:
         raise Unsupported(reason)
@@ -25,11 +58,30 @@ def _build(config: ModelConfig, weights: Weights, optimization: str) -> Llama2cP
     return Llama2cProgram(config, weights, program)
 
 
-def build(config: ModelConfig, weights: Weights) -> Llama2cProgram:
-    """run.c built with -O3, as llama2.c's Makefile builds `run`."""
-    return _build(config, weights, "O3")
+def build(config: ModelConfig, weights: Weights) -> Any:
+    """llama2.c's current run.c (-O3) from a source tree, else the pinned 2023 run.c."""
+    try:
+        return _current("run", "llama2c-v0", config, weights)
+    except Llama2cUnavailable as current:
+        try:
+            return _pinned(config, weights, "O3")
+        except Unsupported as pinned:
+            raise Unsupported(f"{current}; and the pinned run.c: {pinned}") from None
+
+
+def build_runq(config: ModelConfig, weights: Weights) -> Any:
+    """llama2.c's current runq.c on the version-2 int8 Q8_0 file."""
+    try:
+        return _current("runq", "llama2c-v2", config, weights)
+    except Llama2cUnavailable as e:
+        raise Unsupported(str(e)) from None
+
+
+def build_pinned(config: ModelConfig, weights: Weights) -> Llama2cProgram:
+    """The pinned 2023 run.c (-O3), which needs no llama2.c checkout."""
+    return _pinned(config, weights, "O3")
 
 
 def build_fast(config: ModelConfig, weights: Weights) -> Llama2cProgram:
-    """run.c built with -Ofast (`runfast` in llama2.c's Makefile), for benchmarks."""
-    return _build(config, weights, "Ofast")
+    """The pinned run.c built with -Ofast (`runfast` in llama2.c's Makefile), for benchmarks."""
+    return _pinned(config, weights, "Ofast")

@@ -1,0 +1,69 @@
+"""A stand-in program for the command-line protocol's own tests: `python program.py MODE ...`.
+
+It reads an HF directory with the suite's reader and answers with the float32 NumPy reference, so
+the tests exercise the protocol (files, placeholders, outputs, failures) without a compiler. The
+language-neutral proof is the C program in examples/c_llama/. Modes:
+  npy MODEL TOKENS OUT         logits for every position to OUT
+  last-npy MODEL TOKENS OUT    the last position's logits to OUT
+  text MODEL TOKENS            logits for every position on stdout
+  greedy-ids MODEL TOKENS N    N greedy ids on stdout
+  fail | hang | crash | short-npy MODEL TOKENS OUT | words   ways to break the protocol
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+
+import numpy as np
+
+
+def _logits(model: str, tokens: str) -> np.ndarray:
+    from verifier.formats.load import load_checkpoint
+    from verifier.reference import NumpyModel
+
+    checkpoint = load_checkpoint(model)
+    with open(tokens) as f:
+        ids = np.array([int(t) for t in f.read().split()])
+    return NumpyModel(checkpoint.config, checkpoint.weights).logits(ids)
+
+
+def main(mode: str, *args: str) -> None:
+    if mode == "fail":
+        print("cannot open the model: no such tensor", file=sys.stderr)
+        sys.exit(3)
+    if mode == "hang":
+        time.sleep(60)
+    if mode == "crash":
+        print("about to crash", file=sys.stderr, flush=True)
+        os.kill(os.getpid(), signal.SIGSEGV)
+    if mode == "words":
+        print("hello world")
+        return
+    logits = _logits(args[0], args[1])
+    if mode == "npy":
+        np.save(args[2], logits)
+    elif mode == "last-npy":
+        np.save(args[2], logits[-1])
+    elif mode == "short-npy":
+        np.save(args[2], logits[:-1])
+    elif mode == "text":
+        for row in logits:
+            print(" ".join(f"{x:.9g}" for x in row))
+    elif mode == "greedy-ids":
+        with open(args[1]) as f:
+            ids = [int(t) for t in f.read().split()]
+        out = []
+        for _ in range(int(args[2])):
+            out.append(int(np.argmax(logits[-1])))
+            ids.append(out[-1])
+            with open(args[1], "w") as f:
+                f.write(" ".join(map(str, ids)))
+            logits = _logits(args[0], args[1])
+        print(" ".join(map(str, out)))
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])

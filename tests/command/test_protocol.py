@@ -1,0 +1,119 @@
+"""The command-line protocol: templates, formats, outputs read back, and every way a program can fail
+named with its command line and stderr. The program is tests/command/program.py (see its docstring)."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from verifier.model.config import ModelConfig
+from verifier.model.presets import preset
+from verifier.model.weights import init_weights
+from verifier.plugin.command import Command, CommandFailed, CommandTemplateError
+from verifier.plugin.contract import ContractViolation, build_checked
+from verifier.plugin.interface import Unsupported
+from verifier.plugin.registry import ModelSpec
+from verifier.reference import NumpyModel
+
+PROGRAM = f"{shlex.quote(sys.executable)} {shlex.quote(str(Path(__file__).with_name('program.py')))}"
+LLAMA = preset("llama2c-stories260K").replace(vocab_size=23, n_ctx=16, d_model=8, n_layers=1, n_heads=2, n_kv_heads=1)
+LLAMA = LLAMA.replace(d_ff=12)
+GPT2 = preset("gpt2").replace(vocab_size=19, n_ctx=16, d_model=8, n_layers=1, n_heads=2, n_kv_heads=2, d_ff=12)
+TOKENS = np.array([3, 1, 4, 1, 5])
+
+
+def checked(template: str, gives: str, config: ModelConfig = LLAMA, timeout_s: float = 60.0):  # type: ignore[no-untyped-def]
+    command = Command.parse(f"{PROGRAM} {template}", "hf", gives, timeout_s)
+    return build_checked(ModelSpec("program", command.build, "test"), config, init_weights(config, scale=0.3))
+
+
+@pytest.mark.parametrize(
+    ("template", "gives"),
+    [("npy {model} {tokens} {out}", "logits-npy"), ("text {model} {tokens}", "logits-text")],
+    ids=["npy", "text"],
+)
+@pytest.mark.parametrize("config", [LLAMA, GPT2], ids=["llama", "gpt2"])
+def test_logits_for_every_position_are_read_back(template: str, gives: str, config: ModelConfig) -> None:
+    model = checked(template, gives, config)
+    expected = NumpyModel(config, init_weights(config, scale=0.3)).logits(TOKENS)
+    np.testing.assert_allclose(model.logits(TOKENS), expected, rtol=1e-6, atol=1e-6)
+
+
+def test_last_position_logits_are_gathered_one_prefix_at_a_time() -> None:
+    model = checked("last-npy {model} {tokens} {out}", "last-logits-npy")
+    expected = NumpyModel(LLAMA, init_weights(LLAMA, scale=0.3)).logits(TOKENS[:3])
+    np.testing.assert_allclose(model.logits(TOKENS[:3]), expected, rtol=1e-6, atol=1e-6)
+
+
+def test_greedy_ids_are_read_back() -> None:
+    model = checked("greedy-ids {model} {tokens} {n_new}", "greedy-ids")
+    reference = NumpyModel(LLAMA, init_weights(LLAMA, scale=0.3))
+    ids = list(TOKENS)
+    for _ in range(2):
+        ids.append(int(np.argmax(reference.logits(np.array(ids))[-1])))
+    assert model.greedy(TOKENS, 2).tolist() == ids[-2:]
+
+
+@pytest.mark.parametrize(
+    ("template", "gives", "problem"),
+    [
+        ("fail {model} {tokens}", "logits-text", r"exited with status 3; stderr: cannot open the model"),
+        ("crash {model} {tokens}", "logits-text", r"crashed \(SIGSEGV\); stderr: about to crash"),
+        ("hang {model} {tokens}", "logits-text", r"did not finish in 2 s"),
+        ("words {model} {tokens}", "logits-text", r"malformed output for --gives logits-text .*stdout is not numbers"),
+        ("short-npy {model} {tokens} {out}", "logits-npy", r"expected \[5, 23\] values, found \[4, 23\]"),
+        ("text {model} {tokens}", "logits-npy", r"it wrote no file .*logits.npy"),
+    ],
+    ids=["exit-status", "crash", "timeout", "not-numbers", "wrong-shape", "no-file"],
+)
+def test_a_failing_program_is_a_contract_violation_naming_the_command_and_stderr(
+    template: str, gives: str, problem: str
+) -> None:
+    full = template + (" {out}" if gives.endswith("npy") and "{out}" not in template else "")
+    model = checked(full, gives, timeout_s=2.0)
+    with pytest.raises(ContractViolation, match=problem) as caught:
+        model.logits(TOKENS)
+    message = str(caught.value)
+    assert "'no-exception'" in message and "logits(tokens int64 [5])" in message
+    assert f"`{shlex.quote(sys.executable)} " in message  # the command line as run, placeholders filled in
+    assert isinstance(caught.value.__cause__, CommandFailed)
+
+
+@pytest.mark.parametrize(
+    ("template", "format", "gives", "problem"),
+    [
+        ("./run {model} {tokens} {nope}", "hf", "logits-text", r"unknown placeholder \{nope\}; known: \{model\}"),
+        ("./run {model} {tokens}", "onnx", "logits-text", r"unknown format 'onnx'; known: hf, llama2c-v0"),
+        ("./run {model} {tokens}", "hf", "probs", r"unknown output kind 'probs'"),
+        ("./run {tokens}", "hf", "logits-text", r"uses no \{model\}"),
+        ("./run {model}", "hf", "logits-text", r"uses no \{ids\} or \{tokens\}"),
+        ("./run {model} {tokens}", "hf", "logits-npy", r"uses no \{out\}"),
+        ("./run {model} {prompt} {n_new}", "hf", "greedy-text", r"needs a llama2.c format"),
+        ("./run {model} {tokens}", "llama2c-v0", "greedy-ids", r"uses no \{n_new\} or \{steps\}"),
+        ("./run '{model}", "hf", "logits-text", r"cannot be split into arguments"),
+        ("./run {model {tokens}", "hf", "logits-text", r"literal brace"),
+    ],
+    ids=["placeholder", "format", "gives", "no-model", "no-tokens", "no-out", "text", "no-count", "quotes", "brace"],
+)
+def test_a_template_that_cannot_work_is_refused_before_anything_runs(
+    template: str, format: str, gives: str, problem: str
+) -> None:
+    with pytest.raises(CommandTemplateError, match=problem):
+        Command.parse(template, format, gives)
+
+
+def test_a_config_the_format_cannot_hold_is_unsupported_with_the_reason() -> None:
+    command = Command.parse(f"{PROGRAM} text {{model}} {{tokens}}", "llama2c-v1", "logits-text")
+    with pytest.raises(Unsupported, match=r"llama2c-v1 format cannot hold this model: .*Llama models only"):
+        command.build(GPT2, init_weights(GPT2))
+
+
+def test_arguments_stay_whole_and_no_shell_runs(tmp_path: Path) -> None:
+    text = "'./my run' --in={model} -i {prompt} -n {steps} $HOME;"
+    template = Command.parse(text, "llama2c-v0", "greedy-text").template
+    argv = template.render({"model": "/a b/model.bin", "prompt": "x; rm -rf /", "steps": "4"})
+    assert argv == ["./my run", "--in=/a b/model.bin", "-i", "x; rm -rf /", "-n", "4", "$HOME;"]

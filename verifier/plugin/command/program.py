@@ -1,0 +1,265 @@
+"""A program on the command line as a model under test: write the model, run the command, read what it gives.
+
+Each built model owns a private working directory (the program's current directory), where the
+model file is written once (for `greedy-text`, again when the prompt's first id changes) and each
+call's tokens and outputs are written anew. Anything that goes wrong with the program (it cannot
+start, times out, exits non-zero, is killed by a signal, writes malformed output) raises
+`CommandFailed`, whose message holds the command line and the tail of its stderr; the suite turns
+that into a contract violation of the call that ran it.
+"""
+
+from __future__ import annotations
+
+import shlex
+import signal
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from verifier.formats.llama2c_tokenizer import Tokenizer, write_tokenizer
+from verifier.model.config import ModelConfig
+from verifier.model.weights import CLASSIFIER, EMBEDDING, Weights
+from verifier.plugin.command.files import FORMATS, is_llama2c, write_model
+from verifier.plugin.command.template import CommandTemplate, CommandTemplateError
+from verifier.plugin.command.text import BOS, TextPrompt, code_width, marker_pieces, renaming
+
+# What a program gives back, and how the suite reads it.
+GIVES: dict[str, str] = {
+    "logits-npy": "writes logits for every position, float [T, V], to the .npy file {out}",
+    "last-logits-npy": "writes the last position's logits, float [V], to the .npy file {out}",
+    "logits-text": "prints logits for every position on stdout: T lines of V numbers",
+    "last-logits-text": "prints the last position's logits on stdout: V numbers",
+    "greedy-ids": "prints the n_new greedily generated token ids on stdout",
+    "greedy-text": "prints the generated text as llama2.c's run.c does, through the tokenizer.bin written for it",
+}
+DEFAULT_TIMEOUT_S = 300.0
+_STDERR_TAIL = 2000
+
+
+class CommandFailed(RuntimeError):
+    """The program failed or gave malformed output; the message holds its command line and stderr."""
+
+
+@dataclass(frozen=True)
+class Command:
+    """A program plugged in through the protocol: its command template, file format and output kind."""
+
+    template: CommandTemplate
+    format: str
+    gives: str
+    timeout_s: float = DEFAULT_TIMEOUT_S
+
+    @classmethod
+    def parse(cls, template: str, format: str, gives: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> Command:
+        """Check the pieces fit together; CommandTemplateError says what does not."""
+        if format not in FORMATS:
+            raise CommandTemplateError(f"unknown format {format!r}; known: {', '.join(FORMATS)}")
+        if gives not in GIVES:
+            raise CommandTemplateError(f"unknown output kind {gives!r}; known: {', '.join(GIVES)}")
+        if not timeout_s > 0:
+            raise CommandTemplateError(f"the timeout must be positive, found {timeout_s}")
+        parsed = CommandTemplate.parse(template)
+        parsed.require({"model"}, "the program needs to find the model file")
+        if gives == "greedy-text":
+            if not is_llama2c(format):
+                raise CommandTemplateError(f"greedy-text needs a llama2.c format (with tokenizer.bin), not {format!r}")
+            parsed.require({"prompt"}, "greedy-text passes the prompt as text")
+        else:
+            parsed.require({"tokens", "ids"}, "the program needs the input token ids")
+        if gives.startswith("greedy"):
+            parsed.require({"n_new", "steps"}, "the program needs to know how many tokens to generate")
+        if gives.endswith("npy"):
+            parsed.require({"out"}, f"{gives} means the program writes its logits to that .npy file")
+        return cls(parsed, format, gives, timeout_s)
+
+    @property
+    def name(self) -> str:
+        """The program's file name, as test ids and reports show it."""
+        return Path(self.template.arguments[0]).name
+
+    def build(self, config: ModelConfig, weights: Weights) -> CommandModel:
+        """The factory: the model under test for `config` (Unsupported if the format cannot hold it)."""
+        model: CommandModel
+        if self.gives.startswith("greedy"):
+            model = CommandGreedy(self, config, weights)
+        else:
+            model = CommandLogits(self, config, weights)
+        model.prepare()
+        return model
+
+
+def _tail(data: bytes) -> str:
+    text = data.decode("utf-8", errors="replace").strip()
+    if not text:
+        return "(stderr was empty)"
+    return "stderr: " + (text if len(text) <= _STDERR_TAIL else "..." + text[-_STDERR_TAIL:])
+
+
+class CommandModel:
+    """What the logits and greedy kinds share: the working directory, the model file, running the program."""
+
+    capabilities: frozenset[str] = frozenset()
+
+    def __init__(self, command: Command, config: ModelConfig, weights: Weights) -> None:
+        self.command = command
+        self.config = config
+        self._weights = weights
+        self._workdir = tempfile.TemporaryDirectory(prefix="verifier-command-")
+        self.dir = Path(self._workdir.name)
+        self.model_path = self.dir / FORMATS[command.format][1]
+        self.tokenizer_path = self.dir / "tokenizer.bin"
+        self.out_path = self.dir / "logits.npy"
+
+    def prepare(self) -> None:
+        """Write the model file (and a tokenizer.bin for llama2.c formats)."""
+        write_model(self.command.format, self.dir, self.config, self._weights)
+        if is_llama2c(self.command.format):
+            V = self.config.vocab_size
+            write_tokenizer(self.tokenizer_path, Tokenizer(marker_pieces(V), (0.0,) * V, 1 + code_width(V)))
+
+    def run(self, tokens: list[int], n_new: int = 0, prompt: str = "") -> tuple[bytes, str]:
+        """Run the program on `tokens`; its stdout and the command line. CommandFailed if it fails."""
+        (self.dir / "tokens.txt").write_text(" ".join(map(str, tokens)) + "\n")
+        self.out_path.unlink(missing_ok=True)  # a file left by an earlier call must never count
+        values = {
+            "model": str(self.model_path),
+            "tokenizer": str(self.tokenizer_path),
+            "tokens": str(self.dir / "tokens.txt"),
+            "ids": ",".join(map(str, tokens)),
+            "n_tokens": str(len(tokens)),
+            "prompt": prompt,
+            "n_new": str(n_new),
+            "steps": str(len(tokens) + n_new - 1),
+            "out": str(self.out_path),
+            "dir": str(self.dir),
+        }
+        argv = self.command.template.render(values)
+        line = shlex.join(argv)
+        timeout = self.command.timeout_s
+        try:
+            done = subprocess.run(argv, cwd=self.dir, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired as e:
+            raise CommandFailed(f"`{line}` did not finish in {timeout:g} s; {_tail(e.stderr or b'')}") from None
+        except OSError as e:
+            raise CommandFailed(f"`{line}` could not start: {e}") from None
+        if done.returncode < 0:
+            try:
+                name = signal.Signals(-done.returncode).name
+            except ValueError:
+                name = f"signal {-done.returncode}"
+            raise CommandFailed(f"`{line}` crashed ({name}); {_tail(done.stderr)}")
+        if done.returncode != 0:
+            raise CommandFailed(f"`{line}` exited with status {done.returncode}; {_tail(done.stderr)}")
+        self._stderr = done.stderr
+        return done.stdout, line
+
+    def malformed(self, line: str, problem: str) -> CommandFailed:
+        """The error for output that is not what `gives` promises."""
+        return CommandFailed(
+            f"`{line}` gave malformed output for --gives {self.command.gives} "
+            f"({GIVES[self.command.gives]}): {problem}; {_tail(self._stderr)}"
+        )
+
+
+class CommandLogits(CommandModel):
+    """A program that gives logits: every position in one run, or the last one per prefix (T runs)."""
+
+    capabilities = frozenset({"logits"})
+
+    def logits(self, tokens: np.ndarray) -> np.ndarray:
+        """Logits for int64 tokens [T] -> [T, V], or [B, T] -> [B, T, V] (one sequence at a time)."""
+        array = np.asarray(tokens)
+        if array.ndim == 2:
+            return np.stack([self.logits(row) for row in array])
+        ids = [int(t) for t in array]
+        if self.command.gives.startswith("last"):
+            return np.stack([self._read(ids[: t + 1], last=True) for t in range(len(ids))])
+        return self._read(ids, last=False)
+
+    def _read(self, ids: list[int], *, last: bool) -> np.ndarray:
+        stdout, line = self.run(ids)
+        V = self.config.vocab_size
+        shape = (V,) if last else (len(ids), V)
+        if self.command.gives.endswith("npy"):
+            if not self.out_path.is_file():
+                raise self.malformed(line, f"it wrote no file {self.out_path}")
+            try:
+                values = np.load(self.out_path, allow_pickle=False)
+            except (ValueError, OSError, EOFError) as e:
+                raise self.malformed(line, f"{self.out_path} is not a .npy array: {e}") from None
+            if not np.issubdtype(values.dtype, np.floating):
+                raise self.malformed(line, f"{self.out_path} holds {values.dtype}, not floating-point numbers")
+        else:
+            try:
+                rows = [row.split() for row in stdout.decode().splitlines() if row.strip()]
+                values = np.array([[float(x) for x in row] for row in rows])
+            except (UnicodeDecodeError, ValueError) as e:
+                raise self.malformed(line, f"stdout is not numbers: {e}") from None
+        if last and values.shape == (1, V):
+            values = values[0]
+        if values.shape != shape:
+            raise self.malformed(line, f"expected {list(shape)} values, found {list(values.shape)}")
+        return values
+
+
+class CommandGreedy(CommandModel):
+    """A program that generates: its greedy ids, printed as ids or as text through a tokenizer.bin."""
+
+    capabilities = frozenset({"greedy"})
+
+    def __init__(self, command: Command, config: ModelConfig, weights: Weights) -> None:
+        super().__init__(command, config, weights)
+        self._first: int | None = None  # the id the written model calls BOS (greedy-text)
+
+    def prepare(self) -> None:
+        if self.command.gives == "greedy-text":
+            self._write_renamed(BOS)
+        else:
+            super().prepare()
+
+    def _write_renamed(self, first: int) -> None:
+        if self._first != first:
+            weights = self._weights if first == BOS else _swapped(self.config, self._weights, BOS, first)
+            write_model(self.command.format, self.dir, self.config, weights)
+            self._first = first
+
+    def greedy(self, prompt: np.ndarray, n_new: int) -> np.ndarray:
+        """The n_new tokens the program generates after `prompt` [T]."""
+        ids = [int(t) for t in np.asarray(prompt).reshape(-1)]
+        if n_new == 0:
+            return np.zeros(0, dtype=np.int64)
+        if self.command.gives == "greedy-ids":
+            stdout, line = self.run(ids, n_new)
+            try:
+                out = [int(x) for x in stdout.split()]
+            except ValueError as e:
+                raise self.malformed(line, f"stdout is not token ids: {e}") from None
+            if len(out) != n_new:
+                raise self.malformed(line, f"expected {n_new} ids, found {len(out)}: {out[:20]}")
+            return np.array(out, dtype=np.int64)
+        rename = renaming(ids[0])
+        renamed = [rename.get(t, t) for t in ids]
+        text = TextPrompt.for_prompt(self.config.vocab_size, renamed)
+        self._write_renamed(ids[0])
+        write_tokenizer(self.tokenizer_path, text.tokenizer())
+        stdout, line = self.run(ids, n_new, prompt=text.text().decode("ascii"))
+        try:
+            out = text.read(stdout, n_new)
+        except ValueError as e:
+            raise self.malformed(line, str(e)) from None
+        return np.array([rename.get(t, t) for t in out], dtype=np.int64)
+
+
+def _swapped(config: ModelConfig, weights: Weights, a: int, b: int) -> Weights:
+    """The same model with token ids a and b exchanged (embedding and classifier rows)."""
+    out: dict[str, Any] = dict(weights)
+    names = [EMBEDDING[config.family]] + ([] if config.tie_embeddings else [CLASSIFIER])
+    for name in names:
+        rows = np.array(weights[name], dtype=np.float32)
+        rows[[a, b]] = rows[[b, a]]
+        out[name] = rows
+    return out
