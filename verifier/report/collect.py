@@ -201,10 +201,15 @@ def _version(distribution: str) -> str:
 
 
 def _model_cards(config: pytest.Config) -> list[ModelCard]:
-    try:
-        specs = registry.select(config.getoption("model", default=None) or [])
-    except PluginError as e:  # the run itself would have stopped on it; say so rather than crash
-        return [ModelCard("?", "?", {"selection": f"broken ({e})"})]
+    from verifier.fixtures.plugin import selected_specs  # the plugin imports this module
+
+    try:  # the models the fixtures plugin selected (with a --command program), else the --model options
+        specs = selected_specs(config)
+    except KeyError:
+        try:
+            specs = registry.select(config.getoption("model", default=None) or [])
+        except PluginError as e:  # the run itself would have stopped on it; say so rather than crash
+            return [ModelCard("?", "?", {"selection": f"broken ({e})"})]
     return [ModelCard(s.name, s.origin, {p.kind: p.summary() for p in contract.probe(s)}) for s in specs]
 
 
