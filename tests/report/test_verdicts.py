@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -111,6 +112,25 @@ def test_a_breach_met_by_two_properties_is_one_whole_note_naming_both(checked: t
     assert len(breach[0]) > 300  # whole: rule, call, found and expected
 
 
+def test_plain_pytest_prints_each_model_s_verdict_and_puts_it_in_the_junit_xml(tmp_path: Path) -> None:
+    junit = tmp_path / "junit.xml"
+    done = run(ROOT, "-m", "pytest", "properties", "-p", "no:cacheprovider", "-n", "2", "-k", "test_logits_agree",
+               "--model", "numpy", "--model", f"{MODELS}:refuses_everything", f"--junitxml={junit}",
+               env={"HF_HUB_OFFLINE": "1"})  # fmt: skip
+    assert done.returncode == 0, done  # pytest's own status: nothing failed
+    summary = done.stdout.split("lm-verifier: verdicts per model")[1]
+    assert re.search(r"\nnumpy: conforms \(1 properties run: 1 pass, 0 fail; 0 skip; \d+ examples\)\n", summary), done
+    assert (
+        f"\n{MODELS}:refuses_everything: UNTESTED (0 properties run: 0 pass, 0 fail; 1 skip; 0 examples); " in summary
+    )
+    found = {p.get("name"): p.get("value") for p in ET.parse(junit).getroot().iter("property")}
+    assert found["verifier.numpy.verdict"] == "conforms" and int(found["verifier.numpy.examples"]) > 0
+    assert found[f"verifier.{MODELS}:refuses_everything.verdict"] == "untested"
+    assert "it refused every config family probed" in found[f"verifier.{MODELS}:refuses_everything.reason"]
+    case = next(c for c in ET.parse(junit).getroot().iter("testcase") if c.get("name", "").endswith("[numpy]"))
+    assert int(next(p.get("value") for p in case.iter("property") if p.get("name") == "examples")) > 0
+
+
 def _report(*results: Result, probes: dict[str, str] | None = None) -> Report:
     card = ModelCard("m", "--model", probes or {"gpt2": "logits", "llama": "logits"})
     return Report(Header([card], {}, "ci", {}, "properties", "2026-01-01T00:00:00+00:00"), list(results))
@@ -122,7 +142,7 @@ def test_a_model_independent_pass_does_not_make_a_model_conform() -> None:
     (verdict,) = report.verdicts()
     assert (verdict.verdict, verdict.run, verdict.skipped) == ("untested", 0, 1)
     assert verdict.reason == (
-        "all 1 of its properties skipped, none ran an example: it refused every config family probed "
+        "none of its 1 properties ran an example (all skipped): it refused every config family probed "
         "(gpt2: unsupported (d_ff fixed); llama: unsupported (no RoPE))"
     )
     assert not report.conforms and report.verdict == "untested"

@@ -1,14 +1,17 @@
 """A pytest plugin that records every test's outcome for `verifier check`.
 
-Loaded with `pytest -p verifier.report.collect --verifier-results PATH`. It works from pytest's
-reports only, so it sees the same results under pytest-xdist (in the controller) as in a plain run.
-At the end of the session it probes each model under test for its capabilities and writes a
-`Report` as JSON to PATH.
+The fixtures plugin registers a `Collector` in every run (in the controller under pytest-xdist: it
+works from pytest's reports only, so it sees the same results as in a plain run). At the end of a
+session that tested models, it probes each model for its capabilities, adds each model's verdict
+and counts to the JUnit XML's global properties (`verifier.<model>.verdict`, ...), and prints the
+verdicts in the terminal summary. Loaded with `pytest -p verifier.report.collect --verifier-results
+PATH` (as `verifier check` does), it writes the `Report` as JSON to PATH instead of printing them.
 """
 
 from __future__ import annotations
 
 import platform
+from collections.abc import Generator
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -16,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from verifier.fixtures.plugin import has_selection, selected_specs
 from verifier.plugin import contract, registry
 from verifier.plugin.registry import PluginError
+from verifier.report import render
 from verifier.report.output import write_atomic
 from verifier.report.results import (
     CONTRACT_RULE,
@@ -44,10 +47,25 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+PLUGIN_NAME = "verifier-results-collector"
+
+
+def register(config: pytest.Config) -> Collector | None:
+    """The session's collector, registered once, in the controller only (under xdist, only it writes)."""
+    if hasattr(config, "workerinput"):
+        return None
+    collector = config.pluginmanager.get_plugin(PLUGIN_NAME)
+    if collector is None:
+        collector = Collector(config, None)
+        config.pluginmanager.register(collector, PLUGIN_NAME)
+    return collector
+
+
 def pytest_configure(config: pytest.Config) -> None:
     path = config.getoption("verifier_results")
-    if path and not hasattr(config, "workerinput"):  # under xdist, only the controller writes
-        config.pluginmanager.register(Collector(config, Path(path)), "verifier-results-collector")
+    collector = register(config)
+    if path and collector is not None:
+        collector.path = Path(path)
 
 
 def property_name(nodeid: str, model: str | None) -> str:
@@ -81,11 +99,12 @@ def _message(report: pytest.CollectReport | pytest.TestReport) -> str:
 class Collector:
     """Accumulates one `Result` per test from its setup, call and teardown reports."""
 
-    def __init__(self, config: pytest.Config, path: Path) -> None:
+    def __init__(self, config: pytest.Config, path: Path | None) -> None:
         self.config = config
-        self.path = path
+        self.path = path  # where to write the JSON report; None: print the verdicts instead
         self.results: dict[str, Result] = {}
         self.order: dict[str, int] = {}  # collection order, so that reports list tests as the suite does
+        self._report: Report | None = None
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.order = {item.nodeid: i for i, item in enumerate(session.items)}
@@ -135,11 +154,43 @@ class Collector:
         elif report.failed and (report.when == "setup" or result.outcome not in ("fail", "error")):
             result.outcome, result.detail = "error", f"{report.when} failed: {_message(report)}"
 
-    @pytest.hookimpl(trylast=True)
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        results = sorted(self.results.values(), key=lambda r: self.order.get(r.nodeid, -1))
-        report = Report(header(self.config), results, int(exitstatus))
-        write_atomic(self.path, report.to_json().encode())
+    def report(self, exitstatus: int) -> Report:
+        """The run's report (made once: the header probes every model)."""
+        if self._report is None:
+            results = sorted(self.results.values(), key=lambda r: self.order.get(r.nodeid, -1))
+            self._report = Report(header(self.config), results, int(exitstatus))
+        return self._report
+
+    def _tested_models(self) -> bool:
+        return any(r.model for r in self.results.values())
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> Generator[None, None, None]:
+        """Before pytest writes its JUnit XML, add each model's verdict to its global properties;
+        after every other plugin is done, write the JSON report."""
+        if self._tested_models():
+            self._add_junit_properties(self.report(exitstatus))
+        yield
+        if self.path is not None:
+            write_atomic(self.path, self.report(exitstatus).to_json().encode())
+
+    def _add_junit_properties(self, report: Report) -> None:
+        junit = next((p for p in self.config.pluginmanager.get_plugins() if hasattr(p, "add_global_property")), None)
+        if junit is None:  # no --junitxml
+            return
+        for v in report.verdicts():
+            counts = {"verdict": v.verdict, "run": v.run, "passed": v.passed, "failed": v.failed}
+            counts |= {"skipped": v.skipped, "examples": v.examples, **({"reason": v.reason} if v.reason else {})}
+            for name, value in counts.items():
+                junit.add_global_property(f"verifier.{v.model}.{name}", value)
+
+    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int) -> None:
+        """Each model's verdict under plain pytest (`verifier check` prints them with its table)."""
+        if self.path is not None or not self._tested_models():
+            return
+        terminalreporter.write_sep("=", "lm-verifier: verdicts per model")
+        for line in render.verdict_lines(self.report(exitstatus)):
+            terminalreporter.write_line(line)
 
 
 def _version(distribution: str) -> str:
@@ -150,13 +201,15 @@ def _version(distribution: str) -> str:
 
 
 def _model_cards(config: pytest.Config) -> list[ModelCard]:
-    try:  # the plugin's own selection (it holds a --command program); a fresh one if it made none
-        if has_selection(config):
-            specs = selected_specs(config)
-        else:
+    from verifier.fixtures.plugin import selected_specs  # the plugin imports this module
+
+    try:  # the models the fixtures plugin selected (with a --command program), else the --model options
+        specs = selected_specs(config)
+    except KeyError:
+        try:
             specs = registry.select(config.getoption("model", default=None) or [])
-    except PluginError as e:  # the run itself would have stopped on it; say so rather than crash
-        return [ModelCard("?", "?", {"selection": f"broken ({e})"})]
+        except PluginError as e:  # the run itself would have stopped on it; say so rather than crash
+            return [ModelCard("?", "?", {"selection": f"broken ({e})"})]
     return [ModelCard(s.name, s.origin, {p.kind: p.summary() for p in contract.probe(s)}) for s in specs]
 
 

@@ -131,7 +131,7 @@ class Report:
         if not results:
             why = "no property ran on it"
         else:
-            why = f"all {len(results)} of its properties skipped, none ran an example"
+            why = f"none of its {len(results)} properties ran an example (all skipped)"
         listed = "; ".join(f"{kind}: {probe}" for kind, probe in refused.items())
         if refused and card is not None and len(refused) == len(card.probes):
             return f"{why}: it refused every config family probed ({listed})"
