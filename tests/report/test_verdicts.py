@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.plugin.project import ROOT, Run, run
+from verifier.properties.checks import Record
 from verifier.report import render
 from verifier.report.collect import Collector
 from verifier.report.results import Header, ModelCard, Report, Result
@@ -178,3 +179,18 @@ def test_the_collector_reads_the_examples_and_the_rule_broken(tmp_path: Path) ->
         )
     (result,) = collector.results.values()
     assert (result.outcome, result.examples, result.contract_rule) == ("fail", 7, "finite")
+
+
+def test_the_reason_a_property_compared_nothing_says_what_ran_and_what_was_refused() -> None:
+    record = Record("p")
+    assert record.why_nothing_compared("m") == "no example ran on model 'm'"
+    for reason in ("a", "b", "c", "d", "a"):
+        record.refused[reason] = None
+    assert record.why_nothing_compared("m") == (
+        "no example ran on model 'm': every drawn config was refused (a; b; c; and 1 more)"
+    )
+    record.examples = 4
+    record.uncompared["the trace has no probs"] = None
+    assert record.why_nothing_compared("m") == (
+        "compared nothing in 4 examples on model 'm': the trace has no probs; refused: a; b; c; and 1 more"
+    )
