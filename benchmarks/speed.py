@@ -90,14 +90,14 @@ def decode_transformers() -> dict:
 def decode_run_c(optimization: str) -> dict:
     from verifier.formats.llama2c import write_llama2c
     from verifier.formats.llama2c_tokenizer import write_tokenizer
+    from verifier.plugin.command.text import BOS, TextPrompt
     from verifier.plugin.llama2c import build
-    from verifier.plugin.llama2c.vocab import PromptVocabulary
 
     config, weights = _weights(DECODE_PRESET)
     binary = build.binary(optimization)
     with tempfile.TemporaryDirectory() as tmp:
         write_llama2c(Path(tmp) / "model.bin", config, weights, version=0)
-        write_tokenizer(Path(tmp) / "tokenizer.bin", PromptVocabulary.for_prompt(config.vocab_size, []).tokenizer())
+        write_tokenizer(Path(tmp) / "tokenizer.bin", TextPrompt.for_prompt(config.vocab_size, [BOS]).tokenizer())
         command = [str(binary), "model.bin", "0", str(config.n_ctx)]
         with subprocess.Popen(command, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) as proc:
             peak_kib = 0

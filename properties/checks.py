@@ -11,6 +11,11 @@ Every numeric check goes through `agree`, which compares under the tolerance pol
 
 The reproducible case is printed by Hypothesis from the `note()` that `models.build` makes.
 
+Each test also counts the examples it ran on the model (`record_example`, from `models.build`) and
+the checks it made (`agree`, `record_ratio`, or `compared()` for a check made by other means). A
+test of a model that checked nothing passes as a skip with its reasons (`nothing_compared`, the
+refusals of `record_refusal`): a pass always means the model was checked.
+
     checks.agree(model.logits(tokens), oracle.logits(tokens), what="logits", model=model)
 
 is equivalent to `assert max|found - expected| <= bound`, with the message and the records.
@@ -73,6 +78,8 @@ class Record:
                 reason += ": every drawn config was refused (" + "; ".join(_first(self.refused)) + ")"
             return reason
         why = "; ".join(_first(self.uncompared)) or "the property found nothing to check"
+        if self.refused:  # e.g. built, then every prompt refused by the model
+            why += "; refused: " + "; ".join(_first(self.refused))
         return f"compared nothing in {self.examples} examples on model {model!r}: {why}"
 
     def user_properties(self) -> list[tuple[str, Any]]:

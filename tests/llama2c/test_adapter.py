@@ -13,10 +13,10 @@ import pytest
 
 from verifier.model.presets import preset
 from verifier.model.weights import init_weights
+from verifier.plugin.command.text import RUN_C_2023
 from verifier.plugin.contract import build_checked
 from verifier.plugin.interface import Unsupported, capabilities
 from verifier.plugin.llama2c import build as build_module
-from verifier.plugin.llama2c.vocab import ALPHABET
 from verifier.plugin.registry import load_spec
 
 MHA = preset("llama2c-stories260K").replace(n_kv_heads=8, n_layers=2)
@@ -49,7 +49,7 @@ def test_the_model_declares_greedy_only_and_answers_through_the_contract(run_c: 
 def test_prompts_beyond_its_limits_are_unsupported_or_refused(run_c: Path) -> None:
     model = build_checked(load_spec("verifier.plugin.adapters.llama2c:build_pinned"), MHA, init_weights(MHA))
     with pytest.raises(Unsupported, match="distinct token ids"):
-        model.model.greedy(np.arange(len(ALPHABET) + 2), 1)
+        model.model.greedy(np.arange(len(RUN_C_2023.alphabet) + 2), 1)
     with pytest.raises(ValueError, match="more than n_ctx=512"):
         model.model.greedy(np.ones(510, dtype=np.int64), 4)
 

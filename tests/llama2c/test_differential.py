@@ -22,7 +22,7 @@ from verifier.formats.llama2c import to_rotate_half
 from verifier.model.config import ModelConfig
 from verifier.model.presets import preset
 from verifier.model.weights import Weights, init_weights
-from verifier.plugin.llama2c.program import Llama2cProgram
+from verifier.plugin.adapters.llama2c import build_pinned
 from verifier.reference import NumpyModel
 
 pytestmark = pytest.mark.needs_cc
@@ -76,7 +76,7 @@ def prompts(config: ModelConfig, count: int, seed: int) -> list[np.ndarray]:
 
 
 def run_and_compare(run_c: Path, config: ModelConfig, weights: Weights, oracle_weights: Weights, count: int) -> Tally:
-    program = Llama2cProgram(config, weights, run_c)
+    program = build_pinned(config, weights)
     oracle = NumpyModel(config, oracle_weights, np.float64)
     tally = Tally()
     for prompt in prompts(config, count, seed=count):

@@ -165,6 +165,23 @@ def _matrices(h: Header) -> dict[str, tuple[int, int]]:
     }  # fmt: skip
 
 
+def partial_group_findings(h: Header) -> list[str]:
+    """What runq.c gets wrong in a version-2 file whose matrix rows end in a partial group.
+
+    runq.c's matmul walks whole groups of each row only (`j <= n - GS`), so where an input size is
+    not a multiple of group_size it drops the last inputs of every row: it then computes another
+    model than the one the file describes (whose groups run on across rows, as export.py writes them).
+    """
+    inputs = {"dim": h.dim, "hidden_dim": h.hidden_dim}
+    users = {"dim": "wq, wk, wv, wo, w1, w3 and the classifier", "hidden_dim": "w2"}
+    return [
+        f"runq.c drops the last {size % h.group_size} inputs of every row of {users[name]}: {name} {size} is not "
+        f"a multiple of group_size {h.group_size}, so runq.c computes another model than this file describes"
+        for name, size in inputs.items()
+        if size % h.group_size
+    ]
+
+
 def layout(h: Header) -> Iterator[Segment]:
     """Every tensor of a file with header `h`, in file order (lazily: v2 has one per layer and matrix)."""
     d, L, V = h.dim, h.n_layers, h.vocab_size
@@ -381,6 +398,7 @@ def read_llama2c(path: str | Path) -> Checkpoint:
         findings.append(
             f"matrices stored as int8 Q8_0 (groups of {h.group_size} with float32 scales), dequantized to float32"
         )
+        findings += partial_group_findings(h)
     findings.append(f"RMSNorm eps is not stored; llama2.c's {NORM_EPS:g} assumed")
     config = _config_of(h, theta)
     weights = _canonical(config, stored)
@@ -442,9 +460,10 @@ def _infer_rope_theta(path: Path, h: Header, cos: np.ndarray, sin: np.ndarray) -
 
 
 def header_for(config: ModelConfig, version: int, group_size: int = DEFAULT_GROUP_SIZE) -> Header:
-    """The header of `config` in `version`; v2's group size backs off (halves) until it divides dim."""
+    """The header of `config` in `version`; v2's group size backs off (halves) until it divides every
+    matrix's input size (dim and hidden_dim), so that no row ends in a partial group."""
     if version == 2:
-        while config.d_model % group_size:
+        while config.d_model % group_size or config.d_ff % group_size:
             group_size //= 2
     return Header(
         version, config.d_model, config.d_ff, config.n_layers, config.n_heads, config.n_kv_heads,
@@ -531,7 +550,7 @@ def write_llama2c(
     """Write canonical weights as a llama2.c model file (all or nothing).
 
     Version 0 is what llama2.c's original run.c reads (RoPE tables stored); 1 is the float32 file of
-    later run.c; 2 is runq.c's int8 Q8_0 (`group_size` halves until it divides d_model).
+    later run.c; 2 is runq.c's int8 Q8_0 (`group_size` halves until it divides d_model and d_ff).
     """
     path = Path(path)
     _check_writable(path, config, version)

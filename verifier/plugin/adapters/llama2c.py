@@ -2,7 +2,8 @@
 
 `build` is llama2.c's current `run.c` (grouped-query attention, RoPE theta 10000 only) through the
 command-line protocol, built from a llama2.c tree (`verifier.plugin.llama2c.checkout`); without a
-tree it falls back to the pinned 2023 run.c (`verifier.plugin.llama2c.program`, fetched from PyPI).
+tree it falls back to the pinned 2023 run.c (`verifier.plugin.llama2c.build`, fetched from PyPI), run
+through the same protocol with that run.c's own text rules.
 `build_runq` is `runq.c` on version-2 int8 files, for agreement rates (it quantizes, so it is not
 expected to conform). Configs a program cannot run, and machines without a compiler or sources,
 raise `Unsupported` with the reason.
@@ -16,13 +17,15 @@ from verifier.formats.llama2c import NORM_EPS, ROPE_THETA
 from verifier.model.config import ModelConfig
 from verifier.model.weights import Weights
 from verifier.plugin.command import Command
+from verifier.plugin.command.text import RUN_C_2023
 from verifier.plugin.interface import Unsupported
 from verifier.plugin.llama2c import checkout
 from verifier.plugin.llama2c.build import Llama2cUnavailable, binary
-from verifier.plugin.llama2c.program import Llama2cProgram, unsupported_reason
 
 # llama2.c's README runs its programs this way; -t 0 is greedy.
 RUN_COMMAND = "{program} {{model}} -t 0 -n {{steps}} -i {{prompt}} -z {{tokenizer}}"
+# The 2023 run.c takes positional arguments and reads tokenizer.bin from its current directory.
+PINNED_COMMAND = "{program} {{model}} 0.0 {{steps}} {{prompt}}"
 
 
 def current_unsupported_reason(config: ModelConfig) -> str | None:
@@ -38,6 +41,25 @@ def current_unsupported_reason(config: ModelConfig) -> str | None:
     return None
 
 
+def pinned_unsupported_reason(config: ModelConfig) -> str | None:
+    """Why the pinned 2023 run.c (llama2.c at fd68dd2) cannot run `config`, or None if it can.
+
+    Unlike the current run.c it reads the RoPE tables the legacy file stores, so any theta runs.
+    """
+    if config.family != "llama":
+        return f"llama2.c implements Llama only, not the {config.family} family"
+    if config.n_kv_heads != config.n_heads:
+        return (
+            f"this run.c (llama2.c at fd68dd2) has no grouped-query attention "
+            f"(n_kv_heads={config.n_kv_heads} < n_heads={config.n_heads})"
+        )
+    if config.norm_eps != NORM_EPS:
+        return f"run.c hard-codes RMSNorm eps {NORM_EPS:g}; this config has {config.norm_eps:g}"
+    if config.vocab_size <= 1:
+        return f"run.c feeds token 1 first, so vocab_size must exceed 1; found {config.vocab_size}"
+    return None
+
+
 def _current(name: str, file_format: str, config: ModelConfig, weights: Weights) -> Any:
     reason = current_unsupported_reason(config)
     if reason:
@@ -47,15 +69,16 @@ def _current(name: str, file_format: str, config: ModelConfig, weights: Weights)
     return command.build(config, weights)
 
 
-def _pinned(config: ModelConfig, weights: Weights, optimization: str) -> Llama2cProgram:
-    reason = unsupported_reason(config)
+def _pinned(config: ModelConfig, weights: Weights, optimization: str) -> Any:
+    reason = pinned_unsupported_reason(config)
     if reason:
         raise Unsupported(reason)
     try:
         program = binary(optimization)
     except Llama2cUnavailable as e:
         raise Unsupported(str(e)) from None
-    return Llama2cProgram(config, weights, program)
+    command = Command.parse(PINNED_COMMAND.format(program=program), "llama2c-v0", "greedy-text", text_rules=RUN_C_2023)
+    return command.build(config, weights)
 
 
 def build(config: ModelConfig, weights: Weights) -> Any:
@@ -77,11 +100,11 @@ def build_runq(config: ModelConfig, weights: Weights) -> Any:
         raise Unsupported(str(e)) from None
 
 
-def build_pinned(config: ModelConfig, weights: Weights) -> Llama2cProgram:
+def build_pinned(config: ModelConfig, weights: Weights) -> Any:
     """The pinned 2023 run.c (-O3), which needs no llama2.c checkout."""
     return _pinned(config, weights, "O3")
 
 
-def build_fast(config: ModelConfig, weights: Weights) -> Llama2cProgram:
+def build_fast(config: ModelConfig, weights: Weights) -> Any:
     """The pinned run.c built with -Ofast (`runfast` in llama2.c's Makefile), for benchmarks."""
     return _pinned(config, weights, "Ofast")

@@ -10,6 +10,7 @@ that into a contract violation of the call that ran it.
 
 from __future__ import annotations
 
+import os
 import shlex
 import signal
 import subprocess
@@ -25,7 +26,7 @@ from verifier.model.config import ModelConfig
 from verifier.model.weights import CLASSIFIER, EMBEDDING, Weights
 from verifier.plugin.command.files import FORMATS, is_llama2c, write_model
 from verifier.plugin.command.template import CommandTemplate, CommandTemplateError
-from verifier.plugin.command.text import BOS, TextPrompt, code_width, marker_pieces, renaming
+from verifier.plugin.command.text import BOS, RUN_C, TextPrompt, TextRules, code_width, marker_pieces, renaming
 
 # What a program gives back, and how the suite reads it.
 GIVES: dict[str, str] = {
@@ -52,9 +53,17 @@ class Command:
     format: str
     gives: str
     timeout_s: float = DEFAULT_TIMEOUT_S
+    text_rules: TextRules = RUN_C  # for greedy-text: whose prompt and printing rules the program follows
 
     @classmethod
-    def parse(cls, template: str, format: str, gives: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> Command:
+    def parse(
+        cls,
+        template: str,
+        format: str,
+        gives: str,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        text_rules: TextRules = RUN_C,
+    ) -> Command:
         """Check the pieces fit together; CommandTemplateError says what does not."""
         if format not in FORMATS:
             raise CommandTemplateError(f"unknown format {format!r}; known: {', '.join(FORMATS)}")
@@ -74,7 +83,7 @@ class Command:
             parsed.require({"n_new", "steps"}, "the program needs to know how many tokens to generate")
         if gives.endswith("npy"):
             parsed.require({"out"}, f"{gives} means the program writes its logits to that .npy file")
-        return cls(parsed, format, gives, timeout_s)
+        return cls(parsed, format, gives, timeout_s, text_rules)
 
     @property
     def name(self) -> str:
@@ -230,6 +239,14 @@ class CommandGreedy(CommandModel):
     def greedy(self, prompt: np.ndarray, n_new: int) -> np.ndarray:
         """The n_new tokens the program generates after `prompt` [T]."""
         ids = [int(t) for t in np.asarray(prompt).reshape(-1)]
+        V, n_ctx = self.config.vocab_size, self.config.n_ctx
+        if not ids or min(ids) < 0 or max(ids) >= V:
+            raise ValueError(f"prompt must hold 1 or more ids in [0, {V}), found {ids}")
+        if len(ids) + n_new - 1 > n_ctx:
+            raise ValueError(
+                f"prompt of {len(ids)} + {n_new} new tokens needs {len(ids) + n_new - 1} positions, "
+                f"more than n_ctx={n_ctx}"
+            )
         if n_new == 0:
             return np.zeros(0, dtype=np.int64)
         if self.command.gives == "greedy-ids":
@@ -243,10 +260,10 @@ class CommandGreedy(CommandModel):
             return np.array(out, dtype=np.int64)
         rename = renaming(ids[0])
         renamed = [rename.get(t, t) for t in ids]
-        text = TextPrompt.for_prompt(self.config.vocab_size, renamed)
+        text = TextPrompt.for_prompt(V, renamed, self.command.text_rules)
         self._write_renamed(ids[0])
         write_tokenizer(self.tokenizer_path, text.tokenizer())
-        stdout, line = self.run(ids, n_new, prompt=text.text().decode("ascii"))
+        stdout, line = self.run(ids, n_new, prompt=os.fsdecode(text.text()))  # argv carries the bytes back
         try:
             out = text.read(stdout, n_new)
         except ValueError as e:
