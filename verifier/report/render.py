@@ -91,7 +91,8 @@ def verdict_lines(report: Report) -> list[str]:
     and for an untested model the reason."""
     lines = []
     for v in report.verdicts():
-        counts = f"{v.run} properties run: {v.passed} pass, {v.failed} fail; {v.skipped} skip; {v.examples:,} examples"
+        run = f"{v.run} {'property' if v.run == 1 else 'properties'} run"
+        counts = f"{run}: {v.passed} pass, {v.failed} fail; {v.skipped} skip; {v.examples:,} examples"
         label = v.verdict.upper() if v.verdict != "conforms" else v.verdict
         lines.append(f"{v.model}: {label} ({counts})" + (f"; {v.reason}" if v.reason else ""))
     return lines

@@ -130,6 +130,8 @@ class Report:
         refused = {k: p for k, p in (card.probes if card else {}).items() if p.startswith(("unsupported", "broken"))}
         if not results:
             why = "no property ran on it"
+        elif len(results) == 1:
+            why = "its only property ran no example (it skipped)"
         else:
             why = f"none of its {len(results)} properties ran an example (all skipped)"
         listed = "; ".join(f"{kind}: {probe}" for kind, probe in refused.items())
