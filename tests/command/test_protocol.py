@@ -4,6 +4,7 @@ named with its command line and stderr. The program is tests/command/program.py 
 from __future__ import annotations
 
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -117,3 +118,33 @@ def test_arguments_stay_whole_and_no_shell_runs(tmp_path: Path) -> None:
     template = Command.parse(text, "llama2c-v0", "greedy-text").template
     argv = template.render({"model": "/a b/model.bin", "prompt": "x; rm -rf /", "steps": "4"})
     assert argv == ["./my run", "--in=/a b/model.bin", "-i", "x; rm -rf /", "-n", "4", "$HOME;"]
+
+
+def test_without_a_gguf_writer_the_gguf_format_is_unsupported_with_the_reason() -> None:
+    try:
+        import verifier.formats.gguf  # noqa: F401
+    except ImportError:
+        command = Command.parse(f"{PROGRAM} text {{model}} {{tokens}}", "gguf", "logits-text")
+        with pytest.raises(Unsupported, match="no GGUF writer is available"):
+            command.build(LLAMA, init_weights(LLAMA))
+    else:
+        pytest.skip("a GGUF writer is installed")
+
+
+@pytest.mark.parametrize(
+    ("options", "problem"),
+    [
+        (["--command", "./run {model} {tokens}"], "--command needs --command-format and --command-gives"),
+        (["--command-format", "hf"], "--command-format and --command-gives need --command"),
+        (
+            ["--command", "./run {tokens}", "--command-format", "hf", "--command-gives", "logits-text"],
+            "uses no {model}",
+        ),
+    ],
+    ids=["no-format", "no-command", "no-model"],
+)
+def test_pytest_options_that_cannot_work_are_a_usage_error(options: list[str], problem: str, tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "pytest", str(tmp_path), "-p", "no:cacheprovider", *options]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 4, done.stdout + done.stderr  # pytest's usage error
+    assert problem in done.stderr

@@ -143,9 +143,11 @@ def _md_cell(value: str) -> str:
 
 
 def markdown(report: Report) -> str:
-    """The report as Markdown: header list, table, notes with full failure messages."""
+    """The report as Markdown: the summary and each model's verdict first (what a CI job summary
+    shows at a glance), then the header list, the table, and the notes with whole messages."""
     t = table(report)
-    out = ["# Conformance report", ""]
+    out = ["# Conformance report", "", f"**{summary(report)}**", "", *(f"- {line}" for line in verdict_lines(report))]
+    out += ["", "## Run", ""]
     for label, value in _header_lines(report):
         out.append(f"- **{label}**: `{value}`" if label else f"  - `{value.strip()}`")
     out += ["", f"| property | {' | '.join(map(_md_cell, t.models))} |", "|---" * (len(t.models) + 1) + "|"]
@@ -158,6 +160,4 @@ def markdown(report: Report) -> str:
         out.append(f"{n}. {t.note_heading(n)} ({results[0].outcome}): {_md_cell(first)}")
         if rest:
             out += ["", "   ```", *(f"   {line}" for line in rest), "   ```", ""]
-    out += ["", "## Verdicts", "", *(f"- {line}" for line in verdict_lines(report))]
-    out += ["", f"**{summary(report)}**", ""]
-    return "\n".join(out)
+    return "\n".join([*out, ""])
