@@ -11,7 +11,7 @@ import pytest
 from verifier.formats.data import DATA_DIR_ENV
 from verifier.formats.tokenizer import GPT2Tokenizer, Llama2cTokenizer, TokenizerNotFound, find_tokenizer
 
-_ABSENT = f"the real {{}} tokenizer is not available: set {DATA_DIR_ENV} to the shared data directory"
+_ABSENT = f"the real {{}} tokenizer is not available: {DATA_DIR_ENV} points where it is not"
 SEEDS_ENV = "VERIFIER_SEEDS_DIR"  # the source articles; only developers' checkouts have them
 
 

@@ -6,6 +6,7 @@ expectations of llama2.c's own `test.c`), GPT-2's are those `shared/README.md` r
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import shutil
 from pathlib import Path
@@ -16,7 +17,7 @@ from hypothesis import strategies as st
 
 from verifier.formats import CheckpointError, write_tokenizer
 from verifier.formats import Tokenizer as FormatsTokenizer
-from verifier.formats.data import DATA_DIR_ENV
+from verifier.formats.data import DATA_DIR_ENV, PACKAGED_DATA_DIR
 from verifier.formats.tokenizer import (
     LLAMA_BOS,
     Llama2cTokenizer,
@@ -177,3 +178,20 @@ def test_the_data_dir_variable_is_where_shared_data_is_found(tmp_path: Path, mon
     _write_tokenizer_bin(tmp_path / "llama2c" / "tokenizer.bin", [b"<unk>", b"<s>", b" "], [0.0] * 3)
     monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path))
     assert find_tokenizer("llama", 3).source == str(tmp_path / "llama2c" / "tokenizer.bin")
+
+
+def test_the_packaged_tokenizers_are_found_by_default_with_their_licenses(monkeypatch) -> None:
+    monkeypatch.delenv(DATA_DIR_ENV, raising=False)
+    gpt2, llama = find_tokenizer("gpt2", 50257), find_tokenizer("llama", 32000)
+    assert gpt2.encode("The capital of France is") == [464, 3139, 286, 4881, 318]
+    assert llama.source == str(PACKAGED_DATA_DIR / "llama2c" / "tokenizer.bin")
+    # The provenance hashes of ../shared/README.md: the files shipped are the published ones.
+    expected = {
+        "gpt2-tokenizer/vocab.json": "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783",
+        "gpt2-tokenizer/merges.txt": "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5",
+        "llama2c/tokenizer.bin": "50a52ef822ee9e83de5ce9d0be0a025a773d019437f58b5ff9dcafb063ece361",
+    }
+    for name, sha256 in expected.items():
+        assert hashlib.sha256((PACKAGED_DATA_DIR / name).read_bytes()).hexdigest() == sha256, name
+    for folder in ("gpt2-tokenizer", "llama2c"):
+        assert "MIT License" in (PACKAGED_DATA_DIR / folder / "LICENSE").read_text()

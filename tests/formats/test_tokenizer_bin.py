@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import struct
 from pathlib import Path
 
@@ -12,17 +11,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from verifier.formats import CheckpointError, Tokenizer, read_tokenizer, write_tokenizer
+from verifier.formats.data import DATA_DIR_ENV, data_dir
 
-DATA_ENV = "VERIFIER_DATA_DIR"
 REAL_SHA256 = "50a52ef822ee9e83de5ce9d0be0a025a773d019437f58b5ff9dcafb063ece361"
 
 
 def real_tokenizer() -> Path:
-    """The shared Llama 2 tokenizer.bin: $VERIFIER_DATA_DIR, else <repo>/../shared/data, else skip."""
-    root = os.environ.get(DATA_ENV) or str(Path(__file__).resolve().parents[3] / "shared" / "data")
-    path = Path(root) / "llama2c" / "tokenizer.bin"
+    """Llama 2's tokenizer.bin: $VERIFIER_DATA_DIR's, else the packaged one; a skip if the variable has none."""
+    path = data_dir() / "llama2c" / "tokenizer.bin"
     if not path.is_file():
-        pytest.skip(f"llama2.c's tokenizer.bin not found at {path} (set {DATA_ENV} to the shared data directory)")
+        pytest.skip(f"llama2.c's tokenizer.bin not found at {path} (${DATA_DIR_ENV} points elsewhere)")
     return path
 
 

@@ -1,8 +1,7 @@
-"""Where the optional shared data lives (the real GPT-2 tokenizer, llama2.c's `tokenizer.bin`).
+"""Where the tokenizer files live: GPT-2's `gpt2-tokenizer/` (vocab.json, merges.txt) and llama2.c's
+`llama2c/tokenizer.bin`, shipped in the package (`verifier/data/`, with their license notices).
 
-The suite never requires it: code that uses it asks `data_dir()` and skips, saying why, when it
-is None. `VERIFIER_DATA_DIR` overrides the default, `<checkout>/../shared/data`, which is used only
-when it exists (a developer's or CI's checkout; an installed package has none).
+`VERIFIER_DATA_DIR` replaces the packaged directory with one of the same layout.
 """
 
 from __future__ import annotations
@@ -11,12 +10,10 @@ import os
 from pathlib import Path
 
 DATA_DIR_ENV = "VERIFIER_DATA_DIR"
-_DEFAULT = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+PACKAGED_DATA_DIR = Path(__file__).resolve().parents[1] / "data"
 
 
-def data_dir() -> Path | None:
-    """The shared data directory: $VERIFIER_DATA_DIR if set, else the default if it exists, else None."""
+def data_dir() -> Path:
+    """The tokenizer data directory: $VERIFIER_DATA_DIR if set, else the one shipped in the package."""
     override = os.environ.get(DATA_DIR_ENV)
-    if override:
-        return Path(override)
-    return _DEFAULT if _DEFAULT.is_dir() else None
+    return Path(override) if override else PACKAGED_DATA_DIR

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from verifier.formats import read_tokenizer
-from verifier.formats.data import DATA_DIR_ENV, data_dir
+from verifier.formats.data import data_dir
 from verifier.model.config import Family
 
 # llama2.c feeds token 1 (BOS) at position 0, as Llama 2's sentencepiece model does.
@@ -149,9 +149,8 @@ def _candidates(family: Family, model_dir: Path | None) -> list[Path]:
     found = []
     if model_dir is not None and (model_dir / ("vocab.json" if family == "gpt2" else "tokenizer.bin")).is_file():
         found.append(model_dir)
-    shared = data_dir()
-    if shared is not None:
-        found.append(shared / "gpt2-tokenizer" if family == "gpt2" else shared / "llama2c" / "tokenizer.bin")
+    data = data_dir()
+    found.append(data / "gpt2-tokenizer" if family == "gpt2" else data / "llama2c" / "tokenizer.bin")
     if family == "gpt2":
         from huggingface_hub import try_to_load_from_cache
 
@@ -169,7 +168,8 @@ def find_tokenizer(
 
     `path` (a GPT-2 tokenizer directory, or llama2.c's `tokenizer.bin` or its directory) is used
     if given; otherwise the model's own directory `model_dir` (if it holds tokenizer files), the
-    shared data directory ($VERIFIER_DATA_DIR) and, for GPT-2, the Hugging Face cache are searched.
+    data directory ($VERIFIER_DATA_DIR, else the files shipped in the package) and, for GPT-2, the
+    Hugging Face cache are searched.
     Raises TokenizerNotFound, or TokenizerError for a `path` that does not fit.
     """
     if path is not None:
@@ -186,6 +186,4 @@ def find_tokenizer(
         if tokenizer.vocab_size == vocab_size:
             return tokenizer
         looked.append(f"{candidate} ({tokenizer.vocab_size} tokens)")
-    if data_dir() is None:
-        looked.append(f"${DATA_DIR_ENV} (not set)")
     raise TokenizerNotFound(f"no {family} tokenizer with {vocab_size} tokens; looked in: {'; '.join(looked)}")
