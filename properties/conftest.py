@@ -31,6 +31,18 @@ def pytest_configure(config: pytest.Config) -> None:
         "requires(capability=None, family=None): the property needs this model capability and configs of this "
         "family; models without them skip with the reason (see properties/models.py)",
     )
+    # Installed, the suite runs without the clone's pyproject.toml, which registers these and deselects `slow`.
+    config.addinivalue_line("markers", "slow: long-running (full-size presets); run only when -m selects it")
+    config.addinivalue_line("markers", "needs_cc: needs a C compiler")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.option.markexpr:  # -m chose, or the clone's addopts ("-m 'not slow'") did
+        return
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    if slow:
+        items[:] = [item for item in items if not item.get_closest_marker("slow")]
+        config.hook.pytest_deselected(items=slow)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -55,6 +55,8 @@ def pytest_command(
 ) -> list[str]:
     """The command line that runs the suite under pytest with the results collector loaded."""
     command = [sys.executable, "-m", "pytest", str(suite), "-p", "verifier.report.collect"]
+    # pytest keeps its cache under the rootdir, here the installed suite: keep it in the user's directory.
+    command += ["-o", f"cache_dir={Path.cwd() / '.pytest_cache'}"]
     command.append(f"--verifier-results={results}")
     command += [f"--model={model}" for model in models]
     if profile:
