@@ -115,7 +115,7 @@ def test_a_breach_met_by_two_properties_is_one_whole_note_naming_both(checked: t
 
 def test_plain_pytest_prints_each_model_s_verdict_and_puts_it_in_the_junit_xml(tmp_path: Path) -> None:
     junit = tmp_path / "junit.xml"
-    done = run(ROOT, "-m", "pytest", "properties", "-p", "no:cacheprovider", "-n", "2", "-k", "test_logits_agree",
+    done = run(ROOT, "-m", "pytest", "properties", "-p", "no:cacheprovider", "-k", "test_logits_agree",
                "--model", "numpy", "--model", f"{MODELS}:refuses_everything", f"--junitxml={junit}",
                env={"HF_HUB_OFFLINE": "1"})  # fmt: skip
     assert done.returncode == 0, done  # pytest's own status: nothing failed
