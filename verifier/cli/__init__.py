@@ -7,6 +7,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from verifier import __version__
 from verifier.analysis.audit import AuditError
 from verifier.analysis.trace import TraceError
 from verifier.cli import audit_cmd, check_cmd, inspect_cmd, params_cmd, trace_cmd
@@ -39,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="verifier", description="Verify GPT-2 and Llama implementations against an independent reference."
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in SUBCOMMANDS:
         module.add_parser(subparsers)

@@ -9,6 +9,7 @@ from typing import Any
 
 from verifier.analysis import audit
 from verifier.analysis.audit.inputs import STORIES15M_ENV
+from verifier.cli import arguments
 from verifier.formats.data import DATA_DIR_ENV
 
 
@@ -29,7 +30,7 @@ def add_parser(subparsers: Any) -> None:
         "then the Hugging Face cache",
     )
     p.add_argument("--pad", type=int, default=1024, metavar="N", help="the padded length to check (default 1024)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random weights (default 0)")
+    p.add_argument("--seed", type=arguments.seed, default=0, help="seed of the random weights (default 0)")
     p.add_argument(
         "--gpt2",
         metavar="PATH",

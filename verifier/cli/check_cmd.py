@@ -17,6 +17,7 @@ from verifier.plugin.command import GIVES
 from verifier.plugin.command.files import FORMATS
 from verifier.plugin.command.program import DEFAULT_TIMEOUT_S
 from verifier.plugin.registry import ENV_VAR
+from verifier.properties import profiles
 from verifier.report import render, suite
 from verifier.report.output import write_reports
 from verifier.report.results import Report
@@ -64,7 +65,9 @@ def add_parser(subparsers: Any) -> None:
     )
     p.add_argument("--reports", metavar="DIR", default="reports", help="where to write the report (default: reports)")
     p.add_argument("--plot", action="store_true", help="also write an error-per-stage PNG for each localized failure")
-    p.add_argument("--hypothesis-profile", metavar="NAME", help="ci (default), dev or thorough")
+    p.add_argument(
+        "--hypothesis-profile", choices=profiles.PROFILES, help="the suite's Hypothesis profile (default ci)"
+    )
     p.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="passed to pytest as they are")
     p.set_defaults(func=run)
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from verifier.analysis import trace, trace_plot
+from verifier.cli import arguments
 from verifier.formats import checkpoint_config, load_checkpoint
 from verifier.formats.data import DATA_DIR_ENV
 from verifier.formats.sources import locate
@@ -36,7 +37,12 @@ def add_parser(subparsers: Any) -> None:
         "in the local cache, or a config.json",
     )
     given = p.add_mutually_exclusive_group()
-    given.add_argument("--text", help=f"text, tokenized with the model's tokenizer (default: {DEFAULT_TEXT})")
+    given.add_argument(
+        "--text",
+        help="text, tokenized with the model's tokenizer (default: "
+        + ", ".join(f"{text!r} for {family}" for family, text in DEFAULT_TEXT.items())
+        + ")",
+    )
     given.add_argument("--tokens", help="token ids, e.g. 464,3139,286 (needs no tokenizer)")
     p.add_argument(
         "--tokenizer",
@@ -46,7 +52,9 @@ def add_parser(subparsers: Any) -> None:
     )
     p.add_argument("--pad", type=int, metavar="N", help="show the shapes of the sequence padded to N positions")
     p.add_argument("--layers", choices=("first", "all"), default="first", help="show the first layer (default) or all")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random weights of a preset or config.json")
+    p.add_argument(
+        "--seed", type=arguments.seed, default=0, help="seed of the random weights of a preset or config.json"
+    )
     p.add_argument("--download", action="store_true", help="download a repo id that is not in the local cache")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--plot", metavar="FILE", help="also draw the flow to FILE (.svg or .png)")

@@ -70,6 +70,12 @@ def open_bounded(path: Path) -> Iterator[BoundedReader]:
         yield BoundedReader(path, handle)
 
 
+def _umask() -> int:
+    mask = os.umask(0)  # the only way to read it is to set it
+    os.umask(mask)
+    return mask
+
+
 @contextlib.contextmanager
 def atomic_write(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
     """A binary file handle whose contents replace `path` only if the block completes."""
@@ -79,6 +85,8 @@ def atomic_write(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
         with os.fdopen(fd, "wb") as handle:
             yield handle
             handle.flush()
+            # mkstemp makes the file 0600; a saved model is read by others as any file the user writes.
+            os.fchmod(handle.fileno(), 0o666 & ~_umask())
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:

@@ -15,7 +15,7 @@ from verifier.formats.checkpoint import Checkpoint
 from verifier.formats.config_json import read_config_json
 from verifier.formats.errors import CheckpointError
 from verifier.formats.hf_dir import read_hf_dir, write_hf_dir
-from verifier.formats.llama2c import read_llama2c, read_llama2c_config, write_llama2c
+from verifier.formats.llama2c import MAGIC, read_llama2c, read_llama2c_config, write_llama2c
 from verifier.model.config import ModelConfig
 from verifier.model.weights import Weights
 
@@ -23,6 +23,10 @@ HF = "hf"  # a directory with config.json, or one of its files
 LLAMA2C = "llama2c"
 TOKENIZER = "llama2c-tokenizer"
 WRITE_FORMATS = ("hf", "llama2c")
+_V0_HEADER_BYTES = 28
+# Larger than any size of a real model (vocabularies reach 2^18, contexts 2^20), smaller than four
+# ASCII characters read as an int32 (at least 0x20202020).
+_LARGEST_SIZE = 2**26
 
 
 def _is_hf_weight_file(path: Path) -> bool:
@@ -54,11 +58,41 @@ def detect_format(path: str | Path) -> str:
         return HF
     if not path.is_file():
         raise CheckpointError(path, "path", "no such file or directory")
+    if path.suffix == ".safetensors" and not _is_hf_weight_file(path):
+        size = path.stat().st_size
+        raise CheckpointError(
+            path,
+            "safetensors header",
+            "missing or malformed",
+            expected="an 8-byte size, then JSON",
+            found=f"{size} bytes",
+        )
     if path.suffix == ".json" or _is_hf_weight_file(path):
         return HF
     if path.suffix == ".bin" and path.name.startswith("tokenizer"):
         return TOKENIZER
-    return LLAMA2C
+    if path.suffix == ".bin" or _has_llama2c_header(path):
+        return LLAMA2C
+    raise CheckpointError(
+        path,
+        "file",
+        "not a checkpoint in any format I read",
+        expected="a Hugging Face model directory, its config.json or weight files (safetensors, torch), "
+        "or a llama2.c .bin model or tokenizer",
+    )
+
+
+def _has_llama2c_header(path: Path) -> bool:
+    """The v1/v2 magic, or a legacy v0 header of 7 int32 sizes a model could have (text never does)."""
+    with open(path, "rb") as handle:
+        head = handle.read(_V0_HEADER_BYTES)
+    if head[:4] == struct.pack("<I", MAGIC):
+        return True
+    if len(head) < _V0_HEADER_BYTES:
+        return False
+    dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len = struct.unpack("<7i", head)
+    sizes = (dim, hidden_dim, n_layers, n_heads, n_kv_heads, abs(vocab_size), seq_len)
+    return all(0 < size <= _LARGEST_SIZE for size in sizes)
 
 
 def _hf_parts(path: Path) -> tuple[Path, Path | None]:

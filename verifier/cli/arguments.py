@@ -1,0 +1,18 @@
+"""Argument types shared by subcommands: a bad value is argparse's usage error (exit 2), not a traceback."""
+
+from __future__ import annotations
+
+import argparse
+
+MAX_SEED = 2**32 - 1  # NumPy's generators take seeds in [0, 2**32 - 1]
+
+
+def seed(text: str) -> int:
+    """A seed of the random weights: an integer in [0, MAX_SEED]."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"must be an integer in [0, {MAX_SEED}], not {text!r}")
+    return value
