@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 from pathlib import Path
 
 import pytest
-import yaml
 
 from tests.plugin.project import ROOT, junit_cases, make_project, run
-from verifier.cli import build_parser, main
+from verifier.cli import main
 from verifier.report import plot, render
 from verifier.report.collect import Collector, property_name
 from verifier.report.output import plot_path
@@ -221,18 +219,6 @@ def test_the_plot_draws_any_stage_errors_as_a_png() -> None:
 def test_plot_file_names_are_safe() -> None:
     name = plot_path(Path("r"), Result("test_a.py::test_x[gpt2]", "pkg.mod:build", "fail")).name
     assert name == "stage-errors_pkg.mod-build_test_a.py-test_x-gpt2.png"
-
-
-def test_the_example_workflow_runs_a_check_command_the_cli_accepts() -> None:
-    workflow = yaml.safe_load((ROOT / "examples/github-actions/verify-model.yml").read_text())
-    job = workflow["jobs"]["conformance"]
-    (command,) = [step["run"] for step in job["steps"] if "verifier check" in step.get("run", "")]
-    argv = shlex.split(command.replace('"$MODEL"', job["env"]["MODEL"].split()[0]))
-    args = build_parser().parse_args(argv[1:])
-    assert (args.command, args.model, args.reports, args.plot) == ("check", ["my_model.plugin:build"], "reports", True)
-    assert args.pytest_args == ["-n", "auto", "--junitxml=reports/junit.xml"]
-    uploaded = next(step for step in job["steps"] if step.get("uses", "").startswith("actions/upload-artifact"))
-    assert uploaded["with"]["path"] == f"{args.reports}/"
 
 
 def _phase(nodeid: str, when: str, outcome: str, longrepr: object = None, **extra: object) -> pytest.TestReport:
