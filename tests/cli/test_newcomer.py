@@ -105,3 +105,23 @@ def test_no_argument_values_give_a_traceback(
     assert _exit_status(argv) in (0, 1, 2)
     out, err = capsys.readouterr()
     assert "Traceback" not in out + err
+
+
+def test_params_of_nothing_names_the_known_models_too(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["params", "nonexistent"]) == 2
+    err = capsys.readouterr().err
+    assert "'nonexistent' is not a preset (gpt2," in err and "nor a known model (" in err and "llama-2-7b" in err, err
+
+
+def test_models_lists_the_registered_models_with_their_origin_and_probes_one(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["models", "--no-probe"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert {"numpy  (built-in)", "transformers  (built-in)", "llama2c  (built-in)"} <= set(lines), lines
+    assert main(["models", "numpy"]) == 0
+    out = capsys.readouterr().out
+    assert "numpy  (built-in)\n  gpt2: logits, " in out and "  llama-gqa: logits, " in out, out
+    assert "transformers  (built-in)\nllama2c  (built-in)" in out  # listed, not probed
+    assert main(["models", "nope"]) == 2
+    assert "verifier models: error: no model named 'nope'; the models are: numpy, " in capsys.readouterr().err

@@ -78,7 +78,7 @@ def test_without_a_choice_every_registered_and_installed_model_is_tested(project
     built_in = [spec.name for spec in registry.registered()]  # what fixtures/builtin.py registers
     assert {"numpy", "transformers"} <= set(built_in)
     # Models a user installed into this environment are tested too: expected, and not this test's to fail.
-    already_installed = [ep.name for ep in registry._entry_points()]
+    already_installed = [ep.name for ep in registry.installed_entry_points()]
     assert tested == dict.fromkeys([*built_in, "my-installed", *already_installed], "passed")
 
 
@@ -88,7 +88,7 @@ def test_a_file_in_the_fixtures_folder_registers_its_model(tmp_path: Path, monke
     monkeypatch.setattr(fixtures, "__path__", [str(tmp_path), *fixtures.__path__])
     monkeypatch.setattr(registry, "_REGISTERED", dict(registry._REGISTERED))
     monkeypatch.delitem(sys.modules, "verifier.fixtures.my_model", raising=False)
-    plugin._import_fixture_modules()
+    plugin.import_fixture_modules()
     assert registry.load_spec("mine").origin == "fixtures/"
 
 

@@ -10,17 +10,18 @@ from collections.abc import Sequence
 from verifier import __version__
 from verifier.analysis.audit import AuditError
 from verifier.analysis.trace import TraceError
-from verifier.cli import audit_cmd, check_cmd, inspect_cmd, params_cmd, trace_cmd
+from verifier.cli import audit_cmd, check_cmd, inspect_cmd, models_cmd, params_cmd, trace_cmd
 from verifier.formats.errors import CheckpointError
 from verifier.formats.sources import SourceError
 from verifier.formats.tokenizer import TokenizerError
 from verifier.model.config import ConfigError
 from verifier.model.presets import UnknownPresetError
+from verifier.plugin.registry import PluginError
 from verifier.reference import InputError
 from verifier.report.suite import SuiteNotFound
 
 # Each module has `add_parser(subparsers)`, which registers its subcommand with `func=run`.
-SUBCOMMANDS = (params_cmd, inspect_cmd, trace_cmd, audit_cmd, check_cmd)
+SUBCOMMANDS = (params_cmd, inspect_cmd, trace_cmd, audit_cmd, check_cmd, models_cmd)
 
 # Errors that mean "bad input", reported in one line with exit status 2, not as a traceback.
 USER_ERRORS = (
@@ -28,6 +29,7 @@ USER_ERRORS = (
     CheckpointError,
     ConfigError,
     InputError,
+    PluginError,
     SourceError,
     SuiteNotFound,
     TokenizerError,

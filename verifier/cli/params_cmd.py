@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from verifier.formats.config_json import config_from_fields
-from verifier.formats.sources import SourceError, hf_config_fields, load_config
+from verifier.formats.sources import SourceError, SourceNotFound, hf_config_fields, load_config
 from verifier.model.config import describe
 from verifier.model.known_models import KnownModel, known_models
 from verifier.model.params import Architecture, ParamTable, from_config, parameter_table
@@ -82,7 +82,10 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.model is None:
         raise SourceError("give a MODEL (a preset, a known model, a checkpoint, a config.json or a repo id), or --list")
-    counted = _counted(args.model, download=args.download)
+    try:
+        counted = _counted(args.model, download=args.download)
+    except SourceNotFound as e:  # params also counts the known models: name them too
+        raise SourceNotFound(f"{e}, nor a known model ({', '.join(known_models())})") from None
     print(json.dumps(to_json(counted), indent=2) if args.json else render(counted))
     return 0
 

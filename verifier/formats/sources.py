@@ -24,8 +24,12 @@ class SourceError(ValueError):
     """A model argument that names nothing the suite can read."""
 
 
-def _not_found(spec: str) -> SourceError:
-    return SourceError(
+class SourceNotFound(SourceError):
+    """A model argument that is no preset, no existing path and no cached repo id."""
+
+
+def _not_found(spec: str) -> SourceNotFound:
+    return SourceNotFound(
         f"{spec!r} is not a preset ({', '.join(PRESETS)}), an existing checkpoint file or directory, "
         "or a repo id in the local Hugging Face cache"
     )

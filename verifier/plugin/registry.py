@@ -67,11 +67,11 @@ def load_spec(text: str, *, origin: str = "--model") -> ModelSpec:
         return _REGISTERED[text]
     module_name, sep, attr = text.partition(":")
     if not sep:
-        for ep in _entry_points():
+        for ep in installed_entry_points():
             if ep.name == text:
                 return entry_point_specs([ep])[0]
     if not sep or not module_name or not attr:
-        known = ", ".join([*_REGISTERED, *(ep.name for ep in _entry_points())]) or "none"
+        known = ", ".join([*_REGISTERED, *(ep.name for ep in installed_entry_points())]) or "none"
         raise PluginError(f"{origin} {text!r}: expected module.path:factory or a registered or installed name: {known}")
     try:
         module = importlib.import_module(module_name)
@@ -97,14 +97,15 @@ def env_specs(environ: Mapping[str, str] | None = None) -> list[ModelSpec]:
     return [load_spec(part.strip(), origin=f"${ENV_VAR}") for part in value.split(",") if part.strip()]
 
 
-def _entry_points() -> Iterable[metadata.EntryPoint]:
+def installed_entry_points() -> Iterable[metadata.EntryPoint]:
+    """The entry points installed packages declare in the `verifier.models` group, not loaded yet."""
     return metadata.entry_points(group=ENTRY_POINT_GROUP)
 
 
 def entry_point_specs(entry_points: Iterable[metadata.EntryPoint] | None = None) -> list[ModelSpec]:
     """The factories installed packages declare in the `verifier.models` entry-point group."""
     specs = []
-    for ep in _entry_points() if entry_points is None else entry_points:
+    for ep in installed_entry_points() if entry_points is None else entry_points:
         try:
             factory = ep.load()
         except Exception as e:  # an installed package may fail in any way while importing
