@@ -32,7 +32,7 @@ def add_parser(subparsers: Any) -> None:
         help="run the property suite and print the conformance table",
         description="Run the property suite (pytest underneath) against models and print a conformance table "
         "property x model: pass / fail / skip (with the reason), worst error / tolerance. "
-        "Writes it as Markdown and JSON; exits 1 on any failure.",
+        "Writes it as Markdown, JSON and a self-contained HTML page; exits 1 on any failure.",
         epilog="Arguments after `--` go to pytest, e.g. `verifier check -- -n auto --junitxml=reports/junit.xml`.",
     )
     p.add_argument(

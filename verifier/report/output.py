@@ -1,4 +1,4 @@
-"""Writing the report files: Markdown, JSON and error-per-stage plots, each atomically."""
+"""Writing the report files: Markdown, JSON, HTML and error-per-stage plots, each atomically."""
 
 from __future__ import annotations
 
@@ -7,11 +7,12 @@ import re
 import tempfile
 from pathlib import Path
 
-from verifier.report import plot, render
+from verifier.report import html, plot, render
 from verifier.report.results import Report, Result
 
 MARKDOWN = "conformance.md"
 JSON = "conformance.json"
+HTML = "conformance.html"
 
 
 def write_atomic(path: Path, data: bytes) -> None:
@@ -34,11 +35,12 @@ def plot_path(directory: Path, result: Result) -> Path:
 
 
 def write_reports(report: Report, directory: Path, *, plots: bool = False) -> list[Path]:
-    """Write conformance.md, conformance.json and, if `plots`, one PNG per localized failure
-    that recorded its stage errors. Returns the paths written."""
-    written = [directory / MARKDOWN, directory / JSON]
+    """Write conformance.md, conformance.json, conformance.html (self-contained, its plots inline)
+    and, if `plots`, one PNG per localized failure that recorded its stage errors. Returns the paths written."""
+    written = [directory / MARKDOWN, directory / JSON, directory / HTML]
     write_atomic(written[0], render.markdown(report).encode())
     write_atomic(written[1], report.to_json().encode())
+    write_atomic(written[2], html.html(report).encode())
     if plots:
         for result in report.failures:
             if result.stage_errors:

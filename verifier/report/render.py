@@ -98,7 +98,8 @@ def verdict_lines(report: Report) -> list[str]:
     return lines
 
 
-def _header_lines(report: Report) -> list[tuple[str, str]]:
+def header_lines(report: Report) -> list[tuple[str, str]]:
+    """(label, value) lines of the header; a model's probe lines have an empty label."""
     h = report.header
     settings = ", ".join(f"{k}={v}" for k, v in h.hypothesis_settings.items())
     lines = [
@@ -119,7 +120,7 @@ def text(report: Report, written: Sequence[Path] = ()) -> str:
     """The report for a terminal: header, aligned table, whole notes, verdicts per model, and the
     summary, which names the report files `written`."""
     t = table(report)
-    lines = [f"{label:<11}{value}" for label, value in _header_lines(report)]
+    lines = [f"{label:<11}{value}" for label, value in header_lines(report)]
     rows = [["property", *t.models]] + [[p, *(t.cells.get((p, m), "-") for m in t.models)] for p in t.properties]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines.append("")
@@ -148,7 +149,7 @@ def markdown(report: Report) -> str:
     t = table(report)
     out = ["# Conformance report", "", f"**{summary(report)}**", "", *(f"- {line}" for line in verdict_lines(report))]
     out += ["", "## Run", ""]
-    for label, value in _header_lines(report):
+    for label, value in header_lines(report):
         out.append(f"- **{label}**: `{value}`" if label else f"  - `{value.strip()}`")
     out += ["", f"| property | {' | '.join(map(_md_cell, t.models))} |", "|---" * (len(t.models) + 1) + "|"]
     for p in t.properties:

@@ -1,0 +1,71 @@
+"""conformance.html: self-contained, every cell colored by its outcome, whole messages, plots inline;
+and it renders in a real headless browser where one is installed."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from verifier.report.html import html
+from verifier.report.output import write_reports
+from verifier.report.results import Header, ModelCard, Report, Result
+
+CHROMIUM = "/usr/bin/chromium"
+MESSAGE = "logits differ from the oracle\nworst |a - b| = 3.1e-02 at [0, 7] <&> 'quoted'"
+
+
+def _report() -> Report:
+    cards = [ModelCard("numpy", "built-in", {"gpt2": "logits"}), ModelCard("wrong", "--model", {"gpt2": "logits"})]
+    header = Header(cards, {"numpy": "2"}, "ci", {"max_examples": "20"}, "properties", "2026-01-01T00:00:00+00:00")
+    stages = [("embed", 0.0, 1e-5), ("layers.0.attn_norm", 3e-2, 1e-5)]
+    return Report(
+        header,
+        [
+            Result("test_agreement.py::test_logits", "numpy", "pass", worst_error_ratio=0.012),
+            Result("test_agreement.py::test_logits", "wrong", "fail", MESSAGE, 3.1e3, "layers.0.attn_norm", stages),
+            Result("test_rope.py::test_rotation", "numpy", "skip", "model 'numpy' runs no llama config"),
+            Result("test_rope.py::test_rotation", "wrong", "pass"),
+        ],
+    )
+
+
+def test_the_page_holds_the_table_colored_the_whole_messages_and_the_plot_inline() -> None:
+    page = html(_report())
+    assert '<td class="pass">pass 0.012</td>' in page and '<td class="fail">FAIL 3.1e+03 [1]</td>' in page, page
+    assert '<td class="skip">skip [2]</td>' in page
+    assert "worst |a - b| = 3.1e-02 at [0, 7] &lt;&amp;&gt; &#x27;quoted&#x27;" in page  # whole, escaped
+    assert page.count('<img src="data:image/png;base64,iVBORw0KGgo') == 1  # the failure's stage errors
+    assert "wrong: FAILS" in page and "<dt>model</dt><dd><code>wrong (--model)</code></dd>" in page
+    assert "http" not in page.replace("http-equiv", "") and "<link" not in page and "<script" not in page
+
+
+def test_verifier_check_s_reports_include_the_page(tmp_path: Path) -> None:
+    written = write_reports(_report(), tmp_path)
+    assert tmp_path / "conformance.html" in written
+    assert (tmp_path / "conformance.html").read_text().startswith("<!DOCTYPE html>")
+
+
+def test_the_page_renders_in_headless_chromium(tmp_path: Path) -> None:
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no {CHROMIUM} (Debian's chromium package) to render the page in")
+    page = tmp_path / "conformance.html"
+    page.write_text(html(_report()))
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"]
+    profile = f"--user-data-dir={tmp_path / 'profile'}"
+    dom = subprocess.run(
+        [CHROMIUM, *flags, profile, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120
+    )
+    assert dom.returncode == 0, dom.stderr
+    assert '<td class="fail">FAIL 3.1e+03 [1]</td>' in dom.stdout and "data:image/png;base64," in dom.stdout
+    shot = tmp_path / "shot.png"
+    subprocess.run(
+        [CHROMIUM, *flags, profile, f"--screenshot={shot}", "--window-size=1200,1600", page.as_uri()],
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    shutil.rmtree(tmp_path / "profile", ignore_errors=True)

@@ -1,0 +1,67 @@
+"""The conformance report as one self-contained HTML page (no external files): the verdicts, the
+header, the property x model table with colored cells, each note's whole message, and the
+error-per-stage plot of each localized failure inline as a PNG data URI. Readable as a CI artifact."""
+
+from __future__ import annotations
+
+import base64
+from html import escape
+
+from verifier.report import plot, render
+from verifier.report.results import Report
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
+table.matrix { border-collapse: collapse; margin: 1em 0; }
+.matrix th, .matrix td { border: 1px solid #bbb; padding: 0.3em 0.6em; text-align: left; }
+.matrix td { font-family: monospace; white-space: nowrap; }
+td.pass, td.xfail { background: #d4f4d4; }
+td.fail, td.error, td.xpass { background: #f8c8c8; font-weight: bold; }
+td.skip { background: #f4f0c8; }
+td.none { color: #999; }
+pre { background: #f6f6f6; padding: 0.6em; overflow-x: auto; white-space: pre-wrap; }
+.conforms { color: #060; } .fails, .untested { color: #a00; }
+"""
+
+
+def _cell_class(cell: str) -> str:
+    """The outcome a cell's text starts with (`pass 0.012`, `FAIL ... [2]`, `skip [1]`), or `none`."""
+    word = cell.split(" ", 1)[0].lower()
+    return word if word in ("pass", "fail", "error", "skip", "xfail", "xpass") else "none"
+
+
+def html(report: Report) -> str:
+    """The whole page."""
+    t = render.table(report)
+    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">', "<title>Conformance report</title>"]
+    out += [f"<style>{_STYLE}</style></head><body>", "<h1>Conformance report</h1>"]
+    out.append(f'<p class="{report.verdict}"><strong>{escape(render.summary(report))}</strong></p><ul>')
+    for verdict, line in zip(report.verdicts(), render.verdict_lines(report), strict=True):
+        out.append(f'<li class="{verdict.verdict}">{escape(line)}</li>')
+    out += ["</ul>", "<h2>Run</h2>", "<dl>"]
+    for label, value in render.header_lines(report):
+        term = f"<dt>{escape(label)}</dt>" if label else ""  # a model's probe lines have no label of their own
+        out.append(f"{term}<dd><code>{escape(value.strip())}</code></dd>")
+    out += ["</dl>", '<table class="matrix"><thead><tr><th>property</th>']
+    out += [f"<th>{escape(m)}</th>" for m in t.models]
+    out.append("</tr></thead><tbody>")
+    for p in t.properties:
+        cells = [t.cells.get((p, m), "-") for m in t.models]
+        row = "".join(f'<td class="{_cell_class(c)}">{escape(c)}</td>' for c in cells)
+        out.append(f"<tr><th><code>{escape(p)}</code></th>{row}</tr>")
+    out.append("</tbody></table>")
+    if t.notes:
+        out.append("<h2>Notes</h2><ol>")
+    for n, (results, note) in enumerate(t.notes, 1):
+        out.append(f"<li><p><strong>{escape(t.note_heading(n))}</strong> ({escape(results[0].outcome)})</p>")
+        out.append(f"<pre>{escape(note)}</pre>")
+        for result in results:
+            if result.outcome in ("fail", "error") and result.stage_errors:
+                png = base64.b64encode(plot.stage_errors_png(result)).decode("ascii")
+                alt = f"error per stage: {result.property} / {result.model}"
+                out.append(f'<img src="data:image/png;base64,{png}" alt="{escape(alt)}">')
+        out.append("</li>")
+    if t.notes:
+        out.append("</ol>")
+    out.append("</body></html>")
+    return "\n".join(out) + "\n"
