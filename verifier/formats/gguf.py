@@ -116,7 +116,9 @@ def write_gguf(path: str | Path, config: ModelConfig, weights: Weights, *, tenso
     """
     path = Path(path)
     if tensor_type not in TENSOR_TYPES:
-        raise CheckpointError(path, "tensor type", "not one this writer makes", expected=list(TENSOR_TYPES), found=tensor_type)
+        raise CheckpointError(
+            path, "tensor type", "not one this writer makes", expected=list(TENSOR_TYPES), found=tensor_type
+        )
     weights = {name: np.asarray(w, dtype=np.float32) for name, w in weights.items()}
     check_canonical(path, config, weights)
     qtype = TENSOR_TYPES[tensor_type]
@@ -269,4 +271,3 @@ def read_gguf(path: str | Path) -> Checkpoint:
     )
     return Checkpoint(path, "gguf", int(_field(path, reader, "GGUF.version", 3)), config, weights, tensors,
                       tuple(findings))  # fmt: skip
-

@@ -12,9 +12,10 @@ nothing but llama.cpp's own arithmetic stands between it and the reference.
   callback of the context params (`cb_eval`), by the names llama.cpp's graph gives them
   (`ffn_gelu-0`): the residual stream, the norms, attention's probabilities and output, and the
   MLP's stages. q, k, v and the scores are left out: llama.cpp names several tensors of other
-  layouts alike (`Qcur-0` before and after RoPE, views into its KV cache). llama-cpp-python exposes the callback but no tensor type, so the start of
-  ggml's `struct ggml_tensor` (type, buffer, ne[4]) is declared here, as ggml.h of the vendored
-  llama.cpp lays it out, and every read tensor's byte size is checked against ggml's own.
+  layouts alike (`Qcur-0` before and after RoPE, views into its KV cache). llama-cpp-python
+  exposes the callback but no tensor type, so the start of ggml's `struct ggml_tensor` (type,
+  buffer, ne[4]) is declared here as ggml.h of the vendored llama.cpp lays it out, and every
+  tensor read is checked against ggml's own byte count.
 
 Where llama-cpp-python is not installed, the factory raises `Unsupported` with the way to install it.
 """
@@ -182,7 +183,7 @@ class LlamaCppModel:
         if cache is not None:
             buffer = (ctypes.c_uint8 * len(cache.state)).from_buffer_copy(cache.state)
             if lib.llama_state_seq_set_data(ctx, buffer, len(cache.state), 0) == 0:
-                raise RuntimeError(f"llama.cpp refused to restore a cache of {cache.n_past} positions: {self._log.tail()}")
+                raise RuntimeError(f"llama.cpp refused a cache of {cache.n_past} positions: {self._log.tail()}")
             start = cache.n_past
         logits = self._run(ctx, [int(t) for t in tokens], start)
         size = lib.llama_state_seq_get_size(ctx, 0)
