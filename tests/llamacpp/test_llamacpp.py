@@ -16,10 +16,13 @@ pytest.importorskip("gguf", reason="the gguf package is not installed (pip insta
 pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install 'lm-verifier[llamacpp]')")
 
 from tests.meta.suite_runs import run_suite
+from verifier.analysis.agreement import greedy_agreement
+from verifier.formats import load_checkpoint
 from verifier.model.presets import preset
 from verifier.model.weights import init_weights
 from verifier.plugin.adapters import llamacpp
 from verifier.properties.oracle import Oracle
+from verifier.reference import NumpyModel
 
 STORIES260K = preset("llama2c-stories260K")  # 8 heads, 4 kv heads
 STORIES15M = preset("llama2c-stories15M")
@@ -48,7 +51,7 @@ def test_llama_logits_decode_and_trace_agree_with_the_oracle(config, scale: floa
     assert expected.compare(np.concatenate([first, rest])).ok
     np.testing.assert_array_equal(again, rest)
     trace = model.trace(TOKENS)
-    assert {"embed", "layers.1.probs", "layers.1.mlp_act", "final_norm", "logits"} <= trace.keys()
+    assert {"embed", "layers.1.q", "layers.1.k_rope", "layers.1.probs", "layers.1.mlp_act", "logits"} <= trace.keys()
     divergence = oracle.localize(trace, TOKENS)
     assert divergence.first is None, divergence.describe()
 
@@ -70,6 +73,19 @@ def test_gpt2_differs_at_the_mlp_activation_by_ggml_s_float16_gelu() -> None:
     assert (np.abs(trace["layers.0.mlp_act"] - emulated) <= float16_step).all()
     exact = 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * x * (1 + 0.044715 * x * x)))
     assert np.abs(trace["layers.0.mlp_act"] - exact).max() > 100 * np.abs(exact).max() * 2.0**-24
+
+
+@pytest.mark.parametrize("config", [STORIES15M.replace(n_layers=2), GPT2], ids=["stories15M-2-layers", "gpt2"])
+def test_q8_0_files_are_judged_by_their_greedy_agreement_on_the_dequantized_weights(config) -> None:  # type: ignore[no-untyped-def]
+    model = llamacpp.build_q8_0(config, init_weights(config, seed=5, scale=0.1))
+    checkpoint = load_checkpoint(model.model_path)  # the weights the file holds, dequantized
+    reference = NumpyModel(checkpoint.config, checkpoint.weights, np.float64)
+    rng = np.random.default_rng(0)
+    prompts = [rng.integers(0, config.vocab_size, size=int(rng.integers(1, 9))) for _ in range(20)]
+    result = greedy_agreement(model, reference, prompts, 4)
+    print(f"llama.cpp Q8_0, {config.family}: {result.describe()}")
+    # llama.cpp also quantizes the activations to Q8_0 in its matmuls: a rate, high but not 100%.
+    assert result.continuations == 20 and result.rate >= 0.8, result.describe()
 
 
 def test_a_missing_package_is_a_reason_to_skip(monkeypatch: pytest.MonkeyPatch) -> None:

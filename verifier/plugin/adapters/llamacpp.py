@@ -5,26 +5,29 @@ KV cache in F32 (`type_k` / `type_v`), flash attention off and logits for every 
 token of a batch asks for its logits, what `logits_all` does in the high-level API), so that
 nothing but llama.cpp's own arithmetic stands between it and the reference.
 
+- `greedy` generates through llama.cpp's KV cache, one token a step, as its users run it.
 - `decode` continues llama.cpp's own KV cache: the cache handed back is a snapshot of the
   sequence's state (`llama_state_seq_get_data`), restored before the next chunk, so a cache stays
   reusable however often it is continued.
 - `trace` reads the tensors of llama.cpp's compute graph as they are computed, through the eval
   callback of the context params (`cb_eval`), by the names llama.cpp's graph gives them
-  (`ffn_gelu-0`): the residual stream, the norms, attention's probabilities and output, and the
-  MLP's stages. q, k, v and the scores are left out: llama.cpp names several tensors of other
-  layouts alike (`Qcur-0` before and after RoPE, views into its KV cache). llama-cpp-python
+  (`ffn_gelu-0`) and, where one name is given to several tensors, the op that computes it: the
+  residual stream, the norms, Llama's q, k, v before and after RoPE (reordered from llama.cpp's
+  interleaved pairs), attention's probabilities and output, and the MLP's stages. The scores are
+  left out (llama.cpp scales them inside its softmax), as are GPT-2's q, k, v (strided views). llama-cpp-python
   exposes the callback but no tensor type, so the start of ggml's `struct ggml_tensor` (type,
   buffer, ne[4]) is declared here as ggml.h of the vendored llama.cpp lays it out, and every
   tensor read is checked against ggml's own byte count.
 
-Where llama-cpp-python is not installed, the factory raises `Unsupported` with the way to install it.
+`build_q8_0` runs a file whose matrices are Q8_0, judged by a greedy agreement rate until precision
+classes exist.
+Where llama-cpp-python is not installed, the factories raise `Unsupported` with the way to install it.
 """
 
 from __future__ import annotations
 
 import ctypes
 import importlib
-import os
 import tempfile
 import threading
 import weakref
@@ -34,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from verifier.formats.errors import CheckpointError
 from verifier.model import stages
 from verifier.model.config import ModelConfig
 from verifier.model.weights import Weights
@@ -100,16 +104,24 @@ class Cache:
 class LlamaCppModel:
     """A GGUF model on llama.cpp's CPU backend behind the suite's model interface."""
 
-    def __init__(self, config: ModelConfig, weights: Weights) -> None:
+    def __init__(self, config: ModelConfig, weights: Weights, threads: int = 1, tensor_type: str = "F32") -> None:
+        """`tensor_type`: the GGUF type of the matrices (`verifier.formats.gguf.TENSOR_TYPES`).
+        `threads`: llama.cpp's CPU threads. One by default: its threads spin while they wait, so
+        more threads than idle cores (parallel test workers) make it hundreds of times slower."""
         from verifier.formats.gguf import write_gguf
 
         self._lib, self._log = _library()
         self.config = config
+        self._threads = threads
         self._dir = tempfile.TemporaryDirectory(prefix="verifier-llamacpp-")
         self.model_path = Path(self._dir.name) / "model.gguf"
-        write_gguf(self.model_path, config, weights, tensor_type="F32")
+        write_gguf(self.model_path, config, weights, tensor_type=tensor_type)
         params = self._lib.llama_model_default_params()
         params.n_gpu_layers = 0
+        # No repacked or AMX copies of quantized weights: on this project's machines the CPU
+        # advertises AMX and ggml's AMX matmul faults at its first instruction (ldtilecfg), a crash
+        # on any Q8_0 batch of 2 or more tokens. F32 weights are never repacked.
+        params.use_extra_bufts = False
         self._model = self._lib.llama_model_load_from_file(str(self.model_path).encode(), params)
         if not self._model:
             raise RuntimeError(f"llama.cpp could not load {self.model_path}: {self._log.tail()}")
@@ -124,7 +136,7 @@ class LlamaCppModel:
         params = lib.llama_context_default_params()
         params.n_ctx = params.n_batch = params.n_ubatch = self.config.n_ctx
         params.n_seq_max = 1
-        params.n_threads = params.n_threads_batch = min(4, os.cpu_count() or 1)
+        params.n_threads = params.n_threads_batch = self._threads
         params.type_k = params.type_v = _GGML_TYPE_F32
         params.flash_attn_type = lib.LLAMA_FLASH_ATTN_TYPE_DISABLED
         params.no_perf = True
@@ -191,6 +203,20 @@ class LlamaCppModel:
         lib.llama_state_seq_get_data(ctx, state, size, 0)
         return logits, Cache(start + len(tokens), bytes(state))
 
+    def greedy(self, prompt: np.ndarray, n_new: int) -> np.ndarray:
+        """The n_new argmax tokens after `prompt` [T], generated through llama.cpp's KV cache."""
+        ids = [int(t) for t in np.asarray(prompt).reshape(-1)]
+        if len(ids) + n_new - 1 > self.config.n_ctx:
+            raise ValueError(f"{len(ids)} + {n_new} new tokens need more than n_ctx={self.config.n_ctx} positions")
+        self._clear(self._ctx)
+        logits = self._run(self._ctx, ids, 0)
+        out: list[int] = []
+        while len(out) < n_new:
+            out.append(int(np.argmax(logits[-1])))
+            if len(out) < n_new:
+                logits = self._run(self._ctx, out[-1:], len(ids) + len(out) - 1)
+        return np.array(out, dtype=np.int64)
+
     def trace(self, tokens: np.ndarray) -> dict[str, np.ndarray]:
         """The stages llama.cpp's graph names (see the module docstring) of one sequence [T]."""
         if np.ndim(tokens) != 1:
@@ -222,7 +248,17 @@ def _as_stage(stage: str, value: np.ndarray | None, shape: tuple[int, ...]) -> n
     """
     if value is None:
         return None
-    if stages.split_stage(stage)[1] == "probs":
+    op = stages.split_stage(stage)[1]
+    if op in ("q", "k", "v", "q_rope", "k_rope"):  # [T, heads * d_head] -> [heads, T, d_head]
+        heads, T, d_head = shape
+        if value.size != heads * T * d_head:
+            return None
+        value = value.reshape(T, heads, d_head).transpose(1, 0, 2)
+        if op == "v":
+            return value
+        # llama.cpp rotates adjacent pairs (2i, 2i + 1); the stage is in rotate-half order (i, i + d/2).
+        return value.reshape(heads, T, d_head // 2, 2).transpose(0, 1, 3, 2).reshape(shape)
+    if op == "probs":
         n_heads, T, _ = shape
         if value.size % (n_heads * T):
             return None
@@ -231,8 +267,11 @@ def _as_stage(stage: str, value: np.ndarray | None, shape: tuple[int, ...]) -> n
     return value.reshape(shape) if value.size == int(np.prod(shape)) else None
 
 
-def graph_names(config: ModelConfig) -> dict[str, str]:
-    """llama.cpp's name of a graph tensor -> the stage it is (its numpy shape is the stage's)."""
+def graph_names(config: ModelConfig) -> dict[str, dict[str | None, str]]:
+    """llama.cpp's name of a graph tensor -> {the op that computes it (None: any): the stage it is}.
+
+    Llama's `Qcur-0` names the projection (MUL_MAT), its reshape and the rotated result (ROPE).
+    """
     gpt2 = config.family == "gpt2"
     names = {"inpL" if gpt2 else "embd": stages.EMBED, "result_norm": stages.FINAL_NORM}
     per_layer = {
@@ -248,20 +287,26 @@ def graph_names(config: ModelConfig) -> dict[str, str]:
     }
     if not gpt2:  # GPT-2's graph names no tensor after the output projection and its bias
         per_layer |= {"attn_out": "attn_out", "ffn_gate": "mlp_gate"}
+    found: dict[str, dict[str | None, str]] = {name: {None: stage} for name, stage in names.items()}
     for i in range(config.n_layers):
-        names |= {f"{name}-{i}": stages.layer_stage(i, op) for name, op in per_layer.items()}
-    return names
+        found |= {f"{name}-{i}": {None: stages.layer_stage(i, op)} for name, op in per_layer.items()}
+        if not gpt2:  # GPT-2's q, k, v are strided views into the fused qkv
+            found[f"Qcur-{i}"] = {"MUL_MAT": stages.layer_stage(i, "q"), "ROPE": stages.layer_stage(i, "q_rope")}
+            found[f"Kcur-{i}"] = {"MUL_MAT": stages.layer_stage(i, "k"), "ROPE": stages.layer_stage(i, "k_rope")}
+            found[f"Vcur-{i}"] = {"MUL_MAT": stages.layer_stage(i, "v")}
+    return found
 
 
 class _Recorder:
     """The eval callback: asks for the named tensors and copies each as it is computed."""
 
-    def __init__(self, lib: Any, names: dict[str, str]) -> None:
+    def __init__(self, lib: Any, names: dict[str, dict[str | None, str]]) -> None:
         ggml = importlib.import_module("llama_cpp._ggml").libggml
         for fn, restype, argtypes in (
             ("ggml_get_name", ctypes.c_char_p, [ctypes.c_void_p]),
             ("ggml_nbytes", ctypes.c_size_t, [ctypes.c_void_p]),
             ("ggml_is_contiguous", ctypes.c_bool, [ctypes.c_void_p]),
+            ("ggml_op_desc", ctypes.c_char_p, [ctypes.c_void_p]),
             ("ggml_backend_tensor_get", None, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t]),
         ):
             getattr(ggml, fn).restype, getattr(ggml, fn).argtypes = restype, argtypes
@@ -272,9 +317,12 @@ class _Recorder:
 
     def _eval(self, tensor: int, ask: bool, user_data: Any) -> bool:
         ggml = self._ggml
-        stage = self._names.get((ggml.ggml_get_name(tensor) or b"").decode())
-        if ask or stage is None:
-            return stage is not None
+        by_op = self._names.get((ggml.ggml_get_name(tensor) or b"").decode())
+        if ask or by_op is None:
+            return by_op is not None
+        stage = by_op.get(None) or by_op.get((ggml.ggml_op_desc(tensor) or b"").decode())
+        if stage is None:
+            return True
         head = _TensorHead.from_address(tensor)
         out = np.empty(tuple(int(n) for n in reversed(head.ne)), np.float32)  # numpy order: ne[0] is fastest
         if head.type == _GGML_TYPE_F32 and ggml.ggml_is_contiguous(tensor) and ggml.ggml_nbytes(tensor) == out.nbytes:
@@ -293,3 +341,15 @@ def build(config: ModelConfig, weights: Weights) -> LlamaCppModel:
     """llama.cpp (llama-cpp-python) on an F32 GGUF file of `config`, KV cache in F32."""
     _llama_cpp()
     return LlamaCppModel(config, weights)
+
+
+def build_q8_0(config: ModelConfig, weights: Weights) -> LlamaCppModel:
+    """llama.cpp on a GGUF file with its matrices in Q8_0 (rows a multiple of 32), KV cache in F32.
+
+    It quantizes, so it is judged by its agreement with the reference on the dequantized weights
+    (`verifier.analysis.agreement`), not by the float32 properties."""
+    _llama_cpp()
+    try:
+        return LlamaCppModel(config, weights, tensor_type="Q8_0")
+    except CheckpointError as e:
+        raise Unsupported(f"the Q8_0 GGUF file cannot hold this model: {e}") from None
