@@ -370,7 +370,8 @@ def _padded_last_row(inputs: Inputs, stated: int) -> Evidence:
             f"row {row} of the [{p.length}, {run.config.d_model}] input is a padding position: its logits differ from "
             f"the next token's by up to {p.last_row_diff:.3g} and predict token {p.last_row_token}"
             + (" (the same by chance)" if same else f", not {p.next_token}")
-            + f"; the next token's row is {run.T - 1}, the last real one. Real GPT-2 generation does not pad"
+            + f"; the next token's row is {run.T - 1}, the last real one (padded with {p.pad_token}, as transformers "
+            "pads GPT-2; the articles' '0s' would fill the same positions). Real GPT-2 generation does not pad"
         )
     else:
         raise ValueError(f"only the last row or a real row of the padded input is checked, found row {row}")
