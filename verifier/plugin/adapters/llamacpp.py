@@ -43,7 +43,7 @@ from verifier.model.config import ModelConfig
 from verifier.model.weights import Weights
 from verifier.plugin.interface import Unsupported
 
-INSTALL = "pip install 'lm-verifier[llamacpp]' (pip compiles llama.cpp, about 10 minutes on 2 cores)"
+INSTALL = "pip install 'lm-verifier[llamacpp]' (pip compiles llama.cpp: several minutes)"
 _GGML_TYPE_F32 = 0
 _LOG_LINES = 20
 
