@@ -8,7 +8,8 @@ not depend on the values), greedy, over all 256 positions: the NumPy reference, 
 (its default attention, its own DynamicCache), llama2.c's run.c built as llama2.c's Makefile
 builds it (the pinned 2023 one at `-O3` and `-Ofast`, the current one from a llama2.c tree at
 `-O3`), timed by run.c itself from the second token on, as for the others, and llama.cpp
-(llama-cpp-python, F32 weights and KV cache, one CPU thread per core),
+(llama-cpp-python, F32 weights and KV cache; one thread as run.c, and one per core: its threads
+spin while they wait, so a busy machine slows the second far more than the first),
 255 one-token steps through its own KV cache. Token 1's embedding row is scaled by 1e-3 so that
 greedy decoding never picks it: the current run.c stops at token 1 (BOS).
 Each figure is also given as a fraction of the memory-bandwidth bound: a decode step reads every
@@ -94,11 +95,11 @@ def decode_transformers() -> dict:
         return {"tok_s": (config.n_ctx - 1) / (time.perf_counter() - t0)}
 
 
-def decode_llamacpp() -> dict:
+def decode_llamacpp(threads: int) -> dict:
     from verifier.plugin.adapters.llamacpp import LlamaCppModel
 
     config, weights = _weights(DECODE_PRESET)
-    model = LlamaCppModel(config, weights, threads=os.cpu_count() or 1)
+    model = LlamaCppModel(config, weights, threads=threads)
     del weights  # llama.cpp holds its own copy
     t0 = time.perf_counter()
     generated = model.greedy(np.array([1]), config.n_ctx - 1)
@@ -185,7 +186,8 @@ PEERS = {
     "decode/run.c -O3": lambda: decode_run_c("pinned-O3"),
     "decode/run.c -Ofast": lambda: decode_run_c("pinned-Ofast"),
     "decode/run.c current -O3": lambda: decode_run_c("current-O3"),
-    "decode/llama.cpp": decode_llamacpp,
+    "decode/llama.cpp 1 thread": lambda: decode_llamacpp(1),
+    f"decode/llama.cpp {os.cpu_count()} threads": lambda: decode_llamacpp(os.cpu_count() or 1),
     **{f"prefill/numpy/{T}": (lambda T=T: prefill("numpy", T)) for T in PREFILL_LENGTHS},
     **{f"prefill/transformers/{T}": (lambda T=T: prefill("transformers", T)) for T in PREFILL_LENGTHS},
 }
@@ -206,7 +208,10 @@ def _peer_main(peer: str) -> None:
     print(json.dumps(result))
 
 
-DECODE_PEERS = ("numpy", "transformers", "run.c -O3", "run.c -Ofast", "run.c current -O3", "llama.cpp")
+DECODE_PEERS = (
+    "numpy", "transformers", "run.c -O3", "run.c -Ofast", "run.c current -O3",
+    "llama.cpp 1 thread", f"llama.cpp {os.cpu_count()} threads",
+)  # fmt: skip
 
 
 def render(results: dict[str, dict], bandwidth: float, command: str, load: tuple[float, float]) -> str:
