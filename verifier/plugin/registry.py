@@ -32,24 +32,29 @@ class PluginError(ValueError):
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """A named factory and where it came from (for reports and error messages)."""
+    """A named factory and where it came from (for reports and error messages); a model that is not
+    `default` is tested only when named (`--model NAME`)."""
 
     name: str
     factory: Factory
     origin: str
+    default: bool = True
 
 
 _REGISTERED: dict[str, ModelSpec] = {}
 
 
-def register(name: str, factory: Factory, *, origin: str = "fixtures/") -> Factory:
-    """Register `factory` under `name` (an error if another factory has it) and return the factory."""
+def register(name: str, factory: Factory, *, origin: str = "fixtures/", default: bool = True) -> Factory:
+    """Register `factory` under `name` (an error if another factory has it) and return the factory.
+
+    `default=False` keeps it out of runs that name no model: it is tested when `--model NAME` asks.
+    """
     if not callable(factory):
         raise PluginError(f"model {name!r}: the factory must be callable, found {type(factory).__name__}")
     previous = _REGISTERED.get(name)
     if previous is not None and previous.factory is not factory:
         raise PluginError(f"model {name!r} is registered twice: by {previous.origin} and by {origin}")
-    _REGISTERED[name] = ModelSpec(name, factory, origin)
+    _REGISTERED[name] = ModelSpec(name, factory, origin, default)
     return factory
 
 
@@ -126,12 +131,13 @@ def select(
     options: Sequence[str], environ: Mapping[str, str] | None = None, extra: Sequence[ModelSpec] = ()
 ) -> list[ModelSpec]:
     """The models a run tests: the `--model` options and `extra` (a `--command` program); else
-    $VERIFIER_MODEL; else every registered model and every installed entry point. Raises PluginError
+    $VERIFIER_MODEL; else every registered model (but those registered with default=False) and every
+    installed entry point. Raises PluginError
     for a spec that names nothing, or for two selected models with the same name (their test ids
     would collide)."""
     chosen = [load_spec(text) for text in options] + list(extra) or env_specs(environ)
     if not chosen:
-        chosen = registered() + entry_point_specs()
+        chosen = [spec for spec in registered() if spec.default] + entry_point_specs()
     seen: dict[str, ModelSpec] = {}
     for spec in chosen:
         if spec.name in seen:
