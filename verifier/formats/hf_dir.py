@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from verifier import extra
 from verifier.formats.checkpoint import Checkpoint, TensorInfo, check_canonical
 from verifier.formats.config_json import read_config_json
 from verifier.formats.errors import CheckpointError
@@ -63,6 +64,9 @@ def _shards(index_path: Path) -> dict[Path, list[str]]:
 
 
 def _read_pickle(path: Path) -> tuple[list[TensorInfo], dict[str, np.ndarray]]:
+    reason = extra.missing("reading a pickled checkpoint (torch.load)", ("torch",))
+    if reason is not None:
+        raise CheckpointError(path, "pickle", reason)
     import torch
 
     try:

@@ -8,12 +8,14 @@ llama2.c tokenizer, whose layout has no magic to tell it from a model.
 
 from __future__ import annotations
 
+import os
 import struct
 from pathlib import Path
 
 from verifier.formats.checkpoint import Checkpoint
 from verifier.formats.config_json import read_config_json
 from verifier.formats.errors import CheckpointError
+from verifier.formats.fileio import read_head
 from verifier.formats.hf_dir import read_hf_dir, write_hf_dir
 from verifier.formats.llama2c import MAGIC, read_llama2c, read_llama2c_config, write_llama2c
 from verifier.model.config import ModelConfig
@@ -35,8 +37,7 @@ def _is_hf_weight_file(path: Path) -> bool:
     A llama2.c v0 file starts with 7 small int32s, so it never has the zip magic, and read as
     safetensors its "header size" (dim + hidden_dim * 2^32) exceeds the file.
     """
-    with open(path, "rb") as handle:
-        head = handle.read(9)
+    head = read_head(path, 9)
     if head[:4] == b"PK\x03\x04" or path.name.startswith("pytorch_model"):
         return True
     if len(head) < 9 or head[8:9] != b"{":
@@ -48,6 +49,8 @@ def detect_format(path: str | Path) -> str:
     """`hf`, `llama2c` or `llama2c-tokenizer`; CheckpointError for a path that is none of them."""
     path = Path(path)
     if path.is_dir():
+        if not os.access(path, os.R_OK | os.X_OK):
+            raise CheckpointError(path, "directory", "cannot be read: permission denied")
         if not (path / "config.json").is_file():
             raise CheckpointError(
                 path,
@@ -56,8 +59,10 @@ def detect_format(path: str | Path) -> str:
                 found=sorted(p.name for p in path.iterdir())[:10],
             )
         return HF
-    if not path.is_file():
+    if not path.exists():
         raise CheckpointError(path, "path", "no such file or directory")
+    if not path.is_file():
+        raise CheckpointError(path, "path", "not a regular file or directory (a device, pipe or socket)")
     if path.suffix == ".safetensors" and not _is_hf_weight_file(path):
         size = path.stat().st_size
         raise CheckpointError(
@@ -84,8 +89,7 @@ def detect_format(path: str | Path) -> str:
 
 def _has_llama2c_header(path: Path) -> bool:
     """The v1/v2 magic, or a legacy v0 header of 7 int32 sizes a model could have (text never does)."""
-    with open(path, "rb") as handle:
-        head = handle.read(_V0_HEADER_BYTES)
+    head = read_head(path, _V0_HEADER_BYTES)
     if head[:4] == struct.pack("<I", MAGIC):
         return True
     if len(head) < _V0_HEADER_BYTES:
@@ -99,9 +103,21 @@ def _hf_parts(path: Path) -> tuple[Path, Path | None]:
     """(model directory, the weight file the user named, if any)."""
     if path.is_dir():
         return path, None
-    if path.suffix == ".json" and not path.name.endswith(".index.json"):
+    if _is_config(path):
+        if path.name != "config.json":
+            raise CheckpointError(
+                path,
+                "file",
+                "a model's weights are read from the directory of its config.json, and this JSON "
+                "file is not named config.json: give the model directory",
+            )
         return path.parent, None
     return path.parent, path
+
+
+def _is_config(path: Path) -> bool:
+    """A JSON file that is not a shard index: a config (a model's, or one given alone)."""
+    return path.suffix == ".json" and not path.name.endswith(".index.json")
 
 
 def load_checkpoint(path: str | Path) -> Checkpoint:
@@ -124,7 +140,7 @@ def checkpoint_config(path: str | Path) -> ModelConfig:
         raise CheckpointError(path, "file", "is a llama2.c tokenizer, which has no model config")
     if fmt == LLAMA2C:
         return read_llama2c_config(path)
-    return read_config_json(_hf_parts(path)[0])
+    return read_config_json(path if _is_config(path) else _hf_parts(path)[0])
 
 
 def save_checkpoint(

@@ -9,6 +9,8 @@ Three ways in here, all ending as a `ModelSpec` (the fourth, a program on the co
 
 `select` applies the precedence: `--model` options, else the variable, else everything
 registered or installed. `--model` and the variable also accept a registered or entry-point name.
+A model registered as unavailable here (the built-in `transformers` without the `transformers`
+extra) is left out of "everything", with its reason, and is a usage error when named.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
@@ -32,24 +34,35 @@ class PluginError(ValueError):
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """A named factory and where it came from (for reports and error messages)."""
+    """A named factory and where it came from (for reports and error messages); `unavailable` says
+    why the factory cannot run here ("" when it can)."""
 
     name: str
     factory: Factory
     origin: str
+    unavailable: str = field(default="", repr=False)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The models a run tests, and the registered models it leaves out because they cannot run here."""
+
+    models: list[ModelSpec]
+    left_out: list[ModelSpec] = field(default_factory=list)
 
 
 _REGISTERED: dict[str, ModelSpec] = {}
 
 
-def register(name: str, factory: Factory, *, origin: str = "fixtures/") -> Factory:
-    """Register `factory` under `name` (an error if another factory has it) and return the factory."""
+def register(name: str, factory: Factory, *, origin: str = "fixtures/", unavailable: str | None = None) -> Factory:
+    """Register `factory` under `name` (an error if another factory has it) and return the factory.
+    `unavailable` is why it cannot run here (a missing optional dependency), if so."""
     if not callable(factory):
         raise PluginError(f"model {name!r}: the factory must be callable, found {type(factory).__name__}")
     previous = _REGISTERED.get(name)
     if previous is not None and previous.factory is not factory:
         raise PluginError(f"model {name!r} is registered twice: by {previous.origin} and by {origin}")
-    _REGISTERED[name] = ModelSpec(name, factory, origin)
+    _REGISTERED[name] = ModelSpec(name, factory, origin, unavailable or "")
     return factory
 
 
@@ -124,17 +137,22 @@ def entry_point_specs(entry_points: Iterable[metadata.EntryPoint] | None = None)
 
 def select(
     options: Sequence[str], environ: Mapping[str, str] | None = None, extra: Sequence[ModelSpec] = ()
-) -> list[ModelSpec]:
+) -> Selection:
     """The models a run tests: the `--model` options and `extra` (a `--command` program); else
-    $VERIFIER_MODEL; else every registered model and every installed entry point. Raises PluginError
-    for a spec that names nothing, or for two selected models with the same name (their test ids
-    would collide)."""
+    $VERIFIER_MODEL; else every registered model and every installed entry point, but those that
+    cannot run here, which are left out. Raises PluginError for a spec that names nothing or a model
+    that cannot run here, or for two selected models with the same name (their test ids would collide)."""
     chosen = [load_spec(text) for text in options] + list(extra) or env_specs(environ)
+    left_out = []
     if not chosen:
-        chosen = registered() + entry_point_specs()
+        everything = registered() + entry_point_specs()
+        chosen = [spec for spec in everything if not spec.unavailable]
+        left_out = [spec for spec in everything if spec.unavailable]
     seen: dict[str, ModelSpec] = {}
     for spec in chosen:
+        if spec.unavailable:
+            raise PluginError(f"model {spec.name!r} ({spec.origin}) cannot run here: {spec.unavailable}")
         if spec.name in seen:
             raise PluginError(f"model {spec.name!r} is selected twice: from {seen[spec.name].origin} and {spec.origin}")
         seen[spec.name] = spec
-    return chosen
+    return Selection(chosen, left_out)

@@ -7,6 +7,7 @@ the project's package); `--suite DIR` or $VERIFIER_SUITE points at another folde
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -65,5 +66,20 @@ def pytest_command(
 
 
 def run(command: Sequence[str]) -> int:
-    """Run pytest in the current directory, so the user's modules import as they do for plain pytest."""
-    return subprocess.run(list(command), check=False).returncode
+    """Run pytest in the current directory, so the user's modules import as they do for plain pytest.
+
+    Ctrl-C stops pytest as it stops a plain run: pytest (in its own process group, so that it gets
+    one interrupt, from here) ends the test it is in and writes the results so far, which say the run
+    was interrupted. A second Ctrl-C kills it.
+    """
+    process = subprocess.Popen(list(command), process_group=0)
+    try:
+        try:
+            return process.wait()
+        except KeyboardInterrupt:
+            process.send_signal(signal.SIGINT)
+            return process.wait()
+    except KeyboardInterrupt:
+        process.kill()
+        process.wait()
+        raise

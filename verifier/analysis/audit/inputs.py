@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from verifier import extra
 from verifier.analysis.trace import Padding, padding_effect
 from verifier.formats import load_checkpoint
 from verifier.formats.checkpoint import Checkpoint
@@ -297,13 +298,8 @@ class Inputs:
 
     @functools.cached_property
     def transformers(self) -> str | None:
-        """None if transformers and torch import, else why not."""
-        try:
-            import torch  # noqa: F401
-            import transformers  # noqa: F401
-        except ImportError as e:
-            return f"needs transformers and torch, which are not installed ({e})"
-        return None
+        """None if transformers and torch are installed, else why the claims that need them skip."""
+        return extra.missing("the comparison with transformers")
 
     @functools.cached_property
     def generation_inputs(self) -> tuple[tuple[int, ...], ...]:
