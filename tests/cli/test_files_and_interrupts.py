@@ -45,6 +45,11 @@ def test_an_empty_name_names_nothing(command: str, capsys: pytest.CaptureFixture
     assert "'': an empty name names no file, directory or repo id" in capsys.readouterr().err
 
 
+def test_empty_text_gives_no_tokens_to_trace(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["trace", "gpt2", "--text", ""]) == 2  # llama2.c's tokenizer gives BOS: that traces
+    assert "--text '' gives no tokens to trace: give some text, or ids with --tokens" in capsys.readouterr().err
+
+
 def test_a_json_file_not_named_config_json_is_read_as_a_config_but_is_no_model(
     tiny: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

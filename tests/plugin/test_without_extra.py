@@ -32,8 +32,8 @@ def hidden(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_a_run_without_a_choice_leaves_it_out_with_the_reason(hidden: Path, tmp_path: Path) -> None:
-    # One model-independent property: the selection, the header and the report are what is checked here
-    # (that it changes no verdict: below, and the slow tests/test_core_install.py runs the models).
+    # One model-independent property (running models costs time): the selection, the header and the
+    # report's header are checked here; tests/test_core_install.py (slow) runs `verifier check` on models.
     done = run(tmp_path, "-m", "pytest", "--pyargs", "verifier.properties", "-p", "verifier.report.collect",
                "--verifier-results=results.json", "-p", "no:cacheprovider", "-k", "test_presets_have_their_published",
                pythonpath=(hidden,), env={"HF_HUB_OFFLINE": "1"})  # fmt: skip

@@ -5,7 +5,8 @@ Three ways in here, all ending as a `ModelSpec` (the fourth, a program on the co
 1. a file in the suite's `fixtures/` that calls `register(name, factory)`;
 2. `pytest --model module.path:factory` (repeatable), or the VERIFIER_MODEL environment variable
    with the same syntax (several separated by commas);
-3. an installed package's entry point in the group `verifier.models` (name = factory).
+3. an installed package's entry point in the group `verifier.models` (name = factory); a run
+   whose ini sets `verifier_installed_models = false` (the clone's own tests) leaves them out.
 
 `select` applies the precedence: `--model` options, else the variable, else everything
 registered or installed. `--model` and the variable also accept a registered or entry-point name.
@@ -135,19 +136,50 @@ def entry_point_specs(entry_points: Iterable[metadata.EntryPoint] | None = None)
     return specs
 
 
+def _fails_to_build(message: str) -> Factory:
+    """A factory that raises `message`: a model that could not be loaded fails its run, saying why."""
+
+    def factory(config: Any, weights: Any) -> Any:
+        raise PluginError(message)
+
+    return factory
+
+
+def _everything(installed: bool) -> list[ModelSpec]:
+    """Every registered model and, if `installed`, every installed entry point. An entry point that
+    cannot load, or whose name is taken, is a model whose factory raises why: a run of everything
+    fails on it rather than not starting, or not testing it."""
+    specs = registered()
+    for ep in installed_entry_points() if installed else ():
+        origin = f"entry point {ep.value}"
+        taken = next((s for s in specs if s.name == ep.name), None)
+        if taken is not None:
+            message = f"{origin}: the name {ep.name!r} is taken by {taken.origin}; name it with --model {ep.value}"
+            specs.append(ModelSpec(f"{ep.name} [{ep.value}]", _fails_to_build(message), origin))
+            continue
+        try:
+            specs += entry_point_specs([ep])
+        except PluginError as e:
+            specs.append(ModelSpec(ep.name, _fails_to_build(str(e)), origin))
+    return specs
+
+
 def select(
-    options: Sequence[str], environ: Mapping[str, str] | None = None, extra: Sequence[ModelSpec] = ()
+    options: Sequence[str],
+    environ: Mapping[str, str] | None = None,
+    extra: Sequence[ModelSpec] = (),
+    *,
+    installed: bool = True,
 ) -> Selection:
     """The models a run tests: the `--model` options and `extra` (a `--command` program); else
-    $VERIFIER_MODEL; else every registered model and every installed entry point, but those that
-    cannot run here, which are left out. Raises PluginError for a spec that names nothing or a model
-    that cannot run here, or for two selected models with the same name (their test ids would collide)."""
+    $VERIFIER_MODEL; else every registered model and (if `installed`) every installed entry point,
+    but those that cannot run here, which are left out. Raises PluginError for a spec that names
+    nothing or a model that cannot run here, or for two chosen models with the same name (their
+    test ids would collide); choosing nothing never raises."""
     chosen = [load_spec(text) for text in options] + list(extra) or env_specs(environ)
-    left_out = []
     if not chosen:
-        everything = registered() + entry_point_specs()
-        chosen = [spec for spec in everything if not spec.unavailable]
-        left_out = [spec for spec in everything if spec.unavailable]
+        everything = _everything(installed)
+        return Selection([s for s in everything if not s.unavailable], [s for s in everything if s.unavailable])
     seen: dict[str, ModelSpec] = {}
     for spec in chosen:
         if spec.unavailable:
@@ -155,4 +187,4 @@ def select(
         if spec.name in seen:
             raise PluginError(f"model {spec.name!r} is selected twice: from {seen[spec.name].origin} and {spec.origin}")
         seen[spec.name] = spec
-    return Selection(chosen, left_out)
+    return Selection(chosen)

@@ -195,7 +195,8 @@ class Collector:
         if self.path is not None or not self._tested_models():
             return
         terminalreporter.write_sep("=", "lm-verifier: verdicts per model")
-        for line in render.verdict_lines(self.report(exitstatus)):
+        report = self.report(exitstatus)
+        for line in [*render.verdict_lines(report), *render.left_out_lines(report)]:
             terminalreporter.write_line(line)
 
 
