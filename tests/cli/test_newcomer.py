@@ -22,6 +22,7 @@ from verifier.plugin import registry
 from verifier.plugin.command import GIVES, Command, CommandTemplateError
 from verifier.plugin.command.files import FORMATS
 from verifier.plugin.registry import PluginError
+from verifier.properties import models as properties_models
 from verifier.report import suite
 
 TINY = preset("gpt2").replace(n_layers=1, d_model=8, n_heads=2, n_kv_heads=2, d_ff=16, vocab_size=50257, n_ctx=16)
@@ -218,3 +219,29 @@ def test_models_says_which_model_cannot_run_here_and_why_without_probing_it(
     out = capsys.readouterr().out
     assert "needs-x  (built-in)\n  not available here (left out of runs): it needs x (pip install x)\n" in out, out
     assert "broke the contract" not in out  # its factory was not called
+
+
+def test_a_model_that_cannot_be_built_is_not_said_to_have_logits() -> None:
+    # The case: `--model os:getcwd` (a callable that is no factory) had skip notes saying "it has logits".
+    reason = properties_models.skip_reason(registry.load_spec("os:getcwd"), "trace", None)
+    assert reason is not None and "it has logits" not in reason, reason
+    assert reason.startswith("model 'os:getcwd' could not be built on the gpt2 probe, so whether it has 'trace' is")
+    assert "posix.getcwd() takes no arguments" in reason
+    logits_only = registry.load_spec("examples.numpy_gpt2:build")
+    assert properties_models.skip_reason(logits_only, "trace", "gpt2") == (
+        "model 'examples.numpy_gpt2:build' has no 'trace' capability (it has logits)"
+    )
+
+
+def test_params_of_a_checkpoint_with_truncated_weights_is_an_error_as_for_inspect(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    save_checkpoint(tmp_path / "model", TINY, init_weights(TINY))
+    weights = tmp_path / "model" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-100])
+    for spec in (tmp_path / "model", weights):
+        assert main(["params", str(spec)]) == 2
+        assert "model.safetensors: safetensors data: tensors do not tile the data: the file is truncated" in (
+            capsys.readouterr().err
+        )
+    assert main(["params", str(tmp_path / "model" / "config.json")]) == 0  # a config named alone is counted

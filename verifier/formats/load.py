@@ -16,7 +16,7 @@ from verifier.formats.checkpoint import Checkpoint
 from verifier.formats.config_json import read_config_json
 from verifier.formats.errors import CheckpointError
 from verifier.formats.fileio import read_head
-from verifier.formats.hf_dir import read_hf_dir, write_hf_dir
+from verifier.formats.hf_dir import check_weight_headers, read_hf_dir, write_hf_dir
 from verifier.formats.llama2c import MAGIC, read_llama2c, read_llama2c_config, write_llama2c
 from verifier.model.config import ModelConfig
 from verifier.model.weights import Weights
@@ -133,14 +133,20 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
 
 
 def checkpoint_config(path: str | Path) -> ModelConfig:
-    """The config of a model directory or file, without reading its weights."""
+    """The config of a model directory or file, its weight files' headers checked but no weight read
+    (a `config.json` named alone: the config only)."""
     path = Path(path)
     fmt = detect_format(path)
     if fmt == TOKENIZER:
         raise CheckpointError(path, "file", "is a llama2.c tokenizer, which has no model config")
     if fmt == LLAMA2C:
         return read_llama2c_config(path)
-    return read_config_json(path if _is_config(path) else _hf_parts(path)[0])
+    if _is_config(path):
+        return read_config_json(path)
+    directory, weights_file = _hf_parts(path)
+    config = read_config_json(directory)
+    check_weight_headers(directory, weights_file)
+    return config
 
 
 def save_checkpoint(

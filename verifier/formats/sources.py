@@ -16,6 +16,7 @@ from verifier import extra
 from verifier.formats import checkpoint_config
 from verifier.formats.config_json import read_config_fields
 from verifier.formats.hf_cache import cached_snapshot, hub_cache
+from verifier.formats.hf_dir import check_weight_headers
 from verifier.model.config import ModelConfig
 from verifier.model.presets import PRESETS
 
@@ -93,7 +94,9 @@ def hf_config_fields(spec: str, *, download: bool = False) -> tuple[Path, dict[s
     except SourceError:
         raise _not_found(spec) from None
     if path.is_dir() and (path / "config.json").is_file():
-        path = path / "config.json"
+        fields = read_config_fields(path / "config.json")
+        check_weight_headers(path)  # a model directory: its weight files must be whole too
+        return path / "config.json", fields
     if path.suffix != ".json":
         return None
     return path, read_config_fields(path)
