@@ -3,6 +3,7 @@ reports where a file is) and interrupted runs: each is one line and an exit stat
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -141,7 +142,8 @@ def test_ctrl_c_in_a_command_is_interrupted_not_a_traceback(
     assert capsys.readouterr().err == "verifier trace: interrupted\n"
 
 
-# pytest's part, played by a child that reports each interrupt it gets into a file.
+# pytest's part, played by a child that writes each interrupt it gets into a file; it exits 2 after
+# the first, after `sys.argv[2]` seconds (a run that takes long to stop).
 _PYTEST = """
 import pathlib, sys, time
 out = pathlib.Path(sys.argv[1])
@@ -151,7 +153,7 @@ try:
 except KeyboardInterrupt:
     out.write_text("interrupted once")
     try:
-        time.sleep(1)
+        time.sleep(float(sys.argv[2]))
     except KeyboardInterrupt:
         out.write_text("interrupted twice")
     sys.exit(2)
@@ -159,18 +161,74 @@ except KeyboardInterrupt:
 _CHECK = "import sys; from verifier.report import suite; print(suite.run([sys.executable, '-c', *sys.argv[1:]]))"
 
 
+def _wait_for(path: Path, text: str) -> None:
+    for _ in range(1200):
+        if path.exists() and path.read_text() == text:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{path} never said {text!r}")
+
+
+def _check_running_pytest(out: Path, stopping_s: float) -> subprocess.Popen[str]:
+    """`suite.run` (what `verifier check` runs pytest with) in its own session, as a terminal's job."""
+    command = [sys.executable, "-c", _CHECK, _PYTEST, str(out), str(stopping_s)]
+    check = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    _wait_for(out, "started")
+    return check
+
+
 def test_ctrl_c_during_check_reaches_pytest_once_and_check_waits_for_its_results(tmp_path: Path) -> None:
-    out = tmp_path / "pytest-saw"
-    check = subprocess.Popen([sys.executable, "-c", _CHECK, _PYTEST, str(out)], stdout=subprocess.PIPE, text=True,
-                             start_new_session=True)  # fmt: skip
+    check = _check_running_pytest(tmp_path / "pytest-saw", stopping_s=0.5)
     try:
-        for _ in range(600):
-            if out.exists() and out.read_text() == "started":
-                break
-            time.sleep(0.05)
         os.killpg(check.pid, signal.SIGINT)  # what Ctrl-C does: the terminal's foreground process group
-        stdout, _ = check.communicate(timeout=60)
+        stdout, _ = check.communicate(timeout=120)
     finally:
         check.kill()
-    assert out.read_text() == "interrupted once"
+    assert (tmp_path / "pytest-saw").read_text() == "interrupted once"
     assert (stdout.strip(), check.returncode) == ("2", 0)  # pytest's status came back; nothing was killed
+
+
+def test_a_second_ctrl_c_kills_pytest(tmp_path: Path) -> None:
+    check = _check_running_pytest(tmp_path / "pytest-saw", stopping_s=60)
+    try:
+        os.killpg(check.pid, signal.SIGINT)
+        _wait_for(tmp_path / "pytest-saw", "interrupted once")
+        os.killpg(check.pid, signal.SIGINT)
+        _, stderr = check.communicate(timeout=120)
+    finally:
+        check.kill()
+    assert (tmp_path / "pytest-saw").read_text() == "interrupted once"  # killed while it stopped: no second
+    assert check.returncode != 0 and stderr.rstrip().endswith("KeyboardInterrupt"), stderr
+
+
+_INTERRUPTED_SUITE = """
+def test_passes(model_spec):
+    assert callable(model_spec.factory)
+
+
+def test_interrupted_here(model_spec):
+    raise KeyboardInterrupt  # what Ctrl-C raises in the test that runs
+
+
+def test_never_reached(model_spec):
+    pass
+"""
+
+
+def test_an_interrupted_check_reports_what_ran_and_conforms_in_nothing(tmp_path: Path) -> None:
+    (tmp_path / "suite").mkdir()
+    (tmp_path / "suite" / "test_suite.py").write_text(_INTERRUPTED_SUITE)
+    done = subprocess.run(
+        [sys.executable, "-m", "verifier", "check", "--model", "numpy", "--suite", str(tmp_path / "suite"),
+         "--reports", str(tmp_path / "reports"), "--", "-p", "no:cacheprovider"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 1, done
+    report = json.loads((tmp_path / "reports" / "conformance.json").read_text())
+    outcomes = {r["property"]: (r["outcome"], r["detail"]) for r in report["results"]}
+    assert outcomes == {
+        "test_suite.py::test_passes": ("pass", ""),
+        "test_suite.py::test_interrupted_here": ("skip", "the run was interrupted (Ctrl-C) while this test ran"),
+    }
+    assert report["verdict"] == "untested" and report["models"][0]["verdict"] == "untested"
+    assert done.stdout.rstrip().splitlines()[-1].startswith("interrupted: 1 pass, 1 skip: untested: not conforming")

@@ -160,10 +160,10 @@ class Collector:
         """The run's report (made once: the header probes every model)."""
         if self._report is None:
             results = sorted(self.results.values(), key=lambda r: self.order.get(r.nodeid, -1))
-            if exitstatus == INTERRUPTED:
+            if exitstatus == INTERRUPTED:  # stopped by the user: neither a pass nor a failure (nothing conforms)
                 for result in results:
-                    if result.detail == _UNFINISHED:
-                        result.detail = "the run was interrupted (Ctrl-C) while this test ran"
+                    if result.outcome == "error" and result.detail == _UNFINISHED:
+                        result.outcome, result.detail = "skip", "the run was interrupted (Ctrl-C) while this test ran"
             self._report = Report(header(self.config), results, int(exitstatus))
         return self._report
 
