@@ -70,6 +70,12 @@ def open_bounded(path: Path) -> Iterator[BoundedReader]:
         yield BoundedReader(path, handle)
 
 
+def read_head(path: Path, n_bytes: int) -> bytes:
+    """The first `n_bytes` of `path` (fewer if it is shorter); an unreadable file is a CheckpointError."""
+    with open_bounded(path) as reader:
+        return reader.handle.read(n_bytes)
+
+
 def _umask() -> int:
     mask = os.umask(0)  # the only way to read it is to set it
     os.umask(mask)

@@ -20,11 +20,12 @@ from typing import Any
 
 import numpy as np
 
+from verifier import extra
 from verifier.formats.checkpoint import Checkpoint, TensorInfo, check_canonical
 from verifier.formats.config_json import read_config_json
 from verifier.formats.errors import CheckpointError
-from verifier.formats.fileio import atomic_write
-from verifier.formats.safetensors_file import read_safetensors, write_safetensors
+from verifier.formats.fileio import atomic_write, open_bounded
+from verifier.formats.safetensors_file import read_header, read_safetensors, write_safetensors
 from verifier.model.config import ModelConfig
 from verifier.model.weights import CLASSIFIER, EMBEDDING, Weights, weight_shapes
 
@@ -63,6 +64,9 @@ def _shards(index_path: Path) -> dict[Path, list[str]]:
 
 
 def _read_pickle(path: Path) -> tuple[list[TensorInfo], dict[str, np.ndarray]]:
+    reason = extra.missing("reading a pickled checkpoint (torch.load)", ("torch",))
+    if reason is not None:
+        raise CheckpointError(path, "pickle", reason)
     import torch
 
     try:
@@ -145,6 +149,24 @@ def _canonical(path: Path, config: ModelConfig, tensors: dict[str, np.ndarray]) 
             )
         findings.append(f"{CLASSIFIER} is stored but tied: equal to the embedding, dropped")
     return weights, findings
+
+
+def check_weight_headers(directory: Path, weights_file: Path | None = None) -> None:
+    """Check the headers of the safetensors files `read_hf_dir` would read (each against its file size:
+    a truncated or malformed file is a CheckpointError), reading no tensor. A directory without weight
+    files passes (a config alone is counted), and pickles are not opened."""
+    available = weight_files(directory)
+    source = weights_file if weights_file is not None else (available[0] if available else None)
+    if source is None:
+        return
+    files = list(_shards(source)) if source.name.endswith(".index.json") else [source]
+    for file in files:
+        if file.suffix != ".safetensors":
+            continue
+        if not file.is_file():
+            raise CheckpointError(source, f"shard {file.name}", "is named in the index but missing")
+        with open_bounded(file) as reader:
+            read_header(reader)
 
 
 def read_hf_dir(path: str | Path, weights_file: str | Path | None = None) -> Checkpoint:

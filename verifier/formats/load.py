@@ -9,6 +9,7 @@ llama2.c tokenizer, whose layout has no magic to tell it from a model.
 from __future__ import annotations
 
 import importlib
+import os
 import struct
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,8 @@ from typing import Any
 from verifier.formats.checkpoint import Checkpoint
 from verifier.formats.config_json import read_config_json
 from verifier.formats.errors import CheckpointError
-from verifier.formats.hf_dir import read_hf_dir, write_hf_dir
+from verifier.formats.fileio import read_head
+from verifier.formats.hf_dir import check_weight_headers, read_hf_dir, write_hf_dir
 from verifier.formats.llama2c import MAGIC, read_llama2c, read_llama2c_config, write_llama2c
 from verifier.model.config import ModelConfig
 from verifier.model.weights import Weights
@@ -39,8 +41,7 @@ def _is_hf_weight_file(path: Path) -> bool:
     A llama2.c v0 file starts with 7 small int32s, so it never has the zip magic, and read as
     safetensors its "header size" (dim + hidden_dim * 2^32) exceeds the file.
     """
-    with open(path, "rb") as handle:
-        head = handle.read(9)
+    head = read_head(path, 9)
     if head[:4] == b"PK\x03\x04" or path.name.startswith("pytorch_model"):
         return True
     if len(head) < 9 or head[8:9] != b"{":
@@ -52,6 +53,8 @@ def detect_format(path: str | Path) -> str:
     """`hf`, `llama2c`, `gguf` or `llama2c-tokenizer`; CheckpointError for a path that is none of them."""
     path = Path(path)
     if path.is_dir():
+        if not os.access(path, os.R_OK | os.X_OK):
+            raise CheckpointError(path, "directory", "cannot be read: permission denied")
         if not (path / "config.json").is_file():
             raise CheckpointError(
                 path,
@@ -60,8 +63,10 @@ def detect_format(path: str | Path) -> str:
                 found=sorted(p.name for p in path.iterdir())[:10],
             )
         return HF
-    if not path.is_file():
+    if not path.exists():
         raise CheckpointError(path, "path", "no such file or directory")
+    if not path.is_file():
+        raise CheckpointError(path, "path", "not a regular file or directory (a device, pipe or socket)")
     if path.suffix == ".safetensors" and not _is_hf_weight_file(path):
         size = path.stat().st_size
         raise CheckpointError(
@@ -91,8 +96,7 @@ def detect_format(path: str | Path) -> str:
 
 def _has_llama2c_header(path: Path) -> bool:
     """The v1/v2 magic, or a legacy v0 header of 7 int32 sizes a model could have (text never does)."""
-    with open(path, "rb") as handle:
-        head = handle.read(_V0_HEADER_BYTES)
+    head = read_head(path, _V0_HEADER_BYTES)
     if head[:4] == struct.pack("<I", MAGIC):
         return True
     if len(head) < _V0_HEADER_BYTES:
@@ -106,9 +110,21 @@ def _hf_parts(path: Path) -> tuple[Path, Path | None]:
     """(model directory, the weight file the user named, if any)."""
     if path.is_dir():
         return path, None
-    if path.suffix == ".json" and not path.name.endswith(".index.json"):
+    if _is_config(path):
+        if path.name != "config.json":
+            raise CheckpointError(
+                path,
+                "file",
+                "a model's weights are read from the directory of its config.json, and this JSON "
+                "file is not named config.json: give the model directory",
+            )
         return path.parent, None
     return path.parent, path
+
+
+def _is_config(path: Path) -> bool:
+    """A JSON file that is not a shard index: a config (a model's, or one given alone)."""
+    return path.suffix == ".json" and not path.name.endswith(".index.json")
 
 
 def load_checkpoint(path: str | Path) -> Checkpoint:
@@ -126,7 +142,8 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
 
 
 def checkpoint_config(path: str | Path) -> ModelConfig:
-    """The config of a model directory or file, without reading its weights."""
+    """The config of a model directory or file, its weight files' headers checked but no weight read
+    (a `config.json` named alone: the config only)."""
     path = Path(path)
     fmt = detect_format(path)
     if fmt == TOKENIZER:
@@ -135,7 +152,12 @@ def checkpoint_config(path: str | Path) -> ModelConfig:
         return read_llama2c_config(path)
     if fmt == GGUF:
         return _gguf(path).read_gguf_config(path)
-    return read_config_json(_hf_parts(path)[0])
+    if _is_config(path):
+        return read_config_json(path)
+    directory, weights_file = _hf_parts(path)
+    config = read_config_json(directory)
+    check_weight_headers(directory, weights_file)
+    return config
 
 
 def _gguf(path: Path) -> Any:
