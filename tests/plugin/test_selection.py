@@ -85,7 +85,8 @@ def test_the_projects_own_run_never_tests_an_installed_model(project: Path, inst
 def test_without_a_choice_every_registered_and_installed_model_is_tested(project: Path, installed: Path) -> None:
     # What the installed suite does (no ini file of ours): `verifier check`, `pytest --pyargs verifier.properties`.
     tested = models_tested(project, "-o", "verifier_installed_models=true", pythonpath=(installed,))
-    assert {"numpy", "transformers", "llamacpp"} <= {spec.name for spec in registry.registered()}  # fixtures/builtin.py's
+    # fixtures/builtin.py registers these three.
+    assert {"numpy", "transformers", "llamacpp"} <= {spec.name for spec in registry.registered()}
     # All but llamacpp (tested when named) and those that cannot run here (transformers without its extra).
     built_in = [spec.name for spec in registry.registered() if spec.default and not spec.unavailable]
     assert "llamacpp" not in built_in
