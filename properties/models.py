@@ -116,7 +116,7 @@ def build(spec: ModelSpec, case: Case, *capabilities: str) -> CheckedModel:
     note(f"model {spec.name!r}; case:\n{case.describe()}")
     refusal = support(spec).refusal(case.config)
     if refusal is not None:
-        checks.record_refusal(refusal)
+        checks.record_refusal(refusal, by_model=False)
         reject()
     try:
         model = build_checked(spec, case.config, case.weights())

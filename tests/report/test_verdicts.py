@@ -186,12 +186,13 @@ def test_the_reason_a_property_compared_nothing_says_what_ran_and_what_was_refus
     record = Record("p")
     assert record.why_nothing_compared("m") == "no example ran on model 'm'"
     for reason in ("a", "b", "c", "d", "a"):
-        record.refused[reason] = None
+        record.refused[reason] = record.by_model[reason] = None
+    record.refused["a pinned case outside the model's declared shapes"] = None
     assert record.why_nothing_compared("m") == (
-        "no example ran on model 'm': every drawn config was refused (a; b; c; and 1 more)"
+        "no example ran on model 'm': every drawn config was refused (a; b; c; and 2 more)"
     )
     record.examples = 4
     record.uncompared["the trace has no probs"] = None
-    assert record.why_nothing_compared("m") == (
+    assert record.why_nothing_compared("m") == (  # cases outside its shapes do not matter when others ran
         "compared nothing in 4 examples on model 'm': the trace has no probs; refused: a; b; c; and 1 more"
     )

@@ -168,6 +168,8 @@ class CheckedModel:
             return self._declare("if the model gives only the last position's logits", "last_logits", "logits")
         if not self.every_position and shape == every and tokens.shape[-1] > 1:
             return self._declare("if the model gives every position's logits", "logits", "last_logits")
+        if not self.every_position and shape == (*tokens.shape[:-1], 1, V):
+            return "; give the last position's logits without a position axis ([V], or [B, V] for a batch)"
         if tokens.ndim == 2 and self.batched and shape in (every[1:], last[1:]):
             return self._declare("if the model takes one sequence at a time", "unbatched")
         return ""
