@@ -97,6 +97,15 @@ def test_every_config_drawn_for_a_declaration_satisfies_it(declared: Constraints
     assert declared.refusal(config) is None, config
 
 
+@settings(max_examples=30)
+@given(data=st.data())
+def test_the_supports_predicate_filters_what_the_fields_cannot_say(data: st.DataObject) -> None:
+    even = Constraints(families=("llama",), supports=lambda c: c.vocab_size % 2 == 0)
+    with drawing_for((even,)):
+        config = data.draw(configs(), label="config")
+    assert config.family == "llama" and config.vocab_size % 2 == 0, config
+
+
 def test_one_draw_in_two_is_a_published_shape_when_the_model_runs_any() -> None:
     drawn: list[ModelConfig] = []
 
@@ -154,10 +163,10 @@ BUDGETED = (
 
 
 def _generated(stdout: str) -> dict[str, tuple[int, int]]:
-    """{test: (passing, invalid)} of the generate phase, from pytest --hypothesis-show-statistics."""
+    """{test[model]: (passing, invalid)} of the generate phase, from pytest --hypothesis-show-statistics."""
     found = {}
     for test, passing, invalid in re.findall(
-        r"::(test_\w+)\[[^\]]*\]:\n\n  - during generate phase .*?\n.*?\n    - (\d+) passing, \d+ failing, and "
+        r"::(test_\w+\[[^\]]*\]):\n\n  - during generate phase .*?\n.*?\n    - (\d+) passing, \d+ failing, and "
         r"(\d+) invalid test cases",
         stdout,
     ):
@@ -165,18 +174,19 @@ def _generated(stdout: str) -> dict[str, tuple[int, int]]:
     return found
 
 
-@pytest.mark.parametrize("name", ["published_only", "published_only_declared"])
-def test_a_published_shape_model_runs_every_property_s_full_budget(name: str, tmp_path: Path) -> None:
-    done = run(ROOT, "-m", "verifier", "check", "--model", f"{CONSTRAINED}:{name}", "--reports", str(tmp_path),
-               "--", "-p", "no:cacheprovider", "-k", BUDGETED, "--hypothesis-show-statistics",
-               env={"HF_HUB_OFFLINE": "1"})  # fmt: skip
+def test_a_published_shape_model_runs_every_property_s_full_budget(tmp_path: Path) -> None:
+    # Two models that run the published shapes only: one declares them, the other is probed.
+    names = ("published_only", "published_only_declared")
+    models = [arg for name in names for arg in ("--model", f"{CONSTRAINED}:{name}")]
+    done = run(ROOT, "-m", "verifier", "check", *models, "--reports", str(tmp_path), "--", "-p", "no:cacheprovider",
+               "-k", BUDGETED, "--hypothesis-show-statistics", env={"HF_HUB_OFFLINE": "1"})  # fmt: skip
     report = json.loads((tmp_path / "conformance.json").read_text())
     results = [r for r in report["results"] if r["model"]]
-    assert len(results) == 7 and all(r["outcome"] == "pass" for r in results), done
+    assert len(results) == 14 and all(r["outcome"] == "pass" for r in results), done
     budget = int(report["header"]["hypothesis_settings"]["max_examples"])
     assert all(r["examples"] >= budget for r in results), [(r["property"], r["examples"]) for r in results]
     # Drawn directly: filtering out what the model refuses took 25 to 79 invalid draws a property (measured
     # with the probes' shapes ignored); Hypothesis discards a few draws of its own (up to 8 seen).
     generated = _generated(done.stdout)
-    assert len(generated) == 7 and all(invalid < budget / 2 for _, invalid in generated.values()), generated
+    assert len(generated) == 14 and all(invalid < budget / 2 for _, invalid in generated.values()), generated
     assert report["verdict"] == "conforms" and done.returncode == 0, done
