@@ -13,7 +13,12 @@ suite runs in the `ci` profile through the public plug-in path (`verifier check 
 - shrunk counterexample: the fastest property run again in the `ci-shrink` profile (generated
   examples only, then shrunk), and the size of the minimal case Hypothesis reports. "explicit only"
   means only a pinned `@example` reached the bug within the ci budget of generated examples.
-Targets (issue 6): every mutant killed; median time to first failure <= 3 s, slowest <= 60 s.
+- constrained: the whole suite again on the mutant as constrained real code runs it
+  (`tests/meta/mutants/constrained.py`: published shapes only, one sequence at a time, the last
+  position's logits only, where the bug allows): the properties that fail and the fastest one, or
+  why the bug cannot show that way (`EXPLAINED` there).
+Targets (issues 6 and 10): every mutant killed, in both columns (or explained); median time to first
+failure <= 3 s, slowest <= 60 s.
 """
 
 from __future__ import annotations
@@ -33,7 +38,15 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks._machine import describe  # noqa: E402
 from benchmarks.results_file import write_section  # noqa: E402
-from tests.meta.suite_runs import CORRECT, DOCS, mutant_spec, run_suite  # noqa: E402
+from tests.meta.mutants.constrained import BATCH_BUGS, EXPLAINED  # noqa: E402
+from tests.meta.suite_runs import (  # noqa: E402
+    CONSTRAINED_CORRECT,
+    CORRECT,
+    DOCS,
+    constrained_spec,
+    mutant_spec,
+    run_suite,
+)
 from verifier.report.results import Result  # noqa: E402
 
 
@@ -45,6 +58,7 @@ class MutantResult:
     stage: str | None
     in_suite_order: float | None  # seconds from the suite's start to its first failing example
     shrunk: str = ""
+    constrained: MutantResult | None = None  # the same mutant as constrained code runs it
 
     @property
     def fastest(self) -> tuple[str, float] | None:
@@ -52,16 +66,23 @@ class MutantResult:
         return timed[0] if timed else None
 
 
-def measure(name: str, model: str) -> MutantResult:
+def _run(name: str, model: str) -> MutantResult:
     with tempfile.TemporaryDirectory() as tmp:
         report = run_suite(model, Path(tmp))
     failures = report.failures
     times = {r.property: r.first_failure_seconds for r in failures if r.first_failure_seconds is not None}
     stage = next((r.first_divergent_stage for r in failures if r.first_divergent_stage), None)
-    result = MutantResult(name, [r.property for r in failures], times, stage, _in_suite_order(report.results))
+    return MutantResult(name, [r.property for r in failures], times, stage, _in_suite_order(report.results))
+
+
+def measure(name: str, model: str, constrained: str) -> MutantResult:
+    """The mutant `model` run whole and shrunk, and as constrained code (`constrained`)."""
+    result = _run(name, model)
     if result.fastest is not None:
         result.shrunk = shrunk_case(model, result.fastest[0])
-    print(f"{name}: {len(result.killers)} properties, fastest {result.fastest}", file=sys.stderr, flush=True)
+    result.constrained = _run(name, constrained)
+    found = f"{len(result.killers)} properties, fastest {result.fastest}; constrained: {result.constrained.fastest}"
+    print(f"{name}: {found}", file=sys.stderr, flush=True)
     return result
 
 
@@ -97,9 +118,43 @@ def _short(prop: str) -> str:
     return f"{module.removeprefix('test_').removesuffix('.py')}: {test.removeprefix('test_')}"
 
 
-def render(results: list[MutantResult], correct_failures: list[str], seconds: float) -> str:
+def _how_constrained(name: str) -> str:
+    return "published, batched, last logits" if name in BATCH_BUGS else "published, unbatched, last logits"
+
+
+def _constrained_cell(r: MutantResult) -> str:
+    """The constrained run's fastest killer and its time, or why it cannot kill."""
+    fastest = r.constrained.fastest if r.constrained else None
+    if fastest is not None:
+        return f"{_short(fastest[0])} ({fastest[1]:.2f})"
+    return EXPLAINED.get(r.name, "NOT KILLED")
+
+
+def _killers(r: MutantResult | None) -> str:
+    return ", ".join(_short(p) for p in r.killers) or "none" if r else "-"
+
+
+def render(results: list[MutantResult], correct: MutantResult, seconds: float) -> str:
     killed = [r for r in results if r.killers]
+    constrained_killed = [r for r in results if r.constrained and r.constrained.killers]
+    survivors = [r.name for r in results if r not in constrained_killed]
+    unexplained = [name for name in survivors if name not in EXPLAINED]
     times = [r.fastest[1] for r in killed if r.fastest is not None]
+    correct_failures = correct.killers + (correct.constrained.killers if correct.constrained else [])
+    summary = (
+        f"**{len(killed)} of {len(results)} mutants killed**; as constrained code runs them (published shapes only, "
+        "one sequence at a time, the last position's logits only, where the bug allows: "
+        f"`tests/meta/mutants/constrained.py`), **{len(constrained_killed)} of {len(results)} killed**"
+    )
+    if survivors:
+        summary += f", {len(survivors) - len(unexplained)} explained in the table"
+    if unexplained:
+        summary += f" (NOT KILLED, unexplained: {', '.join(unexplained)})"
+    summary += "; the correct implementation, in both forms, " + (
+        "passes every property." if not correct_failures else f"FAILS {', '.join(correct_failures)}."
+    )
+    if times:
+        summary += f" Time to first failure: median {statistics.median(times):.2f} s, slowest {max(times):.2f} s."
     lines = [
         "## Mutation report",
         "",
@@ -107,17 +162,12 @@ def render(results: list[MutantResult], correct_failures: list[str], seconds: fl
         f"Command: `python benchmarks/mutation_report.py --write` ({time.strftime('%Y-%m-%d')}), "
         f"{seconds / 60:.0f} min; Hypothesis profile `ci`.",
         "",
-        f"**{len(killed)} of {len(results)} mutants killed**; the correct implementation "
-        + ("passes every property." if not correct_failures else f"FAILS {', '.join(correct_failures)}.")
-        + (
-            f" Time to first failure: median {statistics.median(times):.2f} s, slowest {max(times):.2f} s."
-            if times
-            else ""
-        ),
+        summary,
         "",
         "| mutant | bug | properties failed | fastest property | first failure (s) | in suite order (s) "
-        "| first divergent stage | shrunk counterexample |",
-        "|---|---|---:|---|---:|---:|---|---|",
+        "| first divergent stage | shrunk counterexample | constrained run | constrained: properties failed "
+        "| constrained: fastest property (s) |",
+        "|---|---|---:|---|---:|---:|---|---|---|---:|---|",
     ]
     for r in results:
         fastest = r.fastest
@@ -125,10 +175,11 @@ def render(results: list[MutantResult], correct_failures: list[str], seconds: fl
             f"| {r.name} | {DOCS[r.name]} | {len(r.killers)} | {_short(fastest[0]) if fastest else '-'} "
             f"| {f'{fastest[1]:.2f}' if fastest else '-'} "
             f"| {f'{r.in_suite_order:.2f}' if r.in_suite_order is not None else '-'} "
-            f"| {r.stage or '-'} | {r.shrunk or '-'} |"
+            f"| {r.stage or '-'} | {r.shrunk or '-'} | {_how_constrained(r.name)} "
+            f"| {len(r.constrained.killers) if r.constrained else '-'} | {_constrained_cell(r)} |"
         )
     lines += ["", "<details><summary>Every property that failed, per mutant</summary>", ""]
-    lines += [f"- {r.name}: {', '.join(_short(p) for p in r.killers) or 'none'}" for r in results]
+    lines += [f"- {r.name}: {_killers(r)}; constrained: {_killers(r.constrained)}" for r in results]
     lines += ["", "</details>"]
     return "\n".join(lines)
 
@@ -142,9 +193,9 @@ def main() -> None:
     names = args.only or list(DOCS)
     start = time.perf_counter()
     with ThreadPoolExecutor(args.workers) as pool:
-        results = list(pool.map(lambda name: measure(name, mutant_spec(name)), names))
-        correct = pool.submit(measure, "correct", CORRECT).result()
-    section = render(results, correct.killers, time.perf_counter() - start)
+        results = list(pool.map(lambda name: measure(name, mutant_spec(name), constrained_spec(name)), names))
+        correct = pool.submit(measure, "correct", CORRECT, CONSTRAINED_CORRECT).result()
+    section = render(results, correct, time.perf_counter() - start)
     print(section)
     if args.write:
         write_section(section)

@@ -57,7 +57,9 @@ class Record:
 
     `examples` counts the cases a model was built for and run on; `comparisons` the checks made
     (each `agree`, each recorded ratio, each `compared()`). A model's property that made no
-    comparison is a skip, never a pass: `uncompared` and `refused` hold the reasons for saying so.
+    comparison is a skip, never a pass: `uncompared` and `refused` hold the reasons for saying so
+    (`refused`: cases the model refused, or that lay outside what it runs; `by_model`: those the model
+    itself refused after it was built or asked, the ones worth naming when other cases did run).
     """
 
     property: str
@@ -69,6 +71,7 @@ class Record:
     comparisons: int = 0
     uncompared: dict[str, None] = field(default_factory=dict)  # an ordered set of reasons
     refused: dict[str, None] = field(default_factory=dict)
+    by_model: dict[str, None] = field(default_factory=dict)
 
     def why_nothing_compared(self, model: str) -> str:
         """The skip reason of a property that ran `examples` cases on `model` and compared nothing."""
@@ -78,8 +81,8 @@ class Record:
                 reason += ": every drawn config was refused (" + "; ".join(_first(self.refused)) + ")"
             return reason
         why = "; ".join(_first(self.uncompared)) or "the property found nothing to check"
-        if self.refused:  # e.g. built, then every prompt refused by the model
-            why += "; refused: " + "; ".join(_first(self.refused))
+        if self.by_model:  # e.g. built, then every prompt refused by the model
+            why += "; refused: " + "; ".join(_first(self.by_model))
         return f"compared nothing in {self.examples} examples on model {model!r}: {why}"
 
     def user_properties(self) -> list[tuple[str, Any]]:
@@ -130,11 +133,13 @@ def record_example() -> None:
         record.examples += 1
 
 
-def record_refusal(reason: str) -> None:
-    """Keep why the model (or the probes) refused a drawn case, for the reason of a skip."""
+def record_refusal(reason: str, *, by_model: bool = True) -> None:
+    """Keep why a case was refused (by the model, or as outside the shapes it runs), for the reason of a skip."""
     record = _current()
     if record is not None:
         record.refused[reason] = None
+        if by_model:
+            record.by_model[reason] = None
 
 
 def compared() -> None:

@@ -12,7 +12,8 @@ import pytest
 from hypothesis import HealthCheck
 from hypothesis.errors import FailedHealthCheck, HypothesisException, Unsatisfiable
 
-from verifier.properties import checks, models, profiles
+from verifier.plugin.registry import ModelSpec
+from verifier.properties import checks, models, profiles, strategies
 
 # Loaded when the suite is collected, before its modules bind their settings: `ci` unless a
 # profile was chosen. Other Hypothesis tests of the same environment keep their own settings.
@@ -28,7 +29,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "requires(capability=None, family=None): the property needs this model capability and configs of this "
+        "requires(*capabilities, family=None): the property needs these model capabilities and configs of this "
         "family; models without them skip with the reason (see properties/models.py)",
     )
     # Installed, the suite runs without the clone's pyproject.toml, which registers these and deselects `slow`.
@@ -49,25 +50,28 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     marker = item.get_closest_marker("requires")
     spec = getattr(item, "callspec", None) and item.callspec.params.get("model_spec")
     if marker is not None and spec is not None:
-        reason = models.skip_reason(spec, marker.kwargs.get("capability"), marker.kwargs.get("family"))
+        reason = models.skip_reason(spec, marker.args, marker.kwargs.get("family"))
         if reason:
             pytest.skip(reason)
 
 
-def _model_under_test(item: pytest.Item) -> str | None:
+def _model_under_test(item: pytest.Item) -> ModelSpec | None:
     callspec = getattr(item, "callspec", None)
     spec = callspec.params.get("model_spec") if callspec is not None else None
-    return None if spec is None else str(spec.name)
+    return spec if isinstance(spec, ModelSpec) else None
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
-    """Run the test recording what it checked. On a model, a test that compared nothing, or whose
-    every drawn case Hypothesis had to reject, is a skip with the reason: it tested nothing."""
-    model = _model_under_test(item)
+    """Run the test recording what it checked, drawing configs the model runs (its declared or probed
+    Constraints). On a model, a test that compared nothing, or whose every drawn case Hypothesis had
+    to reject, is a skip with the reason: it tested nothing."""
+    spec = _model_under_test(item)
+    model = None if spec is None else spec.name
+    shapes = (strategies.FREE_SHAPE,) if spec is None else models.support(spec).constraints
     with checks.recording(item.originalname if isinstance(item, pytest.Function) else item.name) as record:
         try:
-            with _timing_first_failure(item):
+            with _timing_first_failure(item), strategies.drawing_for(shapes):
                 outcome = yield
         except (Unsatisfiable, FailedHealthCheck) as error:
             if model is None or not _every_draw_rejected(error):

@@ -1,9 +1,13 @@
 """The suite's side of the model contract: what a model supports, building it for a case, skipping.
 
-What a model supports is probed once per session and process: its factory is asked for a tiny
-config of each family, with and without grouped-query attention. Properties then skip (saying
-why) where a model lacks a capability or a family, and reject drawn cases it cannot run, so
-Hypothesis draws others.
+What a model supports is probed once per session and process (`verifier.plugin.contract.probe`):
+its factory is asked for tiny configs of each family, with and without grouped-query attention, in
+the shapes it declares (`factory.constraints`) or, if it declares none, the free shape and then the
+published ones. The strategies then draw only configs of the shapes it runs: its declared
+Constraints, or those the probes found (a model that refused the free shape and accepted
+GPT-2's published one is drawn published GPT-2 shapes only). Properties skip (saying why) where a
+model lacks a capability or a family, and reject drawn cases it still cannot run, so Hypothesis
+draws others.
 
 A property declares what it needs with `@requires("trace", family="llama")`; the hook in
 `properties/conftest.py` turns that into a skip with the reason before any example runs.
@@ -11,6 +15,7 @@ A property declares what it needs with `@requires("trace", family="llama")`; the
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -18,9 +23,9 @@ from typing import Any, TypeVar
 import pytest
 from hypothesis import note, reject
 
-from verifier.model.config import Family, ModelConfig
-from verifier.plugin.contract import CheckedModel, build_checked, probe
-from verifier.plugin.interface import Unsupported
+from verifier.model.config import FAMILIES, Family, ModelConfig
+from verifier.plugin.contract import FREE_SHAPE, CheckedModel, Probe, build_checked, probe
+from verifier.plugin.interface import Constraints, Unsupported, lacking
 from verifier.plugin.registry import ModelSpec
 from verifier.properties import checks
 from verifier.properties.strategies import Case
@@ -30,43 +35,55 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 @dataclass(frozen=True)
 class Support:
-    """What one model runs: per probe of `verifier.plugin.contract.PROBE_CONFIGS` ("gpt2", "llama",
-    "llama-gqa") its capabilities, or the reason its factory gave for refusing it."""
+    """What one model runs: per probe kind ("gpt2", "llama", "llama-gqa") its capabilities, or the
+    reason its factory gave for refusing it; and the Constraints its configs are drawn from."""
 
     model: str
     capabilities: dict[str, frozenset[str]] = field(default_factory=dict)
     refused: dict[str, str] = field(default_factory=dict)
+    constraints: tuple[Constraints, ...] = (FREE_SHAPE,)
     broken: dict[str, str] = field(default_factory=dict)  # probe kind -> how building the model broke the contract
 
-    def runs(self, config: ModelConfig) -> bool:
-        """Whether the probes say the model runs configs like this one."""
-        if config.family not in self.capabilities:
-            return False
-        return config.n_kv_heads == config.n_heads or "llama-gqa" in self.capabilities
+    def refusal(self, config: ModelConfig) -> str | None:
+        """None if the model runs configs like this one, else why not (the probes, or the constraints)."""
+        kind = "llama-gqa" if config.n_kv_heads != config.n_heads else config.family
+        if kind not in self.capabilities:
+            return f"the probes: {kind}: {self.refused.get(kind, 'not probed')}"
+        reasons = [c.refusal(config) for c in self.constraints]
+        return None if None in reasons else " | ".join(r for r in reasons if r)
 
-    def why_not_config(self, config: ModelConfig) -> str:
-        """Why the probes say the model does not run `config` (when `runs(config)` is False)."""
-        if config.family not in self.capabilities:
-            return f"the probes: {config.family}: {self.refused.get(config.family, 'not probed')}"
-        return f"the probes: llama-gqa: {self.refused.get('llama-gqa', 'not probed')}"
-
-    def why_not(self, family: Family | None, capability: str | None) -> str | None:
-        """The reason to skip a property needing `capability` on `family` (any if None), or None."""
-        families = [family] if family else ["gpt2", "llama"]
+    def why_not(self, family: Family | None, needs: tuple[str, ...]) -> str | None:
+        """The reason to skip a property needing each of `needs` on `family` (any if None), or None."""
+        families = [family] if family else list(FAMILIES)
         runnable = [f for f in families if f in self.capabilities]
         if not runnable:
             reasons = "; ".join(f"{f}: {self.refused.get(f, 'not probed')}" for f in families)
             return f"model {self.model!r} runs no {' or '.join(families)} config ({reasons})"
-        if capability and not any(capability in self.capabilities[f] for f in runnable):
-            broken = [f for f in runnable if f in self.broken]
-            if broken:  # its capabilities are unknown: it could not be built
-                return (
-                    f"model {self.model!r} could not be built on the {broken[0]} probe, so whether it has "
-                    f"{capability!r} is unknown ({self.broken[broken[0]]}); the properties that build it fail"
-                )
-            found = sorted(set().union(*(self.capabilities[f] for f in runnable)))
-            return f"model {self.model!r} has no {capability!r} capability (it has {', '.join(found)})"
+        for need in needs:
+            if all(lacking(self.model, self.capabilities[f], need) for f in runnable):
+                broken = [f for f in runnable if f in self.broken]
+                if broken:  # its capabilities are unknown: it could not be built
+                    return (
+                        f"model {self.model!r} could not be built on the {broken[0]} probe, so whether it has "
+                        f"{need!r} is unknown ({self.broken[broken[0]]}); the properties that build it fail"
+                    )
+                found = ", ".join(sorted(set().union(*(self.capabilities[f] for f in runnable))))
+                return f"{lacking(self.model, self.capabilities[runnable[0]], need)} (it has {found})"
         return None
+
+
+def _inferred(probes: list[Probe]) -> tuple[Constraints, ...]:
+    """The shapes to draw for a model that declares none: per family it runs, the shape of the probe
+    config it accepted (free, or published if it refused the free one), with grouped-query attention
+    if it ran the llama-gqa probe."""
+    ran = {p.kind: p for p in probes if p.unsupported is None}
+    found = []
+    for family in FAMILIES:
+        accepted = [p for kind, p in ran.items() if kind.split("-")[0] == family]
+        if accepted:
+            shape = accepted[0].shape or FREE_SHAPE
+            found.append(dataclasses.replace(shape, families=(family,), grouped_query="llama-gqa" in ran))
+    return tuple(found)
 
 
 _SUPPORT: dict[tuple[str, int], Support] = {}
@@ -77,8 +94,9 @@ def support(spec: ModelSpec) -> Support:
     breaks the contract on a probe counts as running that config: the property then reports it."""
     key = (spec.name, id(spec.factory))
     if key not in _SUPPORT:
-        found = Support(spec.name)
-        for p in probe(spec):
+        probes = probe(spec)
+        found = Support(spec.name, constraints=spec.constraints or _inferred(probes))
+        for p in probes:
             if p.unsupported is not None:
                 found.refused[p.kind] = p.unsupported
             else:
@@ -89,22 +107,25 @@ def support(spec: ModelSpec) -> Support:
     return _SUPPORT[key]
 
 
-def requires(capability: str | None = None, *, family: Family | None = None) -> Callable[[F], F]:
-    """Mark a property as needing `capability` (and configs of `family`); others skip with the reason."""
-    return pytest.mark.requires(capability=capability, family=family)  # type: ignore[no-any-return]
+def requires(*capabilities: str, family: Family | None = None) -> Callable[[F], F]:
+    """Mark a property as needing each of `capabilities` ("logits" in either form, "batch", or any
+    capability of `verifier.plugin.interface.CAPABILITIES`) and configs of `family`; others skip
+    with the reason."""
+    return pytest.mark.requires(*capabilities, family=family)  # type: ignore[no-any-return]
 
 
-def skip_reason(spec: ModelSpec, capability: str | None, family: Family | None) -> str | None:
-    """Why a property marked `requires(capability, family=family)` cannot run on `spec`, or None."""
-    return support(spec).why_not(family, capability)
+def skip_reason(spec: ModelSpec, capabilities: tuple[str, ...], family: Family | None) -> str | None:
+    """Why a property marked `requires(*capabilities, family=family)` cannot run on `spec`, or None."""
+    return support(spec).why_not(family, capabilities)
 
 
-def build(spec: ModelSpec, case: Case, capability: str | None = None) -> CheckedModel:
+def build(spec: ModelSpec, case: Case, *capabilities: str) -> CheckedModel:
     """`spec`'s model for `case`, checked; rejects the case (Hypothesis draws another) when the
-    model does not run its config, and skips when the built model lacks `capability`."""
+    model does not run its config, and skips when the built model lacks one of `capabilities`."""
     note(f"model {spec.name!r}; case:\n{case.describe()}")
-    if not support(spec).runs(case.config):
-        checks.record_refusal(support(spec).why_not_config(case.config))
+    refusal = support(spec).refusal(case.config)
+    if refusal is not None:
+        checks.record_refusal(refusal, by_model=False)
         reject()
     try:
         model = build_checked(spec, case.config, case.weights())
@@ -112,7 +133,9 @@ def build(spec: ModelSpec, case: Case, capability: str | None = None) -> Checked
         note(f"the factory refused this config: {e}")
         checks.record_refusal(f"the factory: {e}")
         reject()
-    if capability and capability not in model.capabilities:
-        pytest.skip(f"model {spec.name!r} has no {capability!r} capability for {case.config.family} configs")
+    for capability in capabilities:
+        reason = model.lacks(capability)
+        if reason is not None:
+            pytest.skip(f"{reason}, for {case.config.family} configs")
     checks.record_example()
     return model

@@ -7,24 +7,36 @@ odd vocab sizes, head sizes 2..64, 1..4 layers, sequences up to the context limi
 weight scales from 0.003 (small activations, where a norm's eps matters) to 3 (attention scores
 in the hundreds, where a softmax that does not subtract its max overflows).
 
+Configs are drawn within the Constraints of the model under test (`drawing_for`, set by the suite's
+conftest from the model's declaration or its probes), so a model that runs only published shapes
+gets only those, directly, never filtered. Within what a model allows, one draw in two is a
+published shape (GPT-2: d_ff = 4 x d_model, tied, eps 1e-5; llama2.c: its hidden-size rule with
+multiple_of 32, 4 or 256, eps 1e-5, theta 10000), the other a free one (d_ff unrelated to d_model,
+either eps, either theta, tied or not), which catches shape bugs.
+
 `PINNED` holds the edge cases the properties pin with `@example`: rich configs first (every
-feature on, so a bug fails on the first example), then length 1, full context, a single head,
-grouped-query attention with one kv head, and the real presets where the cost allows.
+feature on, so a bug fails on the first example), then published shapes of both families (run by
+models that run nothing else), small activations, large logits, length 1, full context, a single
+head, grouped-query attention with one kv head, and the real presets where the cost allows. A
+pinned case the model under test does not run is rejected (skipped) for it.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
-from hypothesis import example
+from hypothesis import example, reject
 from hypothesis import strategies as st
 
 from verifier.model.config import Family, ModelConfig
-from verifier.model.presets import preset
+from verifier.model.presets import gpt2_d_ff, llama2c_hidden_dim, preset
 from verifier.model.weights import Weights, init_weights
+from verifier.plugin.contract import FREE_SHAPE
+from verifier.plugin.interface import Constraints
 
 # Order matters: Hypothesis shrinks a sampled value towards the first entry.
 FAMILIES: tuple[Family, ...] = ("gpt2", "llama")
@@ -33,6 +45,7 @@ LARGE_SCALES = (1.0, 3.0, 10.0)
 MAX_N_CTX = 256
 SHORT_N_CTX = 48
 MAX_D_MODEL = 128  # head sizes up to 64 with 1 or 2 heads
+MULTIPLES_OF = (32, 4, 256)  # llama2.c's multiple_of: train.py's default, stories260K's, model.py's default
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -77,6 +90,27 @@ def _weights(config: ModelConfig, seed: int, scale: float) -> Weights:
     return _last_weights[key]
 
 
+_drawing_for: list[tuple[Constraints, ...]] = []
+
+
+@contextmanager
+def drawing_for(shapes: tuple[Constraints, ...]) -> Iterator[None]:
+    """Inside this block, `configs` draws only configs that one of `shapes` admits (the model under
+    test's declared or probed Constraints)."""
+    _drawing_for.append(shapes)
+    try:
+        yield
+    finally:
+        _drawing_for.pop()
+
+
+def published_d_ff(family: Family, d_model: int) -> st.SearchStrategy[int]:
+    """GPT-2's 4 x d_model, or llama2.c's hidden size for one of MULTIPLES_OF."""
+    if family == "gpt2":
+        return st.just(gpt2_d_ff(d_model))
+    return st.sampled_from(MULTIPLES_OF).map(lambda multiple_of: llama2c_hidden_dim(d_model, multiple_of))
+
+
 @st.composite
 def configs(
     draw: st.DrawFn,
@@ -86,35 +120,61 @@ def configs(
     min_n_ctx: int = 1,
     max_layers: int = 4,
 ) -> ModelConfig:
-    """Valid configs: GPT-2 or Llama, 1..8 heads (Llama: any n_kv_heads dividing n_heads),
-    d_head 2..64 (even for RoPE; d_model <= 128), 1..4 layers, vocab 2..600, d_ff 1..256,
-    n_ctx up to `max_n_ctx`."""
-    family = draw(st.sampled_from(families), label="family")
+    """Valid configs the model under test runs (see `drawing_for`): GPT-2 or Llama, 1..8 heads (Llama:
+    any n_kv_heads dividing n_heads), d_head 2..64 (even for RoPE; d_model <= 128), 1..4 layers,
+    vocab 2..600, n_ctx up to `max_n_ctx`; a published shape or a free one (d_ff 1..256)."""
+    shapes = [c for c in (_drawing_for[-1] if _drawing_for else (FREE_SHAPE,)) if set(c.families) & set(families)]
+    if not shapes:
+        reject()  # the model runs none of `families`: the property's `requires` skips it first
+    shape = shapes[0] if len(shapes) == 1 else draw(st.sampled_from(shapes), label="declared shape")
+    family = draw(st.sampled_from([f for f in families if f in shape.families]), label="family")
     n_heads = draw(st.integers(1, 8), label="n_heads")
     max_d_head = max(2, MAX_D_MODEL // n_heads)
     if family == "llama":
-        divisors = [d for d in range(1, n_heads + 1) if n_heads % d == 0]
+        divisors = [d for d in range(1, n_heads + 1) if n_heads % d == 0 and (shape.grouped_query or d == n_heads)]
         n_kv_heads = draw(st.sampled_from(divisors[::-1]), label="n_kv_heads")
         d_head = 2 * draw(st.integers(1, max_d_head // 2), label="d_head / 2")
     else:
         n_kv_heads = n_heads
         d_head = draw(st.integers(2, max_d_head), label="d_head")
+    max_n_ctx = min(max_n_ctx, shape.max_n_ctx or max_n_ctx)
+    if min_n_ctx > max_n_ctx:
+        reject()  # the property needs a longer context than the model runs
     # Most contexts are short (cheap); one draw in two reaches up to `max_n_ctx`.
     short = st.integers(min_n_ctx, max(min_n_ctx, min(SHORT_N_CTX, max_n_ctx)))
     n_ctx = draw(st.one_of(short, st.integers(min_n_ctx, max_n_ctx)), label="n_ctx")
-    return ModelConfig(
+    d_model = n_heads * d_head
+    # The fields the shape leaves free: all published values together, or each drawn on its own.
+    published = draw(st.booleans(), label="published shape")
+    if shape.d_ff is not None:
+        d_ff = shape.d_ff(d_model)
+    else:
+        d_ff = draw(published_d_ff(family, d_model) if published else st.integers(1, 256), label="d_ff")
+    if shape.tie_embeddings is not None:
+        tie_embeddings = shape.tie_embeddings
+    else:
+        tie_embeddings = (published and family == "gpt2") or draw(st.booleans(), label="tie_embeddings")
+    norm_eps = shape.norm_eps or (1e-5 if published else draw(st.sampled_from([1e-5, 1e-6]), label="norm_eps"))
+    rope_theta = 10000.0
+    if family == "llama":
+        free_theta = st.sampled_from([10000.0, 500000.0])
+        rope_theta = shape.rope_theta or (10000.0 if published else draw(free_theta, label="rope_theta"))
+    config = ModelConfig(
         family=family,
         vocab_size=draw(st.integers(2, 600), label="vocab_size"),
         n_ctx=n_ctx,
-        d_model=n_heads * d_head,
+        d_model=d_model,
         n_layers=draw(st.integers(1, max_layers), label="n_layers"),
         n_heads=n_heads,
         n_kv_heads=n_kv_heads,
-        d_ff=draw(st.integers(1, 256), label="d_ff"),
-        norm_eps=draw(st.sampled_from([1e-5, 1e-6]), label="norm_eps"),
-        tie_embeddings=draw(st.booleans(), label="tie_embeddings"),
-        rope_theta=draw(st.sampled_from([10000.0, 500000.0]), label="rope_theta") if family == "llama" else 10000.0,
+        d_ff=d_ff,
+        norm_eps=norm_eps,
+        tie_embeddings=tie_embeddings,
+        rope_theta=rope_theta,
     )
+    if shape.supports is not None and not shape.supports(config):
+        reject()  # the declaration's predicate: what its fields cannot say is filtered
+    return config
 
 
 def token_lists(config: ModelConfig, length: int) -> st.SearchStrategy[tuple[int, ...]]:
@@ -193,9 +253,8 @@ def edited_cases(draw: st.DrawFn, **kwargs: Any) -> Edited:
     """A case (see `cases`), a position in [0, T) and a token id other than the one there."""
     case = draw(cases(**kwargs), label="case")
     position = draw(st.integers(0, case.T - 1), label="edited position")
-    old = case.tokens[position]
-    token = draw(st.integers(0, case.config.vocab_size - 1).filter(lambda t: t != old), label="new token")
-    return Edited(case, position, token)
+    shift = draw(st.integers(1, case.config.vocab_size - 1), label="new token - old token (mod vocab_size)")
+    return Edited(case, position, (case.tokens[position] + shift) % case.config.vocab_size)
 
 
 class Batched(NamedTuple):
@@ -256,21 +315,36 @@ def _small(family: Family, **changes: object) -> ModelConfig:
     return base.replace(**changes)
 
 
+def published(case: Case, *, tie_embeddings: bool | None = None) -> Case:
+    """`case` in its family's published shape: GPT-2's d_ff = 4 x d_model, tied; llama2.c's hidden
+    size (multiple_of 32), theta 10000 (tied as `case` unless `tie_embeddings` says); eps 1e-5."""
+    c = case.config
+    if c.family == "gpt2":
+        config = c.replace(d_ff=gpt2_d_ff(c.d_model), tie_embeddings=True, norm_eps=1e-5)
+    else:
+        tied = c.tie_embeddings if tie_embeddings is None else tie_embeddings
+        config = c.replace(d_ff=llama2c_hidden_dim(c.d_model), tie_embeddings=tied, norm_eps=1e-5, rope_theta=1e4)
+    return case._replace(config=config)
+
+
 RICH_LLAMA = _case(_small("llama"), 24)  # GQA (4 query heads over 2 kv heads), untied, 2 layers
 RICH_GPT2 = _case(_small("gpt2"), 24)
+PUBLISHED_LLAMA = published(RICH_LLAMA, tie_embeddings=True)  # llama2.c's model.py ties its classifier
+PUBLISHED_GPT2 = published(RICH_GPT2)
 SMALL_ACTIVATIONS = _case(_small("llama", tie_embeddings=True), 16, scale=0.003)  # where a norm's eps shows
 SMALL_ACTIVATIONS_GPT2 = _case(_small("gpt2"), 16, scale=0.003)  # ... LayerNorm's too
 LARGE_LOGITS = _case(_small("gpt2", n_heads=2, n_kv_heads=2), 24, scale=3.0)  # attention scores in the hundreds
 LENGTH_1 = _case(_small("llama"), 1)
 FULL_CONTEXT = _case(_small("gpt2", n_ctx=160, n_layers=1), 160)
 SINGLE_HEAD = _case(_small("llama", n_heads=1, n_kv_heads=1, d_model=8), 12)
+PUBLISHED_SINGLE_HEAD = published(SINGLE_HEAD)  # no grouped-query attention, untied
 ONE_KV_HEAD = _case(_small("llama", n_heads=4, n_kv_heads=1), 20)
 STORIES15M = _case(preset("llama2c-stories15M"), 12, scale=0.02)
 
 # Pinned on every property that takes a generated case, in this order.
 PINNED = (
-    RICH_LLAMA, RICH_GPT2, SMALL_ACTIVATIONS, SMALL_ACTIVATIONS_GPT2, LARGE_LOGITS, LENGTH_1, FULL_CONTEXT,
-    SINGLE_HEAD, ONE_KV_HEAD,
+    RICH_LLAMA, RICH_GPT2, PUBLISHED_LLAMA, PUBLISHED_GPT2, SMALL_ACTIVATIONS, SMALL_ACTIVATIONS_GPT2, LARGE_LOGITS,
+    LENGTH_1, FULL_CONTEXT, SINGLE_HEAD, PUBLISHED_SINGLE_HEAD, ONE_KV_HEAD,
 )  # fmt: skip
 
 

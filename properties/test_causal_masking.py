@@ -1,6 +1,10 @@
 """Causal masking: the logits at position i do not change when a token after i changes, and do
 change (for a generic model) when a token at or before i changes; attention probabilities are
-zero above the diagonal and every row sums to 1."""
+zero above the diagonal and every row sums to 1. A model that gives only the last position's logits
+is run on every prefix: its prefix logits must change from the edited token on, and must not before
+it (which a prefix run never sees, so only state kept between calls breaks it); a mask that lets a
+position see ahead shows on such a model as disagreement with the oracle on the prefixes
+(test_agreement.py), from two layers on."""
 
 from __future__ import annotations
 
@@ -12,9 +16,23 @@ from verifier.plugin.registry import ModelSpec
 from verifier.properties import checks, models
 from verifier.properties.models import requires
 from verifier.properties.oracle import exact, oracle
-from verifier.properties.strategies import PINNED, RICH_GPT2, RICH_LLAMA, Case, Edited, cases, edited_cases, pinned
+from verifier.properties.strategies import (
+    PINNED,
+    PUBLISHED_GPT2,
+    PUBLISHED_LLAMA,
+    RICH_GPT2,
+    RICH_LLAMA,
+    Case,
+    Edited,
+    cases,
+    edited_cases,
+    pinned,
+)
 
-EDITS = (Edited(RICH_LLAMA, 10, 0), Edited(RICH_GPT2, 10, 0), Edited(RICH_LLAMA, 0, 3), Edited(RICH_GPT2, 23, 5))
+EDITS = (
+    Edited(RICH_LLAMA, 10, 0), Edited(RICH_GPT2, 10, 0), Edited(RICH_LLAMA, 0, 3), Edited(RICH_GPT2, 23, 5),
+    Edited(PUBLISHED_LLAMA, 10, 0), Edited(PUBLISHED_GPT2, 10, 0),
+)  # fmt: skip
 
 
 @requires("logits")

@@ -14,14 +14,18 @@ from verifier.properties.strategies import (
     FULL_CONTEXT,
     LARGE_LOGITS,
     LARGE_SCALES,
+    PUBLISHED_LLAMA,
     RICH_GPT2,
     RICH_LLAMA,
     Case,
     cases,
     pinned,
+    published,
 )
 
-LARGE = (RICH_LLAMA._replace(scale=10.0), LARGE_LOGITS, RICH_GPT2._replace(scale=10.0))
+LARGE = (RICH_LLAMA._replace(scale=10.0), LARGE_LOGITS, RICH_GPT2._replace(scale=10.0),
+         published(LARGE_LOGITS), PUBLISHED_LLAMA._replace(scale=10.0))  # fmt: skip
+LONG_LLAMA = FULL_CONTEXT._replace(config=FULL_CONTEXT.config.replace(family="llama", n_kv_heads=1))
 
 
 @requires("logits")
@@ -37,7 +41,7 @@ def test_large_logit_weights_give_finite_logits_within_tolerance(model_spec: Mod
 
 
 @requires("logits")
-@pinned(FULL_CONTEXT, FULL_CONTEXT._replace(config=FULL_CONTEXT.config.replace(family="llama", n_kv_heads=1)))
+@pinned(FULL_CONTEXT, LONG_LLAMA, published(FULL_CONTEXT), published(LONG_LLAMA, tie_embeddings=True))
 @given(case=cases(full_context=True))
 def test_error_stays_within_tolerance_up_to_the_context_limit(model_spec: ModelSpec, case: Case) -> None:
     model = models.build(model_spec, case)

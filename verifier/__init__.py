@@ -1,30 +1,38 @@
 """A verification suite for GPT-2 and Llama implementations.
 
 The library: configs and presets, the canonical weight set, the independent NumPy reference,
-exact parameter counts. The property suite lives in `properties/` beside this package.
+exact parameter counts; and what a factory under test declares (`Constraints`, `Unsupported`).
+The property suite lives in `properties/` beside this package.
 """
 
 from importlib import metadata
 
 from verifier.model.config import ConfigError, ModelConfig, from_hf_dict, from_transformers
 from verifier.model.params import count_parameters, parameter_table
-from verifier.model.presets import PRESETS, preset
+from verifier.model.presets import PRESETS, gpt2_d_ff, llama2c_hidden_dim, preset
 from verifier.model.weights import Weights, init_weights, weight_shapes
+from verifier.plugin.interface import GPT2_PUBLISHED, LLAMA2C_PUBLISHED, Constraints, Unsupported
 from verifier.reference import KVCache, NumpyModel
 
 __version__ = metadata.version("lm-verifier")
 
 __all__ = [
+    "GPT2_PUBLISHED",
+    "LLAMA2C_PUBLISHED",
     "PRESETS",
     "ConfigError",
+    "Constraints",
     "KVCache",
     "ModelConfig",
     "NumpyModel",
+    "Unsupported",
     "Weights",
     "count_parameters",
     "from_hf_dict",
     "from_transformers",
+    "gpt2_d_ff",
     "init_weights",
+    "llama2c_hidden_dim",
     "parameter_table",
     "preset",
     "weight_shapes",

@@ -12,6 +12,8 @@ from verifier.report.results import Report
 ROOT = Path(__file__).resolve().parents[2]
 CATALOG = "tests.meta.mutants.catalog"
 CORRECT = f"{CATALOG}:correct"
+CONSTRAINED = "tests.meta.mutants.constrained"
+CONSTRAINED_CORRECT = f"{CONSTRAINED}:correct"
 # Each mutant's bug in one sentence: the first sentence of its docstring.
 DOCS = {cls.__name__: " ".join((cls.__doc__ or "").split()).split(". ")[0].rstrip(".") for cls in MUTANTS}
 
@@ -19,6 +21,11 @@ DOCS = {cls.__name__: " ".join((cls.__doc__ or "").split()).split(". ")[0].rstri
 def mutant_spec(name: str) -> str:
     """The `--model` spec of a catalog mutant."""
     return f"{CATALOG}:mutants.{name}"
+
+
+def constrained_spec(name: str) -> str:
+    """The `--model` spec of a catalog mutant as constrained code runs it (tests/meta/mutants/constrained.py)."""
+    return f"{CONSTRAINED}:constrained.{name}"
 
 
 def run_suite(model: str, reports: Path, *pytest_args: str, profile: str = "ci") -> Report:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.meta.suite_runs import CORRECT, DOCS, mutant_spec, run_suite
+from tests.meta.mutants.constrained import EXPLAINED
+from tests.meta.suite_runs import CONSTRAINED_CORRECT, CORRECT, DOCS, constrained_spec, mutant_spec, run_suite
 from verifier.analysis.divergence import stage_label
 
 pytestmark = pytest.mark.slow
@@ -30,6 +31,24 @@ def test_mutant_fails_a_property(name: str, tmp_path) -> None:
 def test_the_correct_implementation_passes_every_property(tmp_path) -> None:
     report = run_suite(CORRECT, tmp_path)
     assert report.conforms, "\n".join(f"{r.property}: {r.detail}" for r in report.failures) or "nothing passed"
+
+
+@pytest.mark.parametrize("name", [name for name in DOCS if name not in EXPLAINED])
+def test_constrained_mutant_fails_a_property(name: str, tmp_path) -> None:
+    report = run_suite(constrained_spec(name), tmp_path, "-x")
+    assert report.failures, f"mutant {name} ({DOCS[name]}), constrained, passed every property: a hole in the suite"
+    assert f"model {constrained_spec(name)!r}" in report.failures[0].detail, report.failures[0].detail
+
+
+def test_the_constrained_correct_implementation_conforms(tmp_path) -> None:
+    report = run_suite(CONSTRAINED_CORRECT, tmp_path)
+    assert report.conforms, "\n".join(f"{r.property}: {r.detail}" for r in report.failures) or "nothing passed"
+    skipped = {r.property.split("::")[1] for r in report.results if r.model and r.outcome == "skip"}
+    assert skipped == {  # only what needs a batch: every other property ran on it
+        "test_batch_rows_equal_the_rows_run_alone",
+        "test_left_padded_rows_with_a_mask_equal_the_rows_run_alone",
+        "test_decoding_a_batch_in_chunks_gives_the_logits_of_one_full_pass",
+    }, skipped
 
 
 # Where each mutant's bug first shows in a trace (its own `trace`, compared with the oracle's).

@@ -43,8 +43,8 @@ def test_a_model_that_refuses_every_config_is_untested_and_exits_1(tmp_path: Pat
     assert report["counts"] == {"pass": 1, "skip": 1} and report["verdict"] == "untested", report
     verdict = _verdict(report, "refuses_everything")
     assert (verdict["verdict"], verdict["run"], verdict["examples"]) == ("untested", 0, 0)
-    for family, d_ff in (("gpt2", 32), ("llama", 32), ("llama-gqa", 64)):
-        refusal = f"{family}: unsupported (this implementation fixes d_ff at 4 x d_model (24 != {d_ff}))"
+    for family, d_model in (("gpt2", 8), ("llama", 8), ("llama-gqa", 16)):
+        refusal = f"{family}: unsupported (this implementation runs d_model 768 only, not {d_model})"
         assert refusal in verdict["reason"], verdict
     assert "it refused every config family probed" in verdict["reason"]
     assert f"{MODELS}:refuses_everything: UNTESTED (0 properties run" in done.stdout, done
@@ -186,12 +186,13 @@ def test_the_reason_a_property_compared_nothing_says_what_ran_and_what_was_refus
     record = Record("p")
     assert record.why_nothing_compared("m") == "no example ran on model 'm'"
     for reason in ("a", "b", "c", "d", "a"):
-        record.refused[reason] = None
+        record.refused[reason] = record.by_model[reason] = None
+    record.refused["a pinned case outside the model's declared shapes"] = None
     assert record.why_nothing_compared("m") == (
-        "no example ran on model 'm': every drawn config was refused (a; b; c; and 1 more)"
+        "no example ran on model 'm': every drawn config was refused (a; b; c; and 2 more)"
     )
     record.examples = 4
     record.uncompared["the trace has no probs"] = None
-    assert record.why_nothing_compared("m") == (
+    assert record.why_nothing_compared("m") == (  # cases outside its shapes do not matter when others ran
         "compared nothing in 4 examples on model 'm': the trace has no probs; refused: a; b; c; and 1 more"
     )

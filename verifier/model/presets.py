@@ -11,6 +11,11 @@ from __future__ import annotations
 from verifier.model.config import ModelConfig
 
 
+def gpt2_d_ff(d_model: int) -> int:
+    """GPT-2's MLP width: 4 x d_model."""
+    return 4 * d_model
+
+
 def _gpt2(d_model: int, n_layers: int, n_heads: int) -> ModelConfig:
     return ModelConfig(
         family="gpt2",
@@ -20,7 +25,7 @@ def _gpt2(d_model: int, n_layers: int, n_heads: int) -> ModelConfig:
         n_layers=n_layers,
         n_heads=n_heads,
         n_kv_heads=n_heads,
-        d_ff=4 * d_model,
+        d_ff=gpt2_d_ff(d_model),
         norm_eps=1e-5,
         tie_embeddings=True,
     )

@@ -5,27 +5,38 @@ answer (shape, dtype, finiteness, stage names) and turns an exception inside the
 `ContractViolation` naming the rule broken and the call that broke it. The two rules that take
 more than one call, `deterministic` and `cache-reusable`, are checked by properties with drawn
 inputs (test_agreement.py, test_kv_cache.py), whose messages quote RULES.
-`probe` builds a model on a tiny config of each kind once, for capability tables and skip reasons.
+A model that declares "last_logits" is run on every prefix, and one that declares "unbatched" row by
+row, so properties get every position of a batch from any model (`logits`), or ask for the last one.
+`probe` builds a model on tiny configs of each kind once (the free shape, then the published
+ones, or the factory's declared `Constraints`), for capability tables, skip reasons and the configs
+the strategies draw.
 The checks set `__tracebackhide__`, so pytest shows the property's call and the message, not them.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from verifier.model.config import Family, ModelConfig
+from verifier.model.presets import llama2c_hidden_dim
 from verifier.model.stages import stage_shapes
 from verifier.model.weights import Weights, init_weights
 from verifier.plugin.interface import (
     CAPABILITIES,
+    GPT2_PUBLISHED,
+    LLAMA2C_PUBLISHED,
     METHOD,
+    Constraints,
     Unsupported,
     accepts_keyword,
     capabilities,
     declared_capabilities,
+    lacking,
 )
 from verifier.plugin.registry import ModelSpec
 
@@ -34,7 +45,7 @@ RULES = {
     "has-logits": "the model has a logits(tokens) method, or greedy(prompt, n_new) if it is a black box",
     "capabilities": "declared capabilities are known names, each backed by its method",
     "no-exception": "the model does not raise on valid input",
-    "shape": "logits(tokens [T]) is [T, V] and logits(tokens [B, T]) is [B, T, V]",
+    "shape": "logits(tokens [T]) is [T, V] and logits(tokens [B, T]) is [B, T, V] ([V] and [B, V] for 'last_logits')",
     "dtype": "logits are a floating-point array",
     "finite": "logits hold no NaN or Inf for finite weights",
     "decode-returns-pair": "decode(tokens, cache) returns (logits, cache)",
@@ -66,7 +77,13 @@ def describe_array(value: Any) -> str:
 
 
 class CheckedModel:
-    """A model under test whose every answer is checked against the contract."""
+    """A model under test whose every answer is checked against the contract.
+
+    `logits` gives every position whatever the model's form: a "last_logits" model is run on each
+    prefix, an "unbatched" one row by row. `last_logits` gives the last position in one call where
+    the model can. `decode` gives the chunk's positions the model gives: all T, or for a
+    "last_logits" model the last one ([..., 1, V]).
+    """
 
     def __init__(self, model: Any, name: str, config: ModelConfig) -> None:
         self.model = model
@@ -74,6 +91,8 @@ class CheckedModel:
         self.config = config
         self.capabilities = capabilities(model)
         self._check_declared()
+        self.every_position = "last_logits" not in self.capabilities
+        self.batched = "unbatched" not in self.capabilities
 
     def _check_declared(self) -> None:
         __tracebackhide__ = True
@@ -84,28 +103,37 @@ class CheckedModel:
         unknown = sorted(declared - set(CAPABILITIES))
         if unknown:
             raise ContractViolation(self.name, "capabilities", call, f"unknown {unknown}; known: {list(CAPABILITIES)}")
+        if {"logits", "last_logits"} <= declared:
+            raise ContractViolation(
+                self.name, "capabilities", call, "declares both 'logits' (every position) and 'last_logits' (the "
+                "last position only): logits() gives one or the other",
+            )  # fmt: skip
         for capability in sorted(declared):
-            method = getattr(self.model, METHOD[capability], None)
-            if not callable(method):
+            method = METHOD[capability]
+            if method is not None and not callable(getattr(self.model, method, None)):
                 raise ContractViolation(
-                    self.name, "capabilities", call, f"declares {capability!r} but has no {METHOD[capability]}() method"
+                    self.name, "capabilities", call, f"declares {capability!r} but has no {method}() method"
                 )
-            if capability == "attention_mask" and not accepts_keyword(method, "attention_mask"):
+            if capability == "attention_mask" and not accepts_keyword(self.model.logits, "attention_mask"):
                 raise ContractViolation(
                     self.name, "capabilities", call, "declares 'attention_mask' but logits() takes no attention_mask"
                 )
 
     def lacks(self, capability: str) -> str | None:
-        """None if the model has `capability`, else the reason a property needing it skips."""
-        if capability in self.capabilities:
-            return None
-        return f"model {self.name!r} has no {capability!r} capability ({CAPABILITIES[capability]})"
+        """None if the model meets `capability` (a capability, "logits" in either form, or "batch"),
+        else the reason a property needing it skips."""
+        return lacking(self.name, self.capabilities, capability)
 
     def _require(self, capability: str) -> None:
         __tracebackhide__ = True
         reason = self.lacks(capability)
         if reason is not None:
             raise MissingCapability(f"{reason}; a property must check CheckedModel.lacks({capability!r}) first")
+
+    def _declare(self, change: str, add: str, remove: str = "") -> str:
+        """A hint: the capabilities to declare for `change`."""
+        suggested = sorted((self.capabilities - {remove}) | {add})
+        return f"; {change}, declare it on the model: capabilities = {{{', '.join(map(repr, suggested))}}}"
 
     def _call(self, method: str, call: str, *args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True
@@ -114,7 +142,10 @@ class CheckedModel:
         except Unsupported:  # an input the model declares it cannot take (e.g. a prompt it cannot encode)
             raise
         except Exception as e:
-            raise ContractViolation(self.name, "no-exception", call, f"raised {type(e).__name__}: {e}") from e
+            hint = ""
+            if args and np.ndim(args[0]) == 2 and self.batched:
+                hint = self._declare("if the model takes one sequence at a time", "unbatched")
+            raise ContractViolation(self.name, "no-exception", call, f"raised {type(e).__name__}: {e}{hint}") from e
 
     def _as_array(self, value: Any, rule: str, call: str, what: str) -> np.ndarray:
         __tracebackhide__ = True
@@ -129,14 +160,30 @@ class CheckedModel:
                 self.name, rule, call, f"{what} is a {type(value).__name__} that NumPy cannot read: {e}"
             ) from e
 
-    def _check_logits(self, logits: Any, tokens: np.ndarray, call: str) -> np.ndarray:
+    def _shape_hint(self, shape: tuple[int, ...], tokens: np.ndarray) -> str:
+        """What to declare when a model's logits have the shape of another form."""
+        V = self.config.vocab_size
+        every, last = (*tokens.shape, V), (*tokens.shape[:-1], V)
+        if self.every_position and shape in (last, (*tokens.shape[:-1], 1, V)) and tokens.shape[-1] > 1:
+            return self._declare("if the model gives only the last position's logits", "last_logits", "logits")
+        if not self.every_position and shape == every and tokens.shape[-1] > 1:
+            return self._declare("if the model gives every position's logits", "logits", "last_logits")
+        if not self.every_position and shape == (*tokens.shape[:-1], 1, V):
+            return "; give the last position's logits without a position axis ([V], or [B, V] for a batch)"
+        if tokens.ndim == 2 and self.batched and shape in (every[1:], last[1:]):
+            return self._declare("if the model takes one sequence at a time", "unbatched")
+        return ""
+
+    def _check_logits(self, logits: Any, tokens: np.ndarray, call: str, *, last: bool = False) -> np.ndarray:
+        """The model's logits of `tokens`, checked: every position, or the last one if `last`."""
         __tracebackhide__ = True
         array = self._as_array(logits, "dtype", call, "the logits")
-        expected = (*tokens.shape, self.config.vocab_size)
+        expected = (*tokens.shape[: -1 if last else None], self.config.vocab_size)
         if array.shape != expected:
             raise ContractViolation(
-                self.name, "shape", call, f"returned shape {list(array.shape)}, expected {list(expected)}"
-            )
+                self.name, "shape", call,
+                f"returned shape {list(array.shape)}, expected {list(expected)}{self._shape_hint(array.shape, tokens)}",
+            )  # fmt: skip
         if not np.issubdtype(array.dtype, np.floating):
             raise ContractViolation(self.name, "dtype", call, f"returned dtype {array.dtype}, expected a float dtype")
         if not np.isfinite(array).all():
@@ -144,30 +191,60 @@ class CheckedModel:
             raise ContractViolation(self.name, "finite", call, f"first non-finite entry at {bad}: {array[tuple(bad)]}")
         return array
 
-    def logits(self, tokens: np.ndarray, attention_mask: np.ndarray | None = None) -> np.ndarray:
-        """Checked `logits`: [T] -> [T, V], [B, T] -> [B, T, V]."""
+    def _model_logits(self, tokens: np.ndarray, attention_mask: np.ndarray | None) -> np.ndarray:
+        """One checked call of the model's logits: [T, V] / [B, T, V], or [V] / [B, V] if "last_logits"."""
         __tracebackhide__ = True
-        tokens = np.asarray(tokens, dtype=np.int64)
+        if tokens.ndim == 2 and not self.batched:
+            self._require("batch")
         if attention_mask is None:
-            self._require("logits")
             call = f"logits(tokens {describe_array(tokens)})"
             out = self._call("logits", call, tokens)
         else:
             self._require("attention_mask")
             call = f"logits(tokens {describe_array(tokens)}, attention_mask {describe_array(attention_mask)})"
             out = self._call("logits", call, tokens, attention_mask=np.asarray(attention_mask, dtype=np.int64))
-        return self._check_logits(out, tokens, call)
+        return self._check_logits(out, tokens, call, last=not self.every_position)
+
+    def logits(self, tokens: np.ndarray, attention_mask: np.ndarray | None = None) -> np.ndarray:
+        """Checked logits of every position: [T] -> [T, V], [B, T] -> [B, T, V] (rows one at a time for
+        an "unbatched" model, every prefix for a "last_logits" one)."""
+        __tracebackhide__ = True
+        self._require("logits")
+        tokens = np.asarray(tokens, dtype=np.int64)
+        if tokens.ndim == 2 and not self.batched and attention_mask is None:
+            return np.stack([self.logits(row) for row in tokens])
+        if self.every_position:
+            return self._model_logits(tokens, attention_mask)
+        prefixes = range(1, tokens.shape[-1] + 1)
+        masks = [None if attention_mask is None else np.asarray(attention_mask)[..., :t] for t in prefixes]
+        rows = [self._model_logits(tokens[..., :t], mask) for t, mask in zip(prefixes, masks, strict=True)]
+        return np.stack(rows, axis=-2)
+
+    def last_logits(self, tokens: np.ndarray, attention_mask: np.ndarray | None = None) -> np.ndarray:
+        """Checked logits of the last position: [T] -> [V], [B, T] -> [B, V]."""
+        __tracebackhide__ = True
+        self._require("logits")
+        tokens = np.asarray(tokens, dtype=np.int64)
+        if tokens.ndim == 2 and not self.batched and attention_mask is None:
+            return np.stack([self.last_logits(row) for row in tokens])
+        if self.every_position:
+            return self._model_logits(tokens, attention_mask)[..., -1, :]
+        return self._model_logits(tokens, attention_mask)
 
     def decode(self, tokens: np.ndarray, cache: Any = None) -> tuple[np.ndarray, Any]:
-        """Checked `decode`: logits of a chunk [T] or [B, T] after `cache`, and the new cache."""
+        """Checked `decode` of a chunk [T] or [B, T] after `cache`: (logits [..., T, V], or the last
+        position's [..., 1, V] for a "last_logits" model; the new cache)."""
         __tracebackhide__ = True
         self._require("decode")
         tokens = np.asarray(tokens, dtype=np.int64)
+        if tokens.ndim == 2:
+            self._require("batch")
         call = f"decode(tokens {describe_array(tokens)}, cache={'None' if cache is None else '<cache>'})"
         out = self._call("decode", call, tokens, cache)
         if not (isinstance(out, tuple) and len(out) == 2):
             raise ContractViolation(self.name, "decode-returns-pair", call, f"returned {type(out).__name__}")
-        return self._check_logits(out[0], tokens, call), out[1]
+        logits = self._check_logits(out[0], tokens, call, last=not self.every_position)
+        return (logits if self.every_position else logits[..., None, :]), out[1]
 
     def trace(self, tokens: np.ndarray) -> dict[str, np.ndarray]:
         """Checked `trace` of one sequence [T]: {stage name: array}, names as in `verifier.model.stages`."""
@@ -218,57 +295,115 @@ def build_checked(spec: ModelSpec, config: ModelConfig, weights: Weights) -> Che
     return CheckedModel(model, spec.name, config)
 
 
-def _probe_config(family: Family, n_heads: int, n_kv_heads: int) -> ModelConfig:
+# The kinds of config probed: a family, and for Llama with and without grouped-query attention
+# (family, n_heads, n_kv_heads).
+PROBE_KINDS: dict[str, tuple[Family, int, int]] = {"gpt2": ("gpt2", 2, 2), "llama": ("llama", 2, 2),
+                                                   "llama-gqa": ("llama", 4, 2)}  # fmt: skip
+
+FREE_SHAPE = Constraints()
+# The shapes probed, in order, for a factory that declares no Constraints: a model runs a kind if it
+# accepts any. The free shape first (d_ff unrelated to d_model), then the published ones: GPT-2,
+# and llama2.c with each multiple_of its models use, tied (model.py) or not.
+PROBE_SHAPES: dict[str, Constraints] = {
+    "free shape": FREE_SHAPE,
+    "GPT-2's published shape": GPT2_PUBLISHED,
+    **{
+        f"llama2.c's shape (multiple_of {m}, {'tied' if tied else 'untied'})": dataclasses.replace(
+            LLAMA2C_PUBLISHED, d_ff=functools.partial(llama2c_hidden_dim, multiple_of=m), tie_embeddings=tied
+        )
+        for m in (32, 256, 4)
+        for tied in (True, False)
+    },
+}
+
+
+def _tiny_config(kind: str, shape: Constraints) -> ModelConfig:
+    """The tiny config of `kind` (one layer, d_head 4, 32 tokens, 16 positions) with `shape`'s values."""
+    family, n_heads, n_kv_heads = PROBE_KINDS[kind]
+    d_model = 4 * n_heads
     return ModelConfig(
         family=family,
         vocab_size=32,
-        n_ctx=16,
-        d_model=4 * n_heads,
+        n_ctx=min(16, shape.max_n_ctx or 16),
+        d_model=d_model,
         n_layers=1,
         n_heads=n_heads,
         n_kv_heads=n_kv_heads,
-        d_ff=24,
-        norm_eps=1e-5,
-        tie_embeddings=family == "gpt2",
+        d_ff=24 if shape.d_ff is None else shape.d_ff(d_model),
+        norm_eps=shape.norm_eps or 1e-5,
+        tie_embeddings=family == "gpt2" if shape.tie_embeddings is None else shape.tie_embeddings,
+        rope_theta=shape.rope_theta or 10000.0,
     )
 
 
-# One tiny config of each kind a model may or may not support.
-PROBE_CONFIGS: dict[str, ModelConfig] = {
-    "gpt2": _probe_config("gpt2", 2, 2),
-    "llama": _probe_config("llama", 2, 2),
-    "llama-gqa": _probe_config("llama", 4, 2),
-}
+def probe_config(kind: str, shape: Constraints) -> ModelConfig | None:
+    """The tiny config of `kind` in `shape`, or None if the shape excludes the kind."""
+    family, n_heads, n_kv_heads = PROBE_KINDS[kind]
+    if family not in shape.families or (n_kv_heads < n_heads and not shape.grouped_query):
+        return None
+    config = _tiny_config(kind, shape)
+    return config if shape.refusal(config) is None else None
+
+
+# The free-shape probe config of each kind (every model that runs a kind at all in a free shape runs it).
+PROBE_CONFIGS: dict[str, ModelConfig] = {kind: _tiny_config(kind, FREE_SHAPE) for kind in PROBE_KINDS}
 
 
 @dataclass(frozen=True)
 class Probe:
-    """What building a model on one probe config gave: its capabilities, or why there are none."""
+    """What building a model on a kind's probe configs gave: its capabilities and the shape of the
+    config it accepted, or why there are none (each shape's reason)."""
 
     kind: str
     capabilities: frozenset[str]
+    shape: Constraints | None = None
     unsupported: str | None = None
     error: str | None = None
 
     def summary(self) -> str:
-        """`logits, decode, ...`, or `unsupported (reason)`, or `broken (message)`."""
+        """`logits, decode, ...` (and the shape, unless free), `unsupported (reason)`, or `broken (message)`."""
         if self.error is not None:
             return f"broken ({self.error})"
         if self.unsupported is not None:
             return f"unsupported ({self.unsupported})"
-        return ", ".join(c for c in CAPABILITIES if c in self.capabilities)
+        found = ", ".join(c for c in CAPABILITIES if c in self.capabilities)
+        return found if self.shape in (None, FREE_SHAPE) else f"{found} (on {self.shape.describe()})"
+
+
+def _refusals(reasons: dict[str, str], shown: int = 3) -> str:
+    """Each shape's reason for refusing (the first `shown` distinct ones), shapes with one reason together."""
+    by_reason: dict[str, list[str]] = {}
+    for label, reason in reasons.items():
+        by_reason.setdefault(reason, []).append(label)
+    if len(by_reason) == 1:
+        return next(iter(by_reason))
+    found = [f"{', '.join(labels)}: {reason}" for reason, labels in by_reason.items()]
+    return "; ".join(found[:shown]) + (f"; and {len(found) - shown} more shapes refused" if len(found) > shown else "")
 
 
 def probe(spec: ModelSpec) -> list[Probe]:
-    """Build `spec`'s model once on each of PROBE_CONFIGS (seeded weights) and record what it offers."""
+    """Build `spec`'s model on each kind's probe configs (seeded weights), one per shape (its declared
+    Constraints, else PROBE_SHAPES) until one is accepted, and record what it offers."""
+    shapes = {c.describe(): c for c in spec.constraints} if spec.constraints else PROBE_SHAPES
     probes = []
-    for kind, config in PROBE_CONFIGS.items():
-        try:
-            model = build_checked(spec, config, init_weights(config, seed=0))
-        except Unsupported as e:
-            probes.append(Probe(kind, frozenset(), unsupported=str(e) or type(e).__name__))
-        except ContractViolation as e:
-            probes.append(Probe(kind, frozenset(), error=str(e)))
+    for kind in PROBE_KINDS:
+        reasons: dict[str, str] = {}
+        for label, shape in shapes.items():
+            config = probe_config(kind, shape)
+            if config is None:
+                continue
+            try:
+                model = build_checked(spec, config, init_weights(config, seed=0))
+            except Unsupported as e:
+                reasons[label] = str(e) or type(e).__name__
+            except ContractViolation as e:
+                probes.append(Probe(kind, frozenset(), shape, error=str(e)))
+                break
+            else:
+                probes.append(Probe(kind, model.capabilities, shape))
+                break
         else:
-            probes.append(Probe(kind, model.capabilities))
+            if not reasons:
+                reasons["declared"] = f"its declared constraints exclude {kind} configs ({' | '.join(shapes)})"
+            probes.append(Probe(kind, frozenset(), unsupported=_refusals(reasons)))
     return probes

@@ -14,35 +14,83 @@ and, optionally, capabilities that enable more properties (the others skip, sayi
     greedy(prompt, n_new) -> tokens                 "greedy": n_new argmax tokens after prompt [T],
                                                     for black boxes that cannot return logits
 
+Two declared capabilities describe models that are not batched or give only the next token:
+
+    "last_logits"   logits(tokens) gives the last position's logits only: [T] -> [V], [B, T] -> [B, V]
+                    (and decode the chunk's last position); the suite runs every prefix
+    "unbatched"     logits and decode take one sequence [T] at a time; the suite runs a batch row by row
+
 Capabilities are detected from the methods a model has, or declared by a `capabilities`
-attribute (a set of the names above) when detection would be wrong. A factory that cannot
-build a config raises `Unsupported` with the reason; the suite then draws other configs. A model
-method may raise `Unsupported` too, for an input it declares it cannot take (a prompt its
+attribute (a set of the names above) when detection would be wrong; "last_logits" and
+"unbatched" are never detected, so a model that has them declares its whole set.
+
+A factory that cannot build a config raises `Unsupported` with the reason; the suite then draws
+other configs. A factory declares the configs its model runs with a `constraints` attribute (a
+`Constraints`, or a tuple of them for "any of these"), so that the suite draws only those:
+
+    build.constraints = Constraints(families=("gpt2",), d_ff=gpt2_d_ff, tie_embeddings=True, norm_eps=1e-5)
+
+A model method may raise `Unsupported` too, for an input it declares it cannot take (a prompt its
 tokenizer cannot encode); the property then draws another input.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
+import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from verifier.model.config import ModelConfig
+from verifier.model.config import FAMILIES, Family, ModelConfig
+from verifier.model.presets import gpt2_d_ff, llama2c_hidden_dim
 from verifier.model.weights import Weights
 
 # Each capability, and the call that provides it (shown in skip reasons and errors).
 CAPABILITIES: dict[str, str] = {
-    "logits": "logits(tokens) -> logits [T, V] or [B, T, V]",
+    "logits": "logits(tokens) -> every position's logits: [T] -> [T, V], [B, T] -> [B, T, V]",
+    "last_logits": "logits(tokens) -> the last position's logits only: [T] -> [V], [B, T] -> [B, V] (declared)",
+    "unbatched": "logits and decode take one sequence, tokens [T], at a time (declared)",
     "decode": "decode(tokens, cache=None) -> (logits, cache), a KV-cached chunk",
     "trace": "trace(tokens [T]) -> {stage name: array}",
     "attention_mask": "logits(tokens, attention_mask=[B, T] of 0/1) for left-padded batches",
     "greedy": "greedy(prompt [T], n_new) -> n_new argmax token ids",
 }
 
-# The method each capability needs; `attention_mask` is a parameter of `logits`.
-METHOD = {"logits": "logits", "decode": "decode", "trace": "trace", "attention_mask": "logits", "greedy": "greedy"}
+# The method each capability needs (`attention_mask` is a parameter of `logits`; `unbatched` none).
+METHOD: dict[str, str | None] = {
+    "logits": "logits", "last_logits": "logits", "unbatched": None, "decode": "decode", "trace": "trace",
+    "attention_mask": "logits", "greedy": "greedy",
+}  # fmt: skip
+
+# What properties may require beyond the capabilities themselves: "logits" in either form, and a batch.
+REQUIREMENTS: dict[str, str] = {
+    "logits": "logits in either form: every position ('logits') or the last one ('last_logits')",
+    "batch": "logits or decode of a batch [B, T] (a model without 'unbatched')",
+}
+
+
+def provides(capabilities: frozenset[str], needed: str) -> bool:
+    """Whether a model with `capabilities` meets a property's requirement `needed` (a capability,
+    or one of REQUIREMENTS)."""
+    if needed == "logits":
+        return bool({"logits", "last_logits"} & capabilities)
+    if needed == "batch":
+        return "unbatched" not in capabilities and bool({"logits", "last_logits", "decode"} & capabilities)
+    return needed in capabilities
+
+
+def lacking(model: str, capabilities: frozenset[str], needed: str) -> str | None:
+    """None if `capabilities` meet `needed`, else the reason a property needing it skips."""
+    if provides(capabilities, needed):
+        return None
+    if needed == "batch" and "unbatched" in capabilities:
+        return f"model {model!r} takes one sequence at a time (it declares 'unbatched'): it has no batch to check"
+    what = REQUIREMENTS.get(needed) or CAPABILITIES[needed]
+    return f"model {model!r} has no {needed!r} capability ({what})"
 
 
 @runtime_checkable
@@ -59,6 +107,114 @@ class Unsupported(Exception):
     """Raised by a factory for a config its model cannot run, with the reason as message."""
 
 
+def describe_rule(rule: Callable[[int], int]) -> str:
+    """`gpt2_d_ff(d_model)`, `llama2c_hidden_dim(d_model, multiple_of=4)`: a d_ff rule as its call."""
+    if isinstance(rule, functools.partial):
+        keywords = "".join(f", {k}={v!r}" for k, v in rule.keywords.items())
+        return f"{describe_rule(rule.func).removesuffix('(d_model)')}(d_model{keywords})"
+    return f"{getattr(rule, '__name__', repr(rule))}(d_model)"
+
+
+@dataclass(frozen=True)
+class Constraints:
+    """The configs a factory's model runs, declared as `build.constraints = Constraints(...)`, so
+    that the suite draws only those (no property filters its examples away). Unset fields allow
+    any value; a tuple of Constraints declares a model that runs the configs of any of them.
+
+    - `families`: the families it runs ("gpt2", "llama").
+    - `d_ff`: the MLP width as a function of d_model: `gpt2_d_ff` (4 x d_model), `llama2c_hidden_dim`
+      (llama2.c model.py's rule, multiple_of 32), or `functools.partial(llama2c_hidden_dim, multiple_of=256)`.
+    - `tie_embeddings`: True for a tied-only classifier, False for an untied-only one.
+    - `norm_eps`, `rope_theta`: the one value a model hard-codes.
+    - `grouped_query`: False for a model without grouped-query attention (n_kv_heads == n_heads only).
+    - `max_n_ctx`: the longest context it runs.
+    - `supports`: a predicate for what the fields cannot say (configs it returns False for are
+      drawn and then filtered out, so prefer the fields where they can).
+    """
+
+    families: tuple[Family, ...] = FAMILIES
+    d_ff: Callable[[int], int] | None = None
+    tie_embeddings: bool | None = None
+    norm_eps: float | None = None
+    rope_theta: float | None = None
+    grouped_query: bool = True
+    max_n_ctx: int | None = None
+    supports: Callable[[ModelConfig], bool] | None = None
+
+    def __post_init__(self) -> None:
+        families = tuple(self.families) if not isinstance(self.families, str) else (self.families,)
+        object.__setattr__(self, "families", families)
+        unknown = [f for f in families if f not in FAMILIES]
+        if not families or unknown:
+            raise ValueError(f"Constraints(families={families!r}): expected one or more of {FAMILIES}")
+        for name in ("d_ff", "supports"):
+            value = getattr(self, name)
+            if value is not None and not callable(value):
+                raise TypeError(f"Constraints({name}={value!r}): expected a function, found {type(value).__name__}")
+        if self.max_n_ctx is not None and self.max_n_ctx < 1:
+            raise ValueError(f"Constraints(max_n_ctx={self.max_n_ctx!r}): expected a positive number of positions")
+        for name in ("norm_eps", "rope_theta"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
+                raise ValueError(f"Constraints({name}={value!r}): expected a positive number")
+
+    def refusal(self, config: ModelConfig) -> str | None:
+        """None if the declaration admits `config`, else why not (`declared tie_embeddings=True; ...`)."""
+        found = []
+        if config.family not in self.families:
+            found.append(f"families {list(self.families)}, not {config.family!r}")
+        if self.d_ff is not None and config.d_ff != self.d_ff(config.d_model):
+            found.append(f"d_ff = {describe_rule(self.d_ff)} = {self.d_ff(config.d_model)}, not {config.d_ff}")
+        for name in ("tie_embeddings", "norm_eps"):
+            want = getattr(self, name)
+            if want is not None and getattr(config, name) != want:
+                found.append(f"{name}={want!r}, not {getattr(config, name)!r}")
+        if self.rope_theta is not None and config.uses_rope and config.rope_theta != self.rope_theta:
+            found.append(f"rope_theta={self.rope_theta!r}, not {config.rope_theta!r}")
+        if not self.grouped_query and config.n_kv_heads != config.n_heads:
+            found.append(f"no grouped-query attention, not n_kv_heads={config.n_kv_heads} < n_heads={config.n_heads}")
+        if self.max_n_ctx is not None and config.n_ctx > self.max_n_ctx:
+            found.append(f"max_n_ctx={self.max_n_ctx}, not n_ctx={config.n_ctx}")
+        if not found and self.supports is not None and not self.supports(config):
+            found.append("its supports(config) predicate returned False")
+        return "declared " + "; ".join(found) if found else None
+
+    def describe(self) -> str:
+        """The declaration in one line: `gpt2; d_ff = gpt2_d_ff(d_model); tie_embeddings=True`."""
+        parts = ["/".join(self.families)]
+        if self.d_ff is not None:
+            parts.append(f"d_ff = {describe_rule(self.d_ff)}")
+        for name in ("tie_embeddings", "norm_eps", "rope_theta", "max_n_ctx"):
+            if getattr(self, name) is not None:
+                parts.append(f"{name}={getattr(self, name)!r}")
+        if not self.grouped_query:
+            parts.append("no grouped-query attention")
+        if self.supports is not None:
+            parts.append(f"supports={getattr(self.supports, '__name__', 'a predicate')}")
+        return "; ".join(parts)
+
+
+# The published shapes: GPT-2 (OpenAI's hparams) and llama2.c (model.py's rules, theta 10000,
+# llama2.c's RMSNorm eps; tied or not), for `build.constraints` as they are or with `dataclasses.replace`.
+GPT2_PUBLISHED = Constraints(families=("gpt2",), d_ff=gpt2_d_ff, tie_embeddings=True, norm_eps=1e-5)
+LLAMA2C_PUBLISHED = Constraints(families=("llama",), d_ff=llama2c_hidden_dim, norm_eps=1e-5, rope_theta=10000.0)
+
+
+def declared_constraints(factory: Any) -> tuple[Constraints, ...] | None:
+    """The Constraints a factory declares by its `constraints` attribute (one, or a tuple for any of
+    several), or None; TypeError for anything else."""
+    declared = getattr(factory, "constraints", None)
+    if declared is None:
+        return None
+    found = (declared,) if isinstance(declared, Constraints) else declared
+    if not isinstance(found, tuple | list) or not found or not all(isinstance(c, Constraints) for c in found):
+        raise TypeError(
+            f"{getattr(factory, '__name__', factory)!r}.constraints is {declared!r}: expected a "
+            "verifier.Constraints, or a tuple of them"
+        )
+    return tuple(found)
+
+
 def declared_capabilities(model: Any) -> frozenset[str] | None:
     """The capabilities a model declares by its `capabilities` attribute, or None if it declares none."""
     declared = getattr(model, "capabilities", None)
@@ -66,7 +222,7 @@ def declared_capabilities(model: Any) -> frozenset[str] | None:
 
 
 def detected_capabilities(model: Any) -> frozenset[str]:
-    """The capabilities a model's methods provide."""
+    """The capabilities a model's methods provide ("last_logits" and "unbatched" are declared only)."""
     found = {name for name in ("logits", "decode", "trace", "greedy") if callable(getattr(model, name, None))}
     if "logits" in found and "attention_mask" in _parameters(model.logits):
         found.add("attention_mask")

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
-from verifier.plugin.interface import Factory
+from verifier.plugin.interface import Constraints, Factory, declared_constraints
 
 ENV_VAR = "VERIFIER_MODEL"
 ENTRY_POINT_GROUP = "verifier.models"
@@ -44,6 +44,17 @@ class ModelSpec:
     origin: str
     default: bool = True
     unavailable: str = field(default="", repr=False)
+
+    def __post_init__(self) -> None:
+        try:
+            self.constraints  # noqa: B018 - a malformed declaration is the spec's error, found early
+        except TypeError as e:
+            raise PluginError(f"model {self.name!r} ({self.origin}): {e}") from None
+
+    @property
+    def constraints(self) -> tuple[Constraints, ...] | None:
+        """The configs its factory declares it runs (`factory.constraints`), or None."""
+        return declared_constraints(self.factory)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from verifier.model.config import ModelConfig
 from verifier.model.weights import Weights
 from verifier.plugin.command import Command
 from verifier.plugin.command.text import RUN_C_2023
-from verifier.plugin.interface import Unsupported
+from verifier.plugin.interface import Constraints, Unsupported
 from verifier.plugin.llama2c import checkout
 from verifier.plugin.llama2c.build import Llama2cUnavailable, binary
 
@@ -108,3 +108,11 @@ def build_pinned(config: ModelConfig, weights: Weights) -> Any:
 def build_fast(config: ModelConfig, weights: Weights) -> Any:
     """The pinned run.c built with -Ofast (`runfast` in llama2.c's Makefile), for benchmarks."""
     return _pinned(config, weights, "Ofast")
+
+
+# What the programs hard-code, declared so the suite draws only those configs (the pinned run.c reads
+# the RoPE tables from its file, but `build` runs it only where the current run.c is missing).
+CURRENT_SHAPES = Constraints(families=("llama",), norm_eps=NORM_EPS, rope_theta=ROPE_THETA)
+PINNED_SHAPES = Constraints(families=("llama",), norm_eps=NORM_EPS, grouped_query=False)
+build.constraints = build_runq.constraints = CURRENT_SHAPES  # type: ignore[attr-defined]
+build_pinned.constraints = build_fast.constraints = PINNED_SHAPES  # type: ignore[attr-defined]

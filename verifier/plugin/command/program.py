@@ -175,19 +175,17 @@ class CommandModel:
 
 
 class CommandLogits(CommandModel):
-    """A program that gives logits: every position in one run, or the last one per prefix (T runs)."""
+    """A program that gives the logits of one sequence per run ("unbatched"): every position's, or
+    the last position's only ("last_logits": the suite runs each prefix)."""
 
-    capabilities = frozenset({"logits"})
+    def __init__(self, command: Command, config: ModelConfig, weights: Weights) -> None:
+        super().__init__(command, config, weights)
+        self.capabilities = frozenset({"last_logits" if command.gives.startswith("last") else "logits", "unbatched"})
 
     def logits(self, tokens: np.ndarray) -> np.ndarray:
-        """Logits for int64 tokens [T] -> [T, V], or [B, T] -> [B, T, V] (one sequence at a time)."""
-        array = np.asarray(tokens)
-        if array.ndim == 2:
-            return np.stack([self.logits(row) for row in array])
-        ids = [int(t) for t in array]
-        if self.command.gives.startswith("last"):
-            return np.stack([self._read(ids[: t + 1], last=True) for t in range(len(ids))])
-        return self._read(ids, last=False)
+        """Logits for int64 tokens [T] -> [T, V], or the last position's [V]."""
+        ids = [int(t) for t in np.asarray(tokens).reshape(-1)]
+        return self._read(ids, last=self.command.gives.startswith("last"))
 
     def _read(self, ids: list[int], *, last: bool) -> np.ndarray:
         stdout, line = self.run(ids)

@@ -1,0 +1,127 @@
+"""Implementations on their own terms, plugged in as a new user would (`verifier check --model`):
+the examples of real shapes (examples/fixed_gpt2.py, examples/llama2c_style.py) and faithful adapters
+of public implementations (this folder: picoGPT, nanoGPT, llama2.c's model.py and run.c styles).
+Each is tested by every property it can run, and only by those; each gets its expected verdict;
+one that the suite cannot test is untested (exit 1), never conforms.
+
+The default run checks the verdicts on a few properties; the slow tier runs the whole suite.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests import needs
+from tests.plugin.project import ROOT, Run, run
+
+pytestmark = needs.torch  # the examples and two of the adapters are PyTorch code
+
+# Properties by what they need (test names without the module).
+LOGITS = {
+    "test_logits_agree_with_the_oracle", "test_the_same_input_gives_the_same_output",
+    "test_logits_before_an_edited_token_do_not_change", "test_logits_from_an_edited_token_on_do_change",
+    "test_greedy_tokens_are_the_oracle_argmax_up_to_ties",
+    "test_large_logit_weights_give_finite_logits_within_tolerance",
+    "test_error_stays_within_tolerance_up_to_the_context_limit",
+    "test_logits_are_t_by_vocab_for_a_sequence_and_b_by_t_by_vocab_for_a_batch",
+}  # fmt: skip
+BATCH = {"test_batch_rows_equal_the_rows_run_alone"}
+DECODE = {
+    "test_decoding_in_chunks_gives_the_logits_of_one_full_pass",
+    "test_a_cache_stays_usable_after_decoding_from_it",
+}
+TRACE_GPT2 = {  # with a trace that has no attention probabilities
+    "test_every_traced_stage_agrees_with_the_oracle", "test_every_traced_stage_has_its_formula_shape",
+    "test_gpt2_124m_on_5_tokens_reproduces_the_articles_table",
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Expected:
+    verdict: str
+    runs: frozenset[str]  # the properties that run on it (pass or fail); every other one skips
+
+
+EXPECTED = {
+    "examples.fixed_gpt2:build": Expected("conforms", frozenset(LOGITS | BATCH | TRACE_GPT2)),
+    "examples.fixed_gpt2:build_erf_gelu": Expected("fails", frozenset(LOGITS | BATCH | TRACE_GPT2)),
+    "examples.llama2c_style:build": Expected("conforms", frozenset(LOGITS)),
+    "tests.adapters.picogpt:build": Expected("conforms", frozenset(LOGITS)),
+    "tests.adapters.nanogpt:build": Expected("fails", frozenset(LOGITS | BATCH)),  # the erf GELU
+    "tests.adapters.nanogpt:build_tanh_gelu": Expected("conforms", frozenset(LOGITS | BATCH)),
+    "tests.adapters.llama2c_model:build": Expected("conforms", frozenset(LOGITS | BATCH)),
+    "tests.adapters.runc:build": Expected("conforms", frozenset(LOGITS | DECODE)),
+    "tests.adapters.picogpt:build_124m_only": Expected("untested", frozenset()),
+}
+QUICK = ("test_logits_agree_with_the_oracle", "test_decoding_in_chunks_gives_the_logits_of_one_full_pass")
+
+
+def check(reports: Path, *pytest_args: str) -> tuple[Run, dict]:
+    """`verifier check` of every model of EXPECTED at once, in the ci profile; its run and JSON report."""
+    models = [arg for spec in EXPECTED for arg in ("--model", spec)]
+    done = run(ROOT, "-m", "verifier", "check", *models, "--reports", str(reports), "--", "-p", "no:cacheprovider",
+               "-n", "2", *pytest_args, env={"HF_HUB_OFFLINE": "1"})  # fmt: skip
+    return done, json.loads((reports / "conformance.json").read_text())
+
+
+def assert_as_expected(report: dict, selected: set[str] | None = None) -> None:
+    """Every model's verdict, and the properties that ran on it (of `selected`, if given) as EXPECTED;
+    every property that ran, its full example budget; every skip, a reason naming what is missing."""
+    budget = int(report["header"]["hypothesis_settings"]["max_examples"])
+    verdicts = {v["model"]: v for v in report["models"]}
+    for spec, expected in EXPECTED.items():
+        mine = {r["property"].split("::")[1]: r for r in report["results"] if r["model"] == spec}
+        ran = {name for name, r in mine.items() if r["outcome"] in ("pass", "fail")}
+        want = expected.runs if selected is None else expected.runs & selected
+        assert ran == want, f"{spec}: ran {sorted(ran)}, expected {sorted(want)}"
+        assert verdicts[spec]["verdict"] == expected.verdict, verdicts[spec]
+        drawn = ran - {"test_gpt2_124m_on_5_tokens_reproduces_the_articles_table"}  # one fixed input
+        short = [(name, r["examples"]) for name, r in mine.items() if name in drawn and r["examples"] < budget]
+        assert not short or expected.verdict == "fails", f"{spec}: fewer examples than the budget {budget}: {short}"
+        for name, r in mine.items():
+            if name not in ran:
+                assert re.search(r"has no '\w+' capability|takes one sequence at a time|runs no (gpt2|llama)"
+                                 r"|the trace has no", r["detail"]), (spec, name, r["detail"])  # fmt: skip
+
+
+def test_the_examples_and_adapters_get_their_verdicts(tmp_path: Path) -> None:
+    done, report = check(tmp_path, "-k", " or ".join(QUICK))
+    assert_as_expected(report, set(QUICK))
+    assert done.returncode == 1 and report["verdict"] == "fails", done
+    untested = next(v for v in report["models"] if v["model"] == "tests.adapters.picogpt:build_124m_only")
+    for family in ("gpt2", "llama", "llama-gqa"):
+        assert f"{family}: unsupported (" in untested["reason"], untested
+    assert "tests.adapters.picogpt:build_124m_only: UNTESTED (0 properties run" in done.stdout, done
+
+
+def test_the_erf_gelu_example_fails_at_the_mlp_activation_in_the_ci_profile(tmp_path: Path) -> None:
+    done = run(ROOT, "-m", "verifier", "check", "--model", "examples.fixed_gpt2:build_erf_gelu", "--reports",
+               str(tmp_path), "--hypothesis-profile", "ci", "--", "-p", "no:cacheprovider", "-k",
+               "test_every_traced_stage_agrees_with_the_oracle", env={"HF_HUB_OFFLINE": "1"})  # fmt: skip
+    (result,) = json.loads((tmp_path / "conformance.json").read_text())["results"]
+    assert result["outcome"] == "fail" and result["first_divergent_stage"] == "layers.0.mlp_act", result
+    assert "first divergent stage: layer 0 mlp_act: max |diff|" in result["detail"]
+    assert done.returncode == 1, done
+
+
+def test_pytest_model_gives_the_examples_verdicts(tmp_path: Path) -> None:
+    models = ("examples.fixed_gpt2:build", "examples.fixed_gpt2:build_erf_gelu", "examples.llama2c_style:build")
+    done = run(ROOT, "-m", "pytest", "properties", "-p", "no:cacheprovider", "-k", "test_logits_agree_with_the_oracle",
+               *(a for m in models for a in ("--model", m)), env={"HF_HUB_OFFLINE": "1"})  # fmt: skip
+    summary = done.stdout.split("lm-verifier: verdicts per model")[1]
+    assert re.search(r"\nexamples.fixed_gpt2:build: conforms \(1 property run: 1 pass", summary), done
+    assert re.search(r"\nexamples.fixed_gpt2:build_erf_gelu: FAILS \(1 property run: 0 pass, 1 fail", summary), done
+    assert re.search(r"\nexamples.llama2c_style:build: conforms \(1 property run: 1 pass", summary), done
+    assert done.returncode == 1, done  # pytest's own status: a test failed
+
+
+@pytest.mark.slow
+def test_every_property_each_can_run_runs_on_it_with_the_expected_verdict(tmp_path: Path) -> None:
+    done, report = check(tmp_path)
+    assert_as_expected(report)
+    assert done.returncode == 1, done
