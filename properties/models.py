@@ -105,5 +105,6 @@ def build(spec: ModelSpec, case: Case, capability: str | None = None) -> Checked
         reject()
     if capability and capability not in model.capabilities:
         pytest.skip(f"model {spec.name!r} has no {capability!r} capability for {case.config.family} configs")
+    checks.judge_at(model, case)  # the model's precision class; rejects a case beyond its format's range
     checks.record_example()
     return model

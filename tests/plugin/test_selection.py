@@ -75,8 +75,10 @@ def models_tested(project: Path, *args: str, **kwargs) -> dict[str, str]:
 
 def test_without_a_choice_every_registered_and_installed_model_is_tested(project: Path, installed: Path) -> None:
     tested = models_tested(project, pythonpath=(installed,))
-    built_in = [spec.name for spec in registry.registered()]  # what fixtures/builtin.py registers
+    built_in = [spec.name for spec in registry.registered() if spec.default]  # what fixtures/builtin.py registers
     assert {"numpy", "transformers"} <= set(built_in)
+    by_name = [spec.name for spec in registry.registered() if not spec.default]  # the precision built-ins
+    assert "transformers-bfloat16" in by_name and not set(by_name) & set(tested)
     # Models a user installed into this environment are tested too: expected, and not this test's to fail.
     already_installed = [ep.name for ep in registry.installed_entry_points()]
     assert tested == dict.fromkeys([*built_in, "my-installed", *already_installed], "passed")

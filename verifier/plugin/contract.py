@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from verifier.analysis.precision import FLOAT32, Precision, UnknownPrecision, resolve
 from verifier.model.config import Family, ModelConfig
 from verifier.model.stages import stage_shapes
 from verifier.model.weights import Weights, init_weights
@@ -26,6 +27,7 @@ from verifier.plugin.interface import (
     accepts_keyword,
     capabilities,
     declared_capabilities,
+    declared_precision,
 )
 from verifier.plugin.registry import ModelSpec
 
@@ -43,6 +45,7 @@ RULES = {
     "greedy-tokens": "greedy(prompt, n_new) returns n_new token ids in [0, V)",
     "deterministic": "the same input gives the same output, also after other calls",
     "cache-reusable": "decode(tokens, cache) leaves `cache` usable: decoding from it again gives the same result",
+    "precision": "a declared precision names a class of verifier.analysis.precision",
 }
 
 
@@ -68,12 +71,24 @@ def describe_array(value: Any) -> str:
 class CheckedModel:
     """A model under test whose every answer is checked against the contract."""
 
-    def __init__(self, model: Any, name: str, config: ModelConfig) -> None:
+    def __init__(self, model: Any, name: str, config: ModelConfig, factory: Any = None) -> None:
         self.model = model
         self.name = name
         self.config = config
         self.capabilities = capabilities(model)
         self._check_declared()
+        self.precision, self.precision_declared = self._precision(declared_precision(model, factory))
+
+    def _precision(self, declared: Any) -> tuple[Precision, bool]:
+        """The precision class the model (or its factory) declares, else float32."""
+        __tracebackhide__ = True
+        if declared is None:
+            return FLOAT32, False
+        try:
+            return resolve(declared), True
+        except UnknownPrecision as e:
+            call = f"{type(self.model).__name__}.precision = {declared!r}"
+            raise ContractViolation(self.name, "precision", call, str(e)) from None
 
     def _check_declared(self) -> None:
         __tracebackhide__ = True
@@ -215,7 +230,7 @@ def build_checked(spec: ModelSpec, config: ModelConfig, weights: Weights) -> Che
         raise ContractViolation(spec.name, "factory", call, f"raised {type(e).__name__}: {e}") from e
     if model is None or not any(callable(getattr(model, m, None)) for m in ("logits", "greedy")):
         raise ContractViolation(spec.name, "has-logits", call, f"returned {type(model).__name__} without logits()")
-    return CheckedModel(model, spec.name, config)
+    return CheckedModel(model, spec.name, config, spec.factory)
 
 
 def _probe_config(family: Family, n_heads: int, n_kv_heads: int) -> ModelConfig:

@@ -8,7 +8,8 @@ Three ways in here, all ending as a `ModelSpec` (the fourth, a program on the co
 3. an installed package's entry point in the group `verifier.models` (name = factory).
 
 `select` applies the precedence: `--model` options, else the variable, else everything
-registered or installed. `--model` and the variable also accept a registered or entry-point name.
+registered (except models registered with `default=False`, run by name only) or installed.
+`--model` and the variable also accept a registered or entry-point name.
 """
 
 from __future__ import annotations
@@ -37,19 +38,21 @@ class ModelSpec:
     name: str
     factory: Factory
     origin: str
+    default: bool = True  # tested when no --model names the models
 
 
 _REGISTERED: dict[str, ModelSpec] = {}
 
 
-def register(name: str, factory: Factory, *, origin: str = "fixtures/") -> Factory:
-    """Register `factory` under `name` (an error if another factory has it) and return the factory."""
+def register(name: str, factory: Factory, *, origin: str = "fixtures/", default: bool = True) -> Factory:
+    """Register `factory` under `name` (an error if another factory has it) and return the factory.
+    With `default=False` the model runs only where `--model` (or $VERIFIER_MODEL) names it."""
     if not callable(factory):
         raise PluginError(f"model {name!r}: the factory must be callable, found {type(factory).__name__}")
     previous = _REGISTERED.get(name)
     if previous is not None and previous.factory is not factory:
         raise PluginError(f"model {name!r} is registered twice: by {previous.origin} and by {origin}")
-    _REGISTERED[name] = ModelSpec(name, factory, origin)
+    _REGISTERED[name] = ModelSpec(name, factory, origin, default)
     return factory
 
 
@@ -131,7 +134,7 @@ def select(
     would collide)."""
     chosen = [load_spec(text) for text in options] + list(extra) or env_specs(environ)
     if not chosen:
-        chosen = registered() + entry_point_specs()
+        chosen = [spec for spec in registered() if spec.default] + entry_point_specs()
     seen: dict[str, ModelSpec] = {}
     for spec in chosen:
         if spec.name in seen:
