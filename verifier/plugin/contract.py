@@ -264,6 +264,8 @@ class Probe:
     capabilities: frozenset[str]
     unsupported: str | None = None
     error: str | None = None
+    precision: str = ""  # the built model's precision class, and whether it declared it
+    declared: bool = False
 
     def summary(self) -> str:
         """`logits, decode, ...`, or `unsupported (reason)`, or `broken (message)`."""
@@ -285,5 +287,6 @@ def probe(spec: ModelSpec) -> list[Probe]:
         except ContractViolation as e:
             probes.append(Probe(kind, frozenset(), error=str(e)))
         else:
-            probes.append(Probe(kind, model.capabilities))
+            probes.append(Probe(kind, model.capabilities, precision=model.precision.label,
+                                declared=model.precision_declared))  # fmt: skip
     return probes
