@@ -20,9 +20,8 @@ from verifier.analysis.precision import (
     q8_0,
     resolve,
 )
-from verifier.formats.llama2c import read_llama2c, write_llama2c
+from verifier.formats.llama2c import read_llama2c, version2_precision, write_llama2c
 from verifier.model.weights import init_weights
-from verifier.plugin.adapters.llama2c import llama2c_q8_0
 from verifier.properties.strategies import RICH_LLAMA
 from verifier.reference import NumpyModel
 
@@ -62,8 +61,8 @@ def test_q8_0_oracle_weights_are_the_version_2_file_s_dequantized_weights(tmp_pa
     weights = init_weights(config, seed=2, scale=0.3)
     write_llama2c(tmp_path / "m.bin", config, weights, version=2)
     from_file = read_llama2c(tmp_path / "m.bin").weights
-    ours = llama2c_q8_0(config).oracle_weights(weights)
-    assert llama2c_q8_0(config).label == "q8_0 (groups of 8, float32 scales)"
+    ours = version2_precision(config).oracle_weights(weights)
+    assert version2_precision(config).label == "q8_0 (groups of 8, float32 scales)"
     assert all(np.array_equal(ours[name], from_file[name]) for name in from_file)
     assert Q8_0.oracle_weights(weights) is not weights and FLOAT32.oracle_weights(weights) is weights
     assert q8_0(64, float16_scales=False).key != Q8_0.key

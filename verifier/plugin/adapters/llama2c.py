@@ -5,9 +5,9 @@ command-line protocol, built from a llama2.c tree (`verifier.plugin.llama2c.chec
 tree it falls back to the pinned 2023 run.c (`verifier.plugin.llama2c.build`, fetched from PyPI), run
 through the same protocol with that run.c's own text rules.
 `build_runq` is `runq.c` on version-2 int8 files, declaring the precision class of those files
-(`llama2c_q8_0`: Q8_0 in the writer's group size, float32 scales); `build_v2_reader` is this
-project's version-2 writer and reader with the NumPy reference in float32 on the dequantized
-weights, in the same class. Configs a program cannot run, and machines without a compiler or
+(`verifier.formats.llama2c.version2_precision`: Q8_0 in the writer's group size, float32 scales);
+`build_v2_reader` is this project's version-2 writer and reader with the NumPy reference in
+float32 on the dequantized weights, in the same class. Configs a program cannot run, and machines without a compiler or
 sources, raise `Unsupported` with the reason.
 """
 
@@ -19,8 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from verifier.analysis.precision import Precision, q8_0
-from verifier.formats.llama2c import NORM_EPS, ROPE_THETA, header_for, read_llama2c, write_llama2c
+from verifier.formats.llama2c import NORM_EPS, ROPE_THETA, read_llama2c, version2_precision, write_llama2c
 from verifier.model.config import ModelConfig
 from verifier.model.weights import Weights
 from verifier.plugin.command import Command
@@ -100,19 +99,13 @@ def build(config: ModelConfig, weights: Weights) -> Any:
             raise Unsupported(f"{current}; and the pinned run.c: {pinned}") from None
 
 
-def llama2c_q8_0(config: ModelConfig) -> Precision:
-    """The precision class of `config` in a version-2 file: Q8_0 in the group size the writer picks
-    (it divides d_model and d_ff), float32 scales; runq.c quantizes activations in the same groups."""
-    return q8_0(header_for(config, 2).group_size, float16_scales=False)
-
-
 def build_runq(config: ModelConfig, weights: Weights) -> Any:
     """llama2.c's current runq.c on the version-2 int8 Q8_0 file, in the file's precision class."""
     try:
         model = _current("runq", "llama2c-v2", config, weights)
     except Llama2cUnavailable as e:
         raise Unsupported(str(e)) from None
-    model.precision = llama2c_q8_0(config)
+    model.precision = version2_precision(config)
     return model
 
 
@@ -126,7 +119,7 @@ class V2Reader(NumpyModel):
             write_llama2c(path, config, weights, version=2)
             checkpoint = read_llama2c(path)
         super().__init__(checkpoint.config, checkpoint.weights, np.float32)
-        self.precision = llama2c_q8_0(config)
+        self.precision = version2_precision(config)
 
 
 def build_v2_reader(config: ModelConfig, weights: Weights) -> V2Reader:

@@ -11,9 +11,10 @@ import importlib
 from collections.abc import Callable
 from pathlib import Path
 
+from verifier.analysis.precision import Precision
 from verifier.formats.errors import CheckpointError
 from verifier.formats.hf_dir import write_hf_dir
-from verifier.formats.llama2c import write_llama2c
+from verifier.formats.llama2c import version2_precision, write_llama2c
 from verifier.model.config import ConfigError, ModelConfig
 from verifier.model.weights import Weights
 from verifier.plugin.interface import Unsupported
@@ -60,3 +61,9 @@ def write_model(name: str, directory: Path, config: ModelConfig, weights: Weight
     except (CheckpointError, ConfigError) as e:
         raise Unsupported(f"the {name} format cannot hold this model: {e}") from None
     return path
+
+
+def stored_precision(name: str, config: ModelConfig) -> Precision | None:
+    """The precision class of what format `name` stores for `config`, when it is not float32: a
+    program reading a version-2 file computes on its Q8_0 weights."""
+    return version2_precision(config) if name == "llama2c-v2" else None
