@@ -6,8 +6,9 @@
 
 Cases are drawn by the property suite's own strategy (`cases`, derandomized), at weight scales
 0.003 to 10. Each correct implementation at a class (transformers on the CPU in bfloat16 and
-float16, the NumPy reference rounded to each format, this project's version-2 reader, llama2.c's
-runq.c) runs every case its factory accepts, and is measured against the float64 oracle at its
+float16, the NumPy reference rounded to each format, the mutant catalog's correct implementation at
+each class, this project's version-2 reader, llama2.c's runq.c; runq.c's prompts it declines are
+left out) runs every case its factory accepts, and is measured against the float64 oracle at its
 class (on the dequantized weights for Q8_0):
 - floor units: max |error| / (eps max |expected| depth), on well-conditioned cases (scale <= 0.3):
   what the floor (`ulps`) must exceed;
@@ -42,6 +43,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 
 from benchmarks._machine import describe  # noqa: E402
 from benchmarks.results_file import write_section  # noqa: E402
+from tests.meta.mutants import catalog  # noqa: E402
 from verifier.analysis import agreement, tolerance  # noqa: E402
 from verifier.analysis.precision import BFLOAT16, FLOAT16, Q8_0, TF32, Precision, resolve  # noqa: E402
 from verifier.plugin.adapters import hf_transformers, llama2c, reference  # noqa: E402
@@ -54,14 +56,19 @@ SECTION = "## Precision classes: calibration"
 SCALES = (0.003, 0.02, 0.3, 1.0, 3.0, 10.0)
 WELL_CONDITIONED = 0.3  # weight scales up to this one: attention is far from one-hot
 
-# Correct implementations, each at the class it declares.
+# Correct implementations, each at the class it declares; `base-<class>` is the mutant catalog's correct
+# implementation (tests/meta/mutants/base.py), whose rounding is written independently of the reference's.
 IMPLEMENTATIONS: dict[str, Callable[..., Any]] = {
     "transformers-bfloat16": hf_transformers.build_bfloat16,
     "numpy-bfloat16": reference.rounded(BFLOAT16),
+    "base-bfloat16": catalog.at.bfloat16.correct,
     "transformers-float16": hf_transformers.build_float16,
     "numpy-float16": reference.rounded(FLOAT16),
+    "base-float16": catalog.at.float16.correct,
     "numpy-tf32": reference.rounded(TF32),
+    "base-tf32": catalog.at.tf32.correct,
     "numpy-q8_0": reference.rounded(Q8_0),
+    "base-q8_0": catalog.at.q8_0.correct,
     "llama2c-v2-reader": llama2c.build_v2_reader,
     "runq": llama2c.build_runq,
 }
@@ -83,6 +90,7 @@ class Row:
     ratio: float = math.nan
     out_of_range: bool = False
     finite: bool = True
+    refused: bool = False  # a black box that declined the prompt (a declared limit)
     kl: float = math.nan
     kl_emulation: float = math.nan
     same_top: float = math.nan
@@ -135,12 +143,12 @@ def measure_greedy(impl: str, model: Any, p: Precision, case: Case) -> Row:
     prompt = case.token_array()[: case.config.n_ctx - n_new]
     row = Row(impl, p.label, case.scale, case.config.n_layers)
     if n_new < 1:
-        row.finite = False
+        row.refused = True
         return row
     try:
         picked = np.asarray(model.greedy(prompt, n_new))
     except Unsupported:
-        row.finite = False
+        row.refused = True
         return row
     tokens = np.concatenate([prompt, picked])
     o = Oracle(case.config, case.weights(), p)
@@ -205,7 +213,7 @@ def render(rows: list[Row], n_cases: int, seconds: float) -> str:
         "|---|---|---:|---:|---:|---:|---:|",
     ]
     for impl in IMPLEMENTATIONS:
-        mine = [r for r in rows if r.impl == impl]
+        mine = [r for r in rows if r.impl == impl and not r.refused]
         if not mine:
             continue
         ran = [r for r in mine if r.finite and not r.out_of_range]

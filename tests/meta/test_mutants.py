@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.meta.mutants.catalog import PRECISIONS
 from tests.meta.suite_runs import CORRECT, DOCS, mutant_spec, run_suite
 from verifier.analysis.divergence import stage_label
 
@@ -30,6 +31,14 @@ def test_mutant_fails_a_property(name: str, tmp_path) -> None:
 def test_the_correct_implementation_passes_every_property(tmp_path) -> None:
     report = run_suite(CORRECT, tmp_path)
     assert report.conforms, "\n".join(f"{r.property}: {r.detail}" for r in report.failures) or "nothing passed"
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_the_correct_implementation_passes_every_property_at_each_class(precision: str, tmp_path) -> None:
+    """Computing at a class and declaring it (the mutation report's baseline at that class)."""
+    report = run_suite(mutant_spec("correct", precision), tmp_path)
+    assert report.conforms, "\n".join(f"{r.property}: {r.detail}" for r in report.failures) or "nothing passed"
+    assert {v.precision for v in report.verdicts()} == {precision}
 
 
 # Where each mutant's bug first shows in a trace (its own `trace`, compared with the oracle's).

@@ -1,6 +1,58 @@
 """Precision classes: the number formats a model computes in, each with its tolerance and metric.
 
-MEASUREMENTS
+A model declares its class (`precision = "bfloat16"` on the model or its factory; see
+`verifier.plugin.interface`), and every comparison with the oracle is judged by that class's bound,
+which has the float32 policy's form (`verifier.analysis.tolerance`) in the class's own eps:
+
+    bound = (eps ulps depth + eps32 rope_positions) max |expected| + conditioning spread
+    depth = sqrt(max(n_layers, 4) / 4)
+    spread = max |neighbour - expected| over: the oracle with its weights times (1 + eps z), z ~ N(0, 1)
+             (two seeds), and the reference run at the class (`verifier.reference.rounding`)
+
+| class    | eps    | ulps | conditioning | identity ulps | what it models                                       |
+|----------|--------|-----:|-------------:|--------------:|------------------------------------------------------|
+| float32  | 2^-23  |  128 |           32 |           128 | float32 weights and arithmetic (the existing policy) |
+| tf32     | 2^-10  |    4 |            4 |             8 | float32; matrix products read 10 mantissa bits       |
+| float16  | 2^-10  |    4 |            4 |             8 | float16 weights and stage outputs, float32 sums      |
+| bfloat16 | 2^-7   |    4 |            4 |             8 | bfloat16 weights and stage outputs, float32 sums     |
+| q8_0     | 1/127  |    4 |            4 |             8 | int8 weights and matrix-product inputs (see below)   |
+
+q8_0 is llama.cpp's: groups of 32 along each matrix's input axis, one float16 scale max |x| / 127
+per group, the activations entering each weight matrix product quantized alike, float32 elsewhere.
+
+RoPE angles stay float32 in every class (transformers computes its rotary tables in float32 whatever
+the model's dtype; an angle computed in bfloat16 is off by a radian at position 255, a bug), so the
+RoPE term keeps eps32. Exact laws (a rotation's norm, a row of probabilities summing to 1) get the
+floor (eps identity_ulps + eps32 rope_positions) max |expected|. float16 cannot hold values beyond
+65,504: a case whose oracle reaches half of that at some stage (or an attention score, times
+sqrt(d_head), before its scaling) is out of the class's range and is not drawn for it (measured: of
+300 drawn cases, 91 were out of range, transformers in float16 overflowed on 82 of them and on none
+of the 209 in range).
+
+A quantized class (`distribution` set) is compared with the oracle run on its dequantized weights
+(elementwise, as above: what remains is the activations' quantization), and with the original
+weights by llama.cpp's statistics (`verifier.analysis.agreement.distribution_agreement`): the mean
+KL divergence of next-token distributions may be `kl_factor` times the class emulation's (at least
+`kl_floor` nats), and each position must keep the original's top token up to a tie within the class
+bound widened by the dequantized oracle and the emulation. `q8_0(group_size, float16_scales=...)`
+makes variants (llama2.c's version-2 file: its writer's group size, float32 scales); they share the
+name and limits.
+
+Calibration (`benchmarks/precision_calibration.py`, 300 cases of the suite's strategy at weight
+scales 0.003 to 10, n_ctx <= 64; the table is in benchmarks/RESULTS.md): a correct implementation's
+max |error| is at most 1.31 times the spread (transformers in bfloat16; 1.1 in float16; the
+reference rounded to each class and the mutant catalog's base at each class, whose rounding is
+written independently, land on the emulation itself, 1.0), and its median error is about one eps
+times max |expected|. With conditioning 4, the worst error / bound measured is 0.324 (bfloat16),
+0.27 (float16), 0.19 (tf32), 0.25 (q8_0); the floor decides little (ulps 2 to 16 move those by
+under 10%), so it is kept low, 4 eps. The identity floor, 8 eps, leaves the correct models' exact
+laws below 0.3 of it (thorough profile, benchmarks/RESULTS.md). Q8_0's mean KL measured at most
+1.01 times the emulation's (the catalog's base) and 0.94 (this project's version-2 reader), so
+`kl_factor` 8 leaves 8x; below 1e-6 nats the distributions are too flat to tell anything.
+
+What a class can resolve is measured by the mutation report at every class (benchmarks/RESULTS.md):
+a bug whose effect on the logits stays below the class's bound (the erf GELU for the tanh one is
+0.26 of bfloat16's bound) is undetectable there, and said so.
 """
 
 from __future__ import annotations

@@ -26,6 +26,9 @@ float32 implementation (the reference in float32). A correct model's error measu
 the larger of the two over 240 cases at weight scales 0.003..10 (most below 1x); two perturbed
 neighbours and CONDITIONING = 32 leave about 6x room for heavier tails in long thorough runs.
 On well-conditioned cases the neighbours sit within a few eps32 and the floor decides.
+
+This is the float32 precision class; `verifier.analysis.precision` gives the same form to the
+narrower classes (tf32, float16, bfloat16, q8_0), each in its own eps.
 """
 
 from __future__ import annotations
