@@ -58,6 +58,7 @@ __all__ = [
     "record_ratio",
     "record_refusal",
     "recording",
+    "top_token",
     "trace_agrees",
 ]
 
@@ -299,6 +300,25 @@ def _behaves_like(found: np.ndarray, expected: Expected, against: np.ndarray | N
 def _coarser(p: Precision, label: str) -> bool:
     order = [c.label for c in COARSER]
     return label in order and order.index(p.label) > order.index(label)
+
+
+def top_token(
+    model: CheckedModel, row: np.ndarray, token: int, bound: float, *, what: str, source: str = "the oracle"
+) -> None:
+    """Assert `token` is the argmax of `row` (logits [V] from `source`) up to a tie within `bound`;
+    records shortfall / bound."""
+    __tracebackhide__ = True
+    best = int(np.argmax(row))
+    shortfall = float(row[best] - row[token])
+    record_ratio(shortfall / bound if bound > 0 else float(shortfall > 0) * np.inf)
+    if shortfall > bound:
+        fail(
+            model,
+            what,
+            f"picked {token} ({source}'s logit {row[token]:.6g}) where {source}'s argmax is {best} "
+            f"(logit {row[best]:.6g}): {shortfall:.3g} apart, beyond the {model.precision.label} tolerance "
+            f"{bound:.3g} for a tie",
+        )
 
 
 def localizer(model: CheckedModel, oracle: Oracle, tokens: np.ndarray) -> Callable[[], Divergence | None]:

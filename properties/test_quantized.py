@@ -52,19 +52,9 @@ def _top_tokens_kept(model: CheckedModel, o: Oracle, tokens: np.ndarray, picks: 
     original = o.original.logits(tokens)
     quantized = (o.model.logits(tokens), o.neighbour_models(o.precision)[-1].logits(tokens))
     for t, token in zip(range(first, len(tokens)), picks, strict=False):
-        row = original[t]
-        bound = o.precision.bound(row, [q[t] for q in quantized], n_layers=o.config.n_layers)
-        best = int(np.argmax(row))
-        shortfall = float(row[best] - row[token])
-        checks.record_ratio(shortfall / bound if bound > 0 else float(shortfall > 0) * np.inf)
-        if shortfall > bound:
-            checks.fail(
-                model,
-                f"the top token at position {t} against the original (not quantized) weights",
-                f"{token} (original logit {row[token]:.6g}) where the original weights' top token is {best} "
-                f"(logit {row[best]:.6g}): {shortfall:.3g} apart, beyond the {o.precision.label} bound for a tie "
-                f"{bound:.3g}",
-            )
+        bound = o.precision.bound(original[t], [q[t] for q in quantized], n_layers=o.config.n_layers)
+        what = f"the top token at position {t} against the original (not quantized) weights"
+        checks.top_token(model, original[t], int(token), bound, what=what, source="the original weights")
 
 
 @requires()

@@ -191,34 +191,22 @@ FLOAT32 = Precision(
     conditioning=tolerance.CONDITIONING,
     identity_ulps=tolerance.ULPS,
 )
-TF32 = Precision(
-    "tf32",
-    "float32 weights and activations; matrix products read their inputs at 10 mantissa bits (TF32)",
-    eps=2.0**-10,
-    ulps=4,
-    conditioning=4,
-    identity_ulps=8,
+
+
+def _narrow(name: str, summary: str, eps: float, **details: Any) -> Precision:
+    """A class narrower than float32, with the constants they share (calibrated: module docstring)."""
+    return Precision(name, summary, eps=eps, ulps=4, conditioning=4, identity_ulps=8, **details)
+
+
+TF32 = _narrow(
+    "tf32", "float32 weights and activations; matrix products read their inputs at 10 mantissa bits (TF32)", 2.0**-10,
     rounding=R.TF32,
-)
-FLOAT16 = Precision(
-    "float16",
-    "float16 weights and activations, float32 accumulation",
-    eps=2.0**-10,
-    ulps=4,
-    conditioning=4,
-    identity_ulps=8,
-    rounding=R.FLOAT16,
-    max_value=float(np.finfo(np.float16).max),
-)
-BFLOAT16 = Precision(
-    "bfloat16",
-    "bfloat16 weights and activations, float32 accumulation",
-    eps=2.0**-7,
-    ulps=4,
-    conditioning=4,
-    identity_ulps=8,
-    rounding=R.BFLOAT16,
-)
+)  # fmt: skip
+FLOAT16 = _narrow(
+    "float16", "float16 weights and activations, float32 accumulation", 2.0**-10,
+    rounding=R.FLOAT16, max_value=float(np.finfo(np.float16).max),
+)  # fmt: skip
+BFLOAT16 = _narrow("bfloat16", "bfloat16 weights and activations, float32 accumulation", 2.0**-7, rounding=R.BFLOAT16)
 Q8_0_DISTRIBUTION = Distribution(kl_factor=8.0, kl_floor=1e-6)
 
 
@@ -228,13 +216,10 @@ def q8_0(group_size: int = 32, *, float16_scales: bool = True) -> Precision:
     entering each weight matrix quantized the same way; everything else float32."""
     scale = R.to_float16 if float16_scales else None
     default = group_size == 32 and float16_scales
-    return Precision(
+    return _narrow(
         "q8_0",
         "int8 weights and matrix-product inputs in Q8_0 groups (scale max|x| / 127), float32 elsewhere",
-        eps=1 / 127,
-        ulps=4,
-        conditioning=4,
-        identity_ulps=8,
+        1 / 127,
         rounding=R.q8_0_rounding(group_size, scale),
         distribution=Q8_0_DISTRIBUTION,
         variant="" if default else f"groups of {group_size}, {'float16' if float16_scales else 'float32'} scales",
