@@ -29,6 +29,7 @@ the model then behaves like.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -149,6 +150,8 @@ def judge_at(model: CheckedModel, case: Case) -> None:
     record = _current()
     if record is not None:
         record.precision = model.precision.label
+    if math.isinf(model.precision.max_value):
+        return
     reason = model.precision.out_of_range(oracles.oracle(case).trace(case.token_array()), case.config.d_head)
     if reason is not None:
         note(f"outside the model's precision class: {reason}")
