@@ -5,6 +5,7 @@ rounding its weights and every stage the class rounds."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -44,10 +45,15 @@ def test_nan_stays_nan_and_ties_go_to_even() -> None:
     assert R.to_tf32(halfway).tolist() == [1.0, 1 + 2**-9, 1 + 2**-10]
 
 
-def test_q8_0_is_llama2c_s_quantization_and_a_partial_group_gets_its_own_scale() -> None:
+def test_q8_0_is_llama2c_s_and_llama_cpp_s_quantization_and_a_partial_group_gets_its_own_scale() -> None:
     w = np.random.default_rng(0).standard_normal((6, 128)).astype(np.float32)
+    w[0, :32] = [127.0, *(np.arange(31) + 0.5)]  # scale 1, values half-way between steps: the ties differ
     values, scales = _quantize(w, 64)
     assert np.array_equal(R.q8_0(w, 64), (values.reshape(-1, 64) * scales[:, None]).reshape(w.shape))
+    gguf = pytest.importorskip("gguf", reason="llama.cpp's gguf package (the gguf extra) is not installed")
+    Q8_0 = gguf.GGMLQuantizationType.Q8_0
+    theirs = gguf.quants.dequantize(gguf.quants.quantize(w, Q8_0), Q8_0)
+    assert np.array_equal(R.q8_0(w, 32, float16_scales=True), theirs)
     row = np.array([1.0, -0.5, 0.25, 100.0, 3.0], np.float32)  # groups [1, -0.5, 0.25, 100] and [3]
     assert R.q8_0(row, 4)[-1] == 3.0  # its own scale 3 / 127: 3 is exact, not rounded by the 100 group's
     assert R.q8_0(row, 4)[2] == 0.0  # 0.25 / (100 / 127) rounds to 0

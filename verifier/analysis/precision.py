@@ -214,13 +214,12 @@ def q8_0(group_size: int = 32, *, float16_scales: bool = True) -> Precision:
     """int8 weights in groups of `group_size` along each matrix's input axis, one scale per group
     (float16 as llama.cpp stores it, or float32 as llama2.c's version-2 file does); activations
     entering each weight matrix quantized the same way; everything else float32."""
-    scale = R.to_float16 if float16_scales else None
     default = group_size == 32 and float16_scales
     return _narrow(
         "q8_0",
         "int8 weights and matrix-product inputs in Q8_0 groups (scale max|x| / 127), float32 elsewhere",
         1 / 127,
-        rounding=R.q8_0_rounding(group_size, scale),
+        rounding=R.q8_0_rounding(group_size, float16_scales=float16_scales),
         distribution=Q8_0_DISTRIBUTION,
         variant="" if default else f"groups of {group_size}, {'float16' if float16_scales else 'float32'} scales",
     )

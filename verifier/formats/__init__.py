@@ -1,8 +1,9 @@
 """File formats: the only code that knows file layouts. Files in, config + canonical weights out.
 
-`load_checkpoint(path)` reads any supported model (HF directory or file, llama2.c `.bin` v0/v1/v2)
-into a `Checkpoint`; `save_checkpoint` writes one; `read_tokenizer` / `write_tokenizer` handle
-llama2.c's `tokenizer.bin`. Every problem with a file is a `CheckpointError`.
+`load_checkpoint(path)` reads any supported model (HF directory or file, llama2.c `.bin` v0/v1/v2,
+GGUF with the optional `gguf` package) into a `Checkpoint`; `save_checkpoint` writes one;
+`read_tokenizer` / `write_tokenizer` handle llama2.c's `tokenizer.bin`. Every problem with a file
+is a `CheckpointError`.
 """
 
 from verifier.formats.checkpoint import Checkpoint, TensorInfo

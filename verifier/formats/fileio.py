@@ -77,19 +77,30 @@ def _umask() -> int:
 
 
 @contextlib.contextmanager
-def atomic_write(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
-    """A binary file handle whose contents replace `path` only if the block completes."""
+def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """A temporary path beside `path` for a writer that opens its file by name: the file replaces
+    `path` only if the block completes, and is removed otherwise."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            yield handle
-            handle.flush()
-            # mkstemp makes the file 0600; a saved model is read by others as any file the user writes.
-            os.fchmod(handle.fileno(), 0o666 & ~_umask())
-            os.fsync(handle.fileno())
+        yield Path(tmp)
+        # mkstemp makes the file 0600; a saved model is read by others as any file the user writes.
+        os.chmod(tmp, 0o666 & ~_umask())
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+@contextlib.contextmanager
+def atomic_write(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
+    """A binary file handle whose contents replace `path` only if the block completes."""
+    with atomic_path(path) as tmp, open(tmp, "wb") as handle:
+        yield handle

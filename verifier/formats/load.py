@@ -8,8 +8,10 @@ llama2.c tokenizer, whose layout has no magic to tell it from a model.
 
 from __future__ import annotations
 
+import importlib
 import struct
 from pathlib import Path
+from typing import Any
 
 from verifier.formats.checkpoint import Checkpoint
 from verifier.formats.config_json import read_config_json
@@ -21,8 +23,10 @@ from verifier.model.weights import Weights
 
 HF = "hf"  # a directory with config.json, or one of its files
 LLAMA2C = "llama2c"
+GGUF = "gguf"
 TOKENIZER = "llama2c-tokenizer"
-WRITE_FORMATS = ("hf", "llama2c")
+WRITE_FORMATS = ("hf", "llama2c", "gguf")
+_GGUF_MAGIC = b"GGUF"
 _V0_HEADER_BYTES = 28
 # Larger than any size of a real model (vocabularies reach 2^18, contexts 2^20), smaller than four
 # ASCII characters read as an int32 (at least 0x20202020).
@@ -45,7 +49,7 @@ def _is_hf_weight_file(path: Path) -> bool:
 
 
 def detect_format(path: str | Path) -> str:
-    """`hf`, `llama2c` or `llama2c-tokenizer`; CheckpointError for a path that is none of them."""
+    """`hf`, `llama2c`, `gguf` or `llama2c-tokenizer`; CheckpointError for a path that is none of them."""
     path = Path(path)
     if path.is_dir():
         if not (path / "config.json").is_file():
@@ -69,6 +73,9 @@ def detect_format(path: str | Path) -> str:
         )
     if path.suffix == ".json" or _is_hf_weight_file(path):
         return HF
+    with open(path, "rb") as handle:
+        if handle.read(4) == _GGUF_MAGIC:
+            return GGUF
     if path.suffix == ".bin" and path.name.startswith("tokenizer"):
         return TOKENIZER
     if path.suffix == ".bin" or _has_llama2c_header(path):
@@ -78,7 +85,7 @@ def detect_format(path: str | Path) -> str:
         "file",
         "not a checkpoint in any format I read",
         expected="a Hugging Face model directory, its config.json or weight files (safetensors, torch), "
-        "or a llama2.c .bin model or tokenizer",
+        "a llama2.c .bin model or tokenizer, or a GGUF file",
     )
 
 
@@ -112,6 +119,8 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
         raise CheckpointError(path, "file", "is a llama2.c tokenizer, not a model (read it with read_tokenizer)")
     if fmt == LLAMA2C:
         return read_llama2c(path)
+    if fmt == GGUF:
+        return _gguf(path).read_gguf(path)
     directory, weights_file = _hf_parts(path)
     return read_hf_dir(directory, weights_file)
 
@@ -124,16 +133,30 @@ def checkpoint_config(path: str | Path) -> ModelConfig:
         raise CheckpointError(path, "file", "is a llama2.c tokenizer, which has no model config")
     if fmt == LLAMA2C:
         return read_llama2c_config(path)
+    if fmt == GGUF:
+        return _gguf(path).read_gguf_config(path)
     return read_config_json(_hf_parts(path)[0])
+
+
+def _gguf(path: Path) -> Any:
+    """`verifier.formats.gguf`, which needs the optional `gguf` package."""
+    try:
+        return importlib.import_module("verifier.formats.gguf")
+    except ImportError as e:
+        raise CheckpointError(path, "GGUF file", f"reading or writing GGUF needs the gguf package ({e})",
+                              expected="pip install 'lm-verifier[gguf]'") from None  # fmt: skip
 
 
 def save_checkpoint(
     path: str | Path, config: ModelConfig, weights: Weights, *, format: str = HF, version: int = 0
 ) -> None:
-    """Write canonical weights as an HF directory (`format="hf"`) or a llama2.c file of `version`."""
+    """Write canonical weights as an HF directory (`format="hf"`), a llama2.c file of `version`, or a
+    GGUF file in F32 (`format="gguf"`; `verifier.formats.gguf.write_gguf` writes Q8_0 too)."""
     if format == HF:
         write_hf_dir(path, config, weights)
     elif format == LLAMA2C:
         write_llama2c(path, config, weights, version=version)
+    elif format == GGUF:
+        _gguf(Path(path)).write_gguf(path, config, weights)
     else:
         raise CheckpointError(path, "format", "unknown output format", expected=WRITE_FORMATS, found=format)

@@ -33,7 +33,8 @@ class PluginError(ValueError):
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """A named factory and where it came from (for reports and error messages)."""
+    """A named factory and where it came from (for reports and error messages); a model that is not
+    `default` is tested only when named (`--model NAME`)."""
 
     name: str
     factory: Factory
@@ -46,7 +47,9 @@ _REGISTERED: dict[str, ModelSpec] = {}
 
 def register(name: str, factory: Factory, *, origin: str = "fixtures/", default: bool = True) -> Factory:
     """Register `factory` under `name` (an error if another factory has it) and return the factory.
-    With `default=False` the model runs only where `--model` (or $VERIFIER_MODEL) names it."""
+
+    `default=False` keeps it out of runs that name no model: it is tested when `--model NAME` asks.
+    """
     if not callable(factory):
         raise PluginError(f"model {name!r}: the factory must be callable, found {type(factory).__name__}")
     previous = _REGISTERED.get(name)
@@ -129,7 +132,8 @@ def select(
     options: Sequence[str], environ: Mapping[str, str] | None = None, extra: Sequence[ModelSpec] = ()
 ) -> list[ModelSpec]:
     """The models a run tests: the `--model` options and `extra` (a `--command` program); else
-    $VERIFIER_MODEL; else every registered model and every installed entry point. Raises PluginError
+    $VERIFIER_MODEL; else every registered model (but those registered with default=False) and every
+    installed entry point. Raises PluginError
     for a spec that names nothing, or for two selected models with the same name (their test ids
     would collide)."""
     chosen = [load_spec(text) for text in options] + list(extra) or env_specs(environ)

@@ -7,8 +7,8 @@ inputs of matrix products to 10 mantissa bits and keeps float32 elsewhere. Q8_0 
 runq.c, llama.cpp) stores each group of weights along a matrix's input axis as int8 times one
 scale (max |w| / 127), and quantizes the activations entering each matrix product the same way.
 
-Rounding is round-to-nearest-even throughout, as hardware and `torch.Tensor.to` do; bfloat16 and
-TF32 are rounded on float32 bit patterns (NumPy has neither type). Values beyond a format's range
+Rounding is round-to-nearest-even, as hardware and `torch.Tensor.to` do (llama.cpp's Q8_0 rounds
+ties away from zero, as C's roundf); bfloat16 and TF32 are rounded on float32 bit patterns (NumPy has neither type). Values beyond a format's range
 become +-inf, as they do in the format.
 """
 
@@ -51,19 +51,25 @@ def to_float16(x: Array) -> Array:
         return np.asarray(x, dtype=np.float32).astype(np.float16).astype(np.float32)
 
 
-def q8_0(x: Array, group_size: int, scale: Callable[[Array], Array] | None = None, axis: int = -1) -> Array:
-    """x quantized to Q8_0 and back: per group of `group_size` values along `axis`,
-    s = max |x| / 127 (rounded by `scale`, e.g. to float16 as llama.cpp stores it), q = round(x / s),
-    value = q * s. A last group shorter than `group_size` gets its own scale."""
+def q8_0(x: Array, group_size: int, *, float16_scales: bool = False, axis: int = -1) -> Array:
+    """x quantized to Q8_0 and back, per group of `group_size` values along `axis` (a last, shorter
+    group gets its own scale), with d = max |x| / 127 in float32:
+    - llama2.c's version-2 file (export.py): q = round(x / d), ties to even; value = q d;
+    - llama.cpp (`float16_scales`, ggml's `quantize_row_q8_0_ref`): q = roundf(x (1 / d)), ties away
+      from zero; d is stored in float16, so value = q float16(d)."""
     x = np.moveaxis(np.asarray(x, dtype=np.float32), axis, -1)
     n = x.shape[-1]
     padded = -(-n // group_size) * group_size
     groups = np.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, padded - n)]).reshape(*x.shape[:-1], -1, group_size)
-    s = np.abs(groups).max(axis=-1, keepdims=True) / np.float32(127.0)
-    if scale is not None:
-        s = scale(s)
-    safe = np.where(s > 0, s, np.float32(1.0))
-    values = np.round(groups / safe) * s
+    d = np.abs(groups).max(axis=-1, keepdims=True) / np.float32(127.0)
+    if float16_scales:
+        with np.errstate(divide="ignore"):
+            scaled = groups * np.where(d == 0, np.float32(0.0), np.float32(1.0) / d)
+        whole = np.floor(np.abs(scaled))  # roundf, ties away from zero, without the rounding of |x| + 0.5
+        q = np.sign(scaled) * (whole + np.floor(2 * (np.abs(scaled) - whole)))
+        values = q * to_float16(d)
+    else:
+        values = np.round(groups / np.where(d > 0, d, np.float32(1.0))) * d
     return np.moveaxis(values.reshape(*x.shape[:-1], padded)[..., :n], -1, axis)
 
 
@@ -98,15 +104,15 @@ def _matrices(round_: Callable[[Array], Array]) -> Callable[[str, Array], Array]
     return lambda name, w: round_(w) if np.ndim(w) == 2 else w
 
 
-def q8_0_rounding(group_size: int, scale: Callable[[Array], Array] | None = None, name: str = "q8_0") -> Rounding:
+def q8_0_rounding(group_size: int, *, float16_scales: bool) -> Rounding:
     """Q8_0 weights (every matrix, in groups along its input axis) and activations entering the
     weight matrix products (as runq.c and llama.cpp's CPU kernels quantize them)."""
 
     def weights(weight_name: str, w: Array) -> Array:
         axis = input_axis(weight_name, np.ndim(w))
-        return w if axis is None else q8_0(w, group_size, scale, axis=axis)
+        return w if axis is None else q8_0(w, group_size, float16_scales=float16_scales, axis=axis)
 
-    return Rounding(name, lambda x: q8_0(x, group_size, scale), weights, WEIGHT_INPUTS)
+    return Rounding("q8_0", lambda x: q8_0(x, group_size, float16_scales=float16_scales), weights, WEIGHT_INPUTS)
 
 
 BFLOAT16 = Rounding("bfloat16", to_bfloat16, _every_weight(to_bfloat16))

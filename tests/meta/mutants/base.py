@@ -38,13 +38,15 @@ def _tf32(x: np.ndarray) -> np.ndarray:
 
 
 def _q8_0(x: np.ndarray, axis: int = -1, group: int = 32) -> np.ndarray:
-    """Q8_0 as llama.cpp stores it: groups of 32 along `axis`, scale max|x| / 127 in float16."""
+    """Q8_0 as llama.cpp stores it (ggml's quantize_row_q8_0_ref): groups of 32 along `axis`,
+    d = max|x| / 127, q = roundf(x / d), d kept in float16."""
     x = np.moveaxis(np.asarray(x, np.float32), axis, -1)
     n = x.shape[-1]
     full = np.concatenate([x, np.zeros((*x.shape[:-1], -n % group), np.float32)], axis=-1)
     g = full.reshape(*x.shape[:-1], -1, group)
-    scale = _float16(np.abs(g).max(-1, keepdims=True) / 127)
-    q = np.round(g / np.where(scale == 0, 1, scale)) * scale
+    d = np.abs(g).max(-1, keepdims=True) / np.float32(127)
+    scaled = g * np.where(d == 0, 0, 1 / np.where(d == 0, 1, d)).astype(np.float32)
+    q = np.trunc(scaled + np.copysign(np.float32(0.5), scaled)) * _float16(d)
     return np.moveaxis(q.reshape(full.shape)[..., :n], -1, axis)
 
 

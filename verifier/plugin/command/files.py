@@ -2,7 +2,7 @@
 
 `FORMATS` maps a format's name to its writer. A config a format cannot hold (a GPT-2 model in a
 llama2.c file, another RMSNorm eps) raises `Unsupported` with the writer's reason, so the suite
-draws other configs. GGUF comes from `verifier.formats.gguf` when that module is installed.
+draws other configs. GGUF comes from `verifier.formats.gguf` when the `gguf` package is installed.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import importlib
 from collections.abc import Callable
 from pathlib import Path
 
-from verifier.analysis.precision import Precision
+from verifier.analysis.precision import Q8_0, Precision
 from verifier.formats.errors import CheckpointError
 from verifier.formats.hf_dir import write_hf_dir
 from verifier.formats.llama2c import version2_precision, write_llama2c
@@ -29,12 +29,15 @@ def _llama2c(version: int) -> Writer:
     return write
 
 
-def _gguf(path: Path, config: ModelConfig, weights: Weights) -> None:
-    try:
-        gguf = importlib.import_module("verifier.formats.gguf")
-    except ImportError as e:
-        raise Unsupported(f"no GGUF writer is available here ({e})") from None
-    gguf.write_gguf(path, config, weights)
+def _gguf(tensor_type: str) -> Writer:
+    def write(path: Path, config: ModelConfig, weights: Weights) -> None:
+        try:
+            gguf = importlib.import_module("verifier.formats.gguf")
+        except ImportError as e:
+            raise Unsupported(f"no GGUF writer is available here ({e}): pip install 'lm-verifier[gguf]'") from None
+        gguf.write_gguf(path, config, weights, tensor_type=tensor_type)
+
+    return write
 
 
 # name -> (writer, file name in the run's directory, what it is)
@@ -43,7 +46,8 @@ FORMATS: dict[str, tuple[Writer, str, str]] = {
     "llama2c-v0": (_llama2c(0), "model.bin", "llama2.c's legacy file (run.c), RoPE tables included"),
     "llama2c-v1": (_llama2c(1), "model.bin", "llama2.c's version-1 float32 file"),
     "llama2c-v2": (_llama2c(2), "model.bin", "llama2.c's version-2 int8 Q8_0 file (runq.c)"),
-    "gguf": (_gguf, "model.gguf", "a GGUF file in F32"),
+    "gguf": (_gguf("F32"), "model.gguf", "a GGUF file (llama.cpp's gpt2 or llama architecture) in F32"),
+    "gguf-q8_0": (_gguf("Q8_0"), "model.gguf", "a GGUF file with its matrices in Q8_0 (rows a multiple of 32)"),
 }
 
 
@@ -65,5 +69,7 @@ def write_model(name: str, directory: Path, config: ModelConfig, weights: Weight
 
 def stored_precision(name: str, config: ModelConfig) -> Precision | None:
     """The precision class of what format `name` stores for `config`, when it is not float32: a
-    program reading a version-2 file computes on its Q8_0 weights."""
-    return version2_precision(config) if name == "llama2c-v2" else None
+    program reading a version-2 llama2.c file or a Q8_0 GGUF file computes on its Q8_0 weights."""
+    if name == "llama2c-v2":
+        return version2_precision(config)
+    return Q8_0 if name == "gguf-q8_0" else None
