@@ -171,6 +171,12 @@ class Oracle:
     def trace(self, tokens: np.ndarray) -> dict[str, np.ndarray]:
         return self.model.trace(tokens)
 
+    def quantized_logits(self, tokens: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Logits of what correct models of this (quantized) class compute on tokens [T]: the oracle on
+        the dequantized weights, the class emulation, and the oracle nudged at the class's eps (two
+        seeds); how far these move from the original weights is what quantizing may cost."""
+        return (self.model.logits(tokens), *(m.logits(tokens) for m in self.neighbour_models(self.precision)))
+
     @cached_property
     def original(self) -> NumpyModel:
         """The float64 reference on the weights as given (for a quantized class: not dequantized)."""

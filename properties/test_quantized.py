@@ -48,9 +48,9 @@ def _next_tokens(model: CheckedModel, prompted: Prompted) -> tuple[np.ndarray, n
 
 def _top_tokens_kept(model: CheckedModel, o: Oracle, tokens: np.ndarray, picks: np.ndarray, first: int) -> None:
     """Each position's pick is the original weights' top token, up to ties within the class bound
-    widened by the dequantized oracle and the class emulation (what quantizing may move)."""
+    widened by what correct models of the class compute (`Oracle.quantized_logits`)."""
     original = o.original.logits(tokens)
-    quantized = (o.model.logits(tokens), o.neighbour_models(o.precision)[-1].logits(tokens))
+    quantized = o.quantized_logits(tokens)
     for t, token in zip(range(first, len(tokens)), picks, strict=False):
         bound = o.precision.bound(original[t], [q[t] for q in quantized], n_layers=o.config.n_layers)
         what = f"the top token at position {t} against the original (not quantized) weights"
@@ -75,14 +75,15 @@ def test_next_token_distributions_stay_close_to_the_original_weights(model_spec:
         return
     original = o.original.logits(tokens)
     found = distribution_agreement(original, logits)
-    emulated = distribution_agreement(original, o.neighbour_models(o.precision)[-1].logits(tokens))
-    limit = max(limits.kl_factor * emulated.mean_kl, limits.kl_floor)
+    correct = max(distribution_agreement(original, q).mean_kl for q in o.quantized_logits(tokens))
+    limit = max(limits.kl_factor * correct, limits.kl_floor)
     checks.record_ratio(found.mean_kl / limit)
     if found.mean_kl > limit:
         checks.fail(
             model,
             f"next-token distributions of {case.T} positions against the original (not quantized) weights",
-            f"{found.describe()}; the {model.precision.label} limit is {limit:.3g} nats ({limits.kl_factor:g} x the "
-            f"class emulation's {emulated.mean_kl:.3g}, at least {limits.kl_floor:g})",
+            f"{found.describe()}; the {model.precision.label} limit is {limit:.3g} nats ({limits.kl_factor:g} x "
+            f"{correct:.3g}, the largest of the dequantized oracle's, the class emulation's and the nudged oracles'; "
+            f"at least {limits.kl_floor:g})",
         )
     _top_tokens_kept(model, o, tokens, np.argmax(logits, axis=-1), 0)

@@ -10,10 +10,10 @@ from typing import Any
 import numpy as np
 
 from verifier.analysis.precision import Precision
-from verifier.formats.llama2c import to_interleaved
+from verifier.formats.llama2c import to_interleaved, to_rotate_half
 from verifier.model.config import ModelConfig
 from verifier.model.weights import Weights
-from verifier.plugin.adapters import hf_transformers, llama2c
+from verifier.plugin.adapters import hf_transformers, llama2c, llamacpp
 from verifier.plugin.adapters.reference import RoundedReference
 
 Factory = Callable[[ModelConfig, Weights], Any]
@@ -58,6 +58,17 @@ def v2_reader_keeping_interleaved_rows(config: ModelConfig, weights: Weights) ->
     if config.family != "llama":
         return llama2c.build_v2_reader(config, weights)  # raises Unsupported
     return InterleavedV2Reader(config, weights)
+
+
+def llamacpp_q8_0_rows_not_interleaved(config: ModelConfig, weights: Weights) -> Any:
+    """llama.cpp on a Q8_0 file whose q/k rows were left in rotate-half order (the writer's permutation
+    to llama.cpp's interleaved RoPE pairs undone): RoPE pairs the wrong dimensions."""
+    swapped = dict(weights)
+    for name, w in weights.items():
+        if name.endswith(("q_proj.weight", "k_proj.weight")):
+            heads = config.n_heads if name.endswith("q_proj.weight") else config.n_kv_heads
+            swapped[name] = to_rotate_half(np.ascontiguousarray(w), heads)
+    return llamacpp.build_q8_0(config, swapped)
 
 
 RUNQ_BUG = ("score /= sqrtf(head_size);", "score /= head_size;")

@@ -22,13 +22,29 @@ from verifier.properties import checks
 from verifier.properties import oracle as oracles
 from verifier.properties.strategies import LARGE_LOGITS, ONE_KV_HEAD, RICH_GPT2, RICH_LLAMA, SMALL_ACTIVATIONS, Case
 
-CASES = (RICH_LLAMA, RICH_GPT2, SMALL_ACTIVATIONS, ONE_KV_HEAD, LARGE_LOGITS)
+# Q8_0 GGUF files need rows a multiple of 32: d_model 64, d_ff 96.
+ROWS_OF_32 = RICH_LLAMA._replace(config=RICH_LLAMA.config.replace(d_model=64, d_ff=96))
+CASES = (RICH_LLAMA, RICH_GPT2, SMALL_ACTIVATIONS, ONE_KV_HEAD, LARGE_LOGITS, ROWS_OF_32)
 LOGITS_MODELS = [name for name in PRECISION_MODELS if name != "runq"]
 BUGGY = {
     **buggy.TRANSFORMERS,
     **{f"numpy-{p.name}": buggy.reference_output_projection_transposed(p) for p in (TF32, FLOAT16, BFLOAT16, Q8_0)},
     "llama2c-v2-reader": buggy.v2_reader_keeping_interleaved_rows,
+    "llamacpp-q8_0": buggy.llamacpp_q8_0_rows_not_interleaved,
 }
+
+
+def _needs(name: str) -> None:
+    """Skip, saying why, where a built-in's engine is not installed here."""
+    if name == "llamacpp-q8_0":
+        pytest.importorskip(
+            "llama_cpp", reason="llama-cpp-python is not installed (pip install 'lm-verifier[llamacpp]')"
+        )
+    if name == "runq":
+        try:
+            checkout.program("runq")
+        except Llama2cUnavailable as e:
+            pytest.skip(f"llama2.c's runq.c is unavailable: {e}")
 
 
 def _built(name: str, factory, case: Case) -> CheckedModel | None:  # type: ignore[no-untyped-def]
@@ -48,6 +64,7 @@ def _agree(model: CheckedModel, case: Case) -> float:
 
 @pytest.mark.parametrize("name", LOGITS_MODELS)
 def test_a_correct_built_in_agrees_within_its_class(name: str) -> None:
+    _needs(name)
     with checks.recording("test"):
         ran = [
             case for case in CASES if (model := _built(name, PRECISION_MODELS[name], case)) and _agree(model, case) <= 1
@@ -57,11 +74,12 @@ def test_a_correct_built_in_agrees_within_its_class(name: str) -> None:
 
 @pytest.mark.parametrize("name", LOGITS_MODELS)
 def test_the_built_in_with_one_bug_fails_naming_its_class(name: str) -> None:
+    _needs(name)
     with checks.recording("test"):
-        model = _built(name, BUGGY[name], RICH_LLAMA)
+        model = _built(name, BUGGY[name], ROWS_OF_32)
         assert model is not None
         with pytest.raises(checks.PropertyFailure) as failure:
-            _agree(model, RICH_LLAMA)
+            _agree(model, ROWS_OF_32)
     label = model.precision.label
     assert f"model {name!r} ({label}), logits" in str(failure.value)
     assert f"exceeds the {label} tolerance" in str(failure.value)
@@ -102,13 +120,18 @@ def test_runq_picks_the_dequantized_oracle_s_argmax_and_with_one_bug_does_not(
         assert max(_greedy_shortfalls(broken, case)) > 1, "runq.c scaling scores by head_size picked the same tokens"
 
 
+# The probes and the strategies draw no config whose rows are multiples of 32 (Q8_0 GGUF's block), so
+# the suite cannot test llama.cpp's Q8_0 files yet: its verdict is "untested", said as such. Strict:
+# once configs of published shapes are drawn, this must conform and the mark must go.
+ROWS_OF_32_NOT_DRAWN = pytest.mark.xfail(strict=True, reason="no drawn config has rows a multiple of 32")
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("name", list(PRECISION_MODELS))
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(n, marks=ROWS_OF_32_NOT_DRAWN) if n == "llamacpp-q8_0" else n for n in PRECISION_MODELS],
+)
 def test_each_built_in_conforms(name: str, tmp_path: Path) -> None:
-    if name == "runq":
-        try:
-            checkout.program("runq")
-        except Llama2cUnavailable as e:
-            pytest.skip(f"llama2.c's runq.c is unavailable: {e}")
+    _needs(name)
     report = run_suite(name, tmp_path)
     assert report.conforms, "\n".join(f"{r.property}: {r.detail}" for r in report.failures) or report.verdict

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from verifier.analysis.precision import resolve
+from verifier.analysis.precision import Q8_0, resolve
 from verifier.formats.llama2c import version2_precision
 from verifier.plugin.command import Command, CommandTemplateError
+from verifier.plugin.command.files import stored_precision
 from verifier.plugin.contract import CheckedModel
 from verifier.properties.strategies import RICH_LLAMA
 
@@ -27,6 +28,9 @@ def test_a_program_declares_its_class_or_gets_its_file_s() -> None:
     v2 = _class(Command.parse(TEMPLATE, "llama2c-v2", "logits-text"))
     assert v2 == version2_precision(RICH_LLAMA.config).label == "q8_0 (groups of 8, float32 scales)"
     assert resolve("q8_0").label == _class(Command.parse(TEMPLATE, "llama2c-v2", "logits-text", precision="q8_0"))
+    assert (
+        stored_precision("gguf-q8_0", RICH_LLAMA.config) is Q8_0 and stored_precision("gguf", RICH_LLAMA.config) is None
+    )
 
 
 def test_an_unknown_class_is_a_usage_error() -> None:

@@ -8,8 +8,8 @@ runq.c, llama.cpp) stores each group of weights along a matrix's input axis as i
 scale (max |w| / 127), and quantizes the activations entering each matrix product the same way.
 
 Rounding is round-to-nearest-even, as hardware and `torch.Tensor.to` do (llama.cpp's Q8_0 rounds
-ties away from zero, as C's roundf); bfloat16 and TF32 are rounded on float32 bit patterns (NumPy has neither type). Values beyond a format's range
-become +-inf, as they do in the format.
+ties away from zero, as C's roundf); bfloat16 and TF32 are rounded on float32 bit patterns (NumPy
+has neither type). Values beyond a format's range become +-inf, as they do in the format.
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from verifier.analysis.precision import Q8_0
+from verifier.analysis.precision import Q8_0, Precision
 from verifier.formats.errors import CheckpointError
 from verifier.model import stages
 from verifier.model.config import ModelConfig
@@ -114,6 +114,8 @@ class LlamaCppModel:
 
         self._lib, self._log = _library()
         self.config = config
+        # A Q8_0 file's class; an F32 one declares none (float32), so a failure says what it behaves like.
+        self.precision: Precision | None = Q8_0 if tensor_type == "Q8_0" else None
         self._threads = threads
         self._dir = tempfile.TemporaryDirectory(prefix="verifier-llamacpp-")
         self.model_path = Path(self._dir.name) / "model.gguf"
@@ -350,8 +352,6 @@ def build_q8_0(config: ModelConfig, weights: Weights) -> LlamaCppModel:
     in the precision class q8_0."""
     _llama_cpp()
     try:
-        model = LlamaCppModel(config, weights, tensor_type="Q8_0")
+        return LlamaCppModel(config, weights, tensor_type="Q8_0")
     except CheckpointError as e:
         raise Unsupported(f"the Q8_0 GGUF file cannot hold this model: {e}") from None
-    model.precision = Q8_0
-    return model
