@@ -1,7 +1,9 @@
-"""The mutation report: how fast and how precisely the property suite catches each catalog mutant.
+"""The mutation report: how fast and how precisely the property suite catches each catalog mutant,
+as free code and as constrained real code runs it, and at every precision class.
 
-    python benchmarks/mutation_report.py            # measure and print a Markdown section
-    python benchmarks/mutation_report.py --write    # ... and put it into benchmarks/RESULTS.md
+    python benchmarks/mutation_report.py            # measure and print the Markdown sections
+    python benchmarks/mutation_report.py --write    # ... and put them into benchmarks/RESULTS.md
+    python benchmarks/mutation_report.py --classes float32 --only NoScale   # a part of it
 
 For every mutant of `tests/meta/mutants/catalog.py` (and the correct implementation), the whole
 suite runs in the `ci` profile through the public plug-in path (`verifier check --model ...`):
@@ -19,6 +21,16 @@ suite runs in the `ci` profile through the public plug-in path (`verifier check 
   why the bug cannot show that way (`EXPLAINED` there).
 Targets (issues 6 and 10): every mutant killed, in both columns (or explained); median time to first
 failure <= 3 s, slowest <= 60 s.
+
+At each other precision class (tf32, float16, bfloat16, q8_0), every mutant and the correct
+implementation compute at that class (`tests.meta.mutants.catalog:at.<class>.<name>`: weights and
+stage outputs rounded as the format rounds them) and declare it, so the suite judges them by the
+class's bounds; killed, time to first failure and the fastest property are measured the same way
+(without the shrinking and constrained runs). A mutant no property kills at a class is run once more
+computed in float32 but judged at the class (`exact_at.<class>.<name>`): its worst error / bound over
+the suite is the size of the bug's effect against the class's bounds. Below 1 the class cannot
+resolve it: "undetectable at the class"; at or above 1 it is a hole the report names. The per-class
+section is rewritten after each class, so a partial run keeps what it measured.
 """
 
 from __future__ import annotations
@@ -41,13 +53,16 @@ from benchmarks.results_file import write_section  # noqa: E402
 from tests.meta.mutants.constrained import BATCH_BUGS, EXPLAINED  # noqa: E402
 from tests.meta.suite_runs import (  # noqa: E402
     CONSTRAINED_CORRECT,
-    CORRECT,
     DOCS,
     constrained_spec,
+    effect_spec,
     mutant_spec,
     run_suite,
 )
 from verifier.report.results import Result  # noqa: E402
+
+CLASSES = ("float32", "tf32", "float16", "bfloat16", "q8_0")
+SECTION_CLASSES = "## Mutation report per precision class"
 
 
 @dataclass
@@ -58,7 +73,9 @@ class MutantResult:
     stage: str | None
     in_suite_order: float | None  # seconds from the suite's start to its first failing example
     shrunk: str = ""
-    constrained: MutantResult | None = None  # the same mutant as constrained code runs it
+    effect: float | None = None  # not killed: worst error / bound of the float32 mutant at the class
+    effect_killed: bool = False  # ... and whether that float32 run failed a property
+    constrained: MutantResult | None = None  # float32: the same mutant as constrained code runs it
 
     @property
     def fastest(self) -> tuple[str, float] | None:
@@ -75,15 +92,40 @@ def _run(name: str, model: str) -> MutantResult:
     return MutantResult(name, [r.property for r in failures], times, stage, _in_suite_order(report.results))
 
 
-def measure(name: str, model: str, constrained: str) -> MutantResult:
-    """The mutant `model` run whole and shrunk, and as constrained code (`constrained`)."""
-    result = _run(name, model)
-    if result.fastest is not None:
-        result.shrunk = shrunk_case(model, result.fastest[0])
-    result.constrained = _run(name, constrained)
-    found = f"{len(result.killers)} properties, fastest {result.fastest}; constrained: {result.constrained.fastest}"
-    print(f"{name}: {found}", file=sys.stderr, flush=True)
+def measure(name: str, precision: str) -> MutantResult:
+    """The mutant (or "correct") computing at `precision`; in float32 also shrunk and run as constrained code."""
+    result = _run(name, mutant_spec(name, precision))
+    if precision == "float32":
+        if result.fastest is not None:
+            result.shrunk = shrunk_case(mutant_spec(name), result.fastest[0])
+        result.constrained = _run(name, CONSTRAINED_CORRECT if name == "correct" else constrained_spec(name))
+    found = f"{len(result.killers)} properties, fastest {result.fastest}"
+    if result.constrained is not None:
+        found += f"; constrained: {result.constrained.fastest}"
+    print(f"{name} at {precision}: {found}", file=sys.stderr, flush=True)
     return result
+
+
+def measure_effect(result: MutantResult, precision: str) -> None:
+    """For a mutant not killed at `precision`: the worst error / bound of the same bug computed in
+    float32 and judged at the class, over every property."""
+    with tempfile.TemporaryDirectory() as tmp:
+        report = run_suite(effect_spec(result.name, precision), Path(tmp))
+    ratios = [r.worst_error_ratio for r in report.results if r.worst_error_ratio is not None]
+    result.effect = max(ratios, default=0.0)
+    result.effect_killed = bool(report.failures)
+    print(f"{result.name} at {precision}: effect {result.effect:.3g}x the bound", file=sys.stderr, flush=True)
+
+
+def measure_class(
+    precision: str, names: list[str], pool: ThreadPoolExecutor
+) -> tuple[list[MutantResult], MutantResult]:
+    """Every mutant in `names`, and the correct implementation, computing at `precision`."""
+    results = list(pool.map(lambda name: measure(name, precision), names))
+    correct = measure("correct", precision)
+    if precision != "float32":
+        list(pool.map(lambda r: measure_effect(r, precision), [r for r in results if not r.killers]))
+    return results, correct
 
 
 def _in_suite_order(results: list[Result]) -> float | None:
@@ -184,21 +226,84 @@ def render(results: list[MutantResult], correct: MutantResult, seconds: float) -
     return "\n".join(lines)
 
 
+def _cell(r: MutantResult) -> str:
+    if r.fastest is not None:
+        return f"{r.fastest[1]:.2f} s"
+    if r.effect is None:
+        return "SURVIVES"
+    if r.effect_killed or r.effect > 1:
+        return f"SURVIVES (effect {r.effect:.2g}x the bound)"
+    return f"undetectable ({r.effect:.2g}x the bound)"
+
+
+def render_classes(by_class: dict[str, tuple[list[MutantResult], MutantResult]], seconds: float) -> str:
+    """The per-class table: for each mutant and class, the time to its first failure, or why it survives."""
+    classes = list(by_class)
+    lines = [
+        SECTION_CLASSES,
+        "",
+        f"Machine: {describe()}.  ",
+        f"Command: `python benchmarks/mutation_report.py --write` ({time.strftime('%Y-%m-%d')}), "
+        f"{seconds / 60:.0f} min for these classes; Hypothesis profile `ci`. Each mutant computes at the class "
+        "(weights and stage outputs rounded as the format rounds them, `tests/meta/mutants/base.py`) and declares "
+        "it. A cell is the time to the first failing example of the fastest property; a mutant no property kills "
+        "is then run in float32 arithmetic judged by the class's bounds, and its worst error / bound over the suite "
+        "is its effect: below 1, the class cannot resolve the bug (undetectable at the class).",
+        "",
+        "| class | killed | undetectable | survives | time to first failure, median / slowest (s) "
+        "| correct implementation |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
+    for p, (results, correct) in by_class.items():
+        killed = [r for r in results if r.killers]
+        times = [r.fastest[1] for r in killed if r.fastest is not None]
+        hidden = [r for r in results if not r.killers and _cell(r).startswith("undetectable")]
+        timing = f"{statistics.median(times):.2f} / {max(times):.2f}" if times else "-"
+        verdict = "passes every property" if not correct.killers else "FAILS " + ", ".join(map(_short, correct.killers))
+        lines.append(
+            f"| {p} | {len(killed)} of {len(results)} | {len(hidden)} | {len(results) - len(killed) - len(hidden)} "
+            f"| {timing} | {verdict} |"
+        )
+    lines += ["", "| mutant | " + " | ".join(classes) + " |", "|---|" + "---:|" * len(classes)]
+    names = [r.name for r in next(iter(by_class.values()))[0]]
+    for i, name in enumerate(names):
+        lines.append(f"| {name} | " + " | ".join(_cell(by_class[p][0][i]) for p in classes) + " |")
+    lines += ["", "<details><summary>The fastest property per mutant and class</summary>", ""]
+    for p, (results, _) in by_class.items():
+        fastest = [f"{r.name}: {_short(r.fastest[0])}" for r in results if r.fastest is not None]
+        lines.append(f"- {p}: " + "; ".join(fastest))
+    lines += ["", "</details>"]
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--write", action="store_true", help="update the section in benchmarks/RESULTS.md")
+    parser.add_argument("--write", action="store_true", help="update the sections in benchmarks/RESULTS.md")
     parser.add_argument("--only", nargs="*", metavar="MUTANT", help="measure only these mutants")
+    parser.add_argument("--classes", default=",".join(CLASSES), help=f"comma-separated (default {','.join(CLASSES)})")
     parser.add_argument("--workers", type=int, default=2, help="mutants measured at once (default 2)")
     args = parser.parse_args()
     names = args.only or list(DOCS)
+    classes = [c for c in args.classes.split(",") if c]
+    unknown = sorted(set(classes) - set(CLASSES))
+    if unknown:
+        parser.error(f"unknown classes {unknown}; the classes are {', '.join(CLASSES)}")
+    by_class: dict[str, tuple[list[MutantResult], MutantResult]] = {}
     start = time.perf_counter()
     with ThreadPoolExecutor(args.workers) as pool:
-        results = list(pool.map(lambda name: measure(name, mutant_spec(name), constrained_spec(name)), names))
-        correct = pool.submit(measure, "correct", CORRECT, CONSTRAINED_CORRECT).result()
-    section = render(results, correct, time.perf_counter() - start)
+        for p in classes:
+            class_start = time.perf_counter()
+            by_class[p] = measure_class(p, names, pool)
+            if p == "float32":
+                results, correct = by_class[p]
+                section = render(results, correct, time.perf_counter() - class_start)
+                print(section)
+                if args.write:
+                    write_section(section)
+            section = render_classes(by_class, time.perf_counter() - start)
+            if args.write:
+                write_section(section)
     print(section)
-    if args.write:
-        write_section(section)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@ the examples run, the time and the worst error / tolerance ratio into benchmarks
     python benchmarks/thorough_profile.py                      # the full run (>= 1,000 examples each)
     python benchmarks/thorough_profile.py --max-examples 30 -- -k agreement   # reduced, to try it
 
-Arguments after `--` go to pytest (e.g. `--model numpy`, `-k rope`). Run from the project root.
+By default every built-in model runs, those of the precision classes too (`fixtures/builtin.py`,
+each judged at its class); `--model NAME` after `--` chooses. Arguments after `--` go to pytest
+(e.g. `--model numpy`, `-k rope`, `-n 2`). Run from the project root.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ class Row:
     seconds: float = 0.0
     examples: int | None = None
     worst_ratio: float | None = None
+    precision: str | None = None
 
 
 class Collector:
@@ -49,8 +52,11 @@ class Collector:
         row.seconds += report.duration
         if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
             row.outcome = report.outcome
-            ratios = [v for k, v in report.user_properties if k == "worst_error_ratio"]
-            row.worst_ratio = ratios[0] if ratios else None
+            props = dict(report.user_properties)
+            row.worst_ratio = props.get("worst_error_ratio")
+            row.precision = props.get("precision")
+            if row.examples is None and "examples" in props:  # under xdist: the suite's own count of cases run
+                row.examples = int(props["examples"])
 
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_teardown(self, item: pytest.Item) -> None:
@@ -66,18 +72,36 @@ def _table(rows: list[Row], command: str, profile: str, max_examples: int, wall:
         SECTION,
         "",
         f"Command: `{command}` (profile `{profile}`, max_examples {max_examples}); wall time {wall:.0f} s.",
-        "Worst ratio: max over the examples of max |error| / tolerance bound (`verifier/analysis/tolerance.py`);",
-        "at most 1 passes.",
+        "Worst ratio: max over the examples of max |error| / tolerance bound, the bound of the model's precision",
+        "class (`verifier/analysis/precision.py`); at most 1 passes. Examples: cases run (Hypothesis's count,",
+        "or under xdist the suite's count of cases the model was built for).",
         "",
-        "| property [model] | outcome | examples | time (s) | worst error / tolerance |",
-        "|---|---|---:|---:|---:|",
+        "| property [model] | class | outcome | examples | time (s) | worst error / tolerance |",
+        "|---|---|---|---:|---:|---:|",
     ]
     for r in rows:
         name = r.test.split("::", 1)[-1]
         examples = "-" if r.examples is None else str(r.examples)
         ratio = "-" if r.worst_ratio is None else f"{r.worst_ratio:.3g}"
-        lines.append(f"| `{name}` | {r.outcome} | {examples} | {r.seconds:.1f} | {ratio} |")
+        lines.append(f"| `{name}` | {r.precision or '-'} | {r.outcome} | {examples} | {r.seconds:.1f} | {ratio} |")
+    failed = [r for r in rows if r.outcome == "failed"]
+    worst: dict[str, float] = {}
+    for r in rows:
+        if r.worst_ratio is not None and r.precision:
+            name = r.precision.split(" ")[0]  # a q8_0 variant counts as q8_0
+            worst[name] = max(worst.get(name, 0.0), r.worst_ratio)
+    lines += ["", f"{len(failed)} failed. Worst error / tolerance per class: "
+              + ", ".join(f"{p} {w:.3g}" for p, w in worst.items()) + "."]  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+def _every_built_in() -> list[str]:
+    """`--model NAME` for every built-in model, the precision classes' (run by name only) included."""
+    from verifier.fixtures.plugin import import_fixture_modules
+    from verifier.plugin import registry
+
+    import_fixture_modules()
+    return [f"--model={spec.name}" for spec in registry.registered() if spec.origin.startswith("built-in")]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -96,8 +120,9 @@ def main(argv: list[str] | None = None) -> int:
         profile = "thorough-reduced"
         settings.register_profile(profile, parent=settings.get_profile("thorough"), max_examples=args.max_examples)
     max_examples = settings.get_profile(profile).max_examples
+    models = [] if any(a.startswith("--model") for a in args.pytest_args) else _every_built_in()
     pytest_args = ["properties", "-p", "no:cacheprovider", "-q", "-m", "slow or not slow",
-                   "--hypothesis-profile", profile, *args.pytest_args]  # fmt: skip
+                   "--hypothesis-profile", profile, *models, *args.pytest_args]  # fmt: skip
     collector = Collector()
     start = time.perf_counter()
     status = pytest.main(pytest_args, plugins=[collector])

@@ -19,20 +19,31 @@ refusals of `record_refusal`): a pass always means the model was checked.
     checks.agree(model.logits(tokens), oracle.logits(tokens), what="logits", model=model)
 
 is equivalent to `assert max|found - expected| <= bound`, with the message and the records.
+
+Bounds are those of the model's precision class (`verifier.analysis.precision`), which `judge_at`
+sets when the model is built for an example; every failure message names the class. A model that
+declares no class is float32; when one of its numeric checks fails, `agree` also says whether the
+error is within a coarser floating class's bound (recorded as ("behaves_like", class)), the class
+the model then behaves like.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import numpy as np
+from hypothesis import note, reject
 
 from verifier.analysis.divergence import Divergence
+from verifier.analysis.precision import BFLOAT16, FLOAT16, FLOAT32, TF32, Precision
 from verifier.plugin.contract import CheckedModel, ContractViolation
+from verifier.properties import oracle as oracles
 from verifier.properties.oracle import Expected, Oracle
+from verifier.properties.strategies import Case
 
 __all__ = [
     "PropertyFailure",
@@ -40,6 +51,7 @@ __all__ = [
     "agree",
     "compared",
     "fail",
+    "judge_at",
     "localizer",
     "nothing_compared",
     "record_example",
@@ -47,6 +59,7 @@ __all__ = [
     "record_ratio",
     "record_refusal",
     "recording",
+    "top_token",
     "trace_agrees",
 ]
 
@@ -72,6 +85,8 @@ class Record:
     uncompared: dict[str, None] = field(default_factory=dict)  # an ordered set of reasons
     refused: dict[str, None] = field(default_factory=dict)
     by_model: dict[str, None] = field(default_factory=dict)
+    precision: str | None = None  # the class the model was judged at
+    behaves_like: str | None = None  # an undeclared model's failure within this coarser class's bound
 
     def why_nothing_compared(self, model: str) -> str:
         """The skip reason of a property that ran `examples` cases on `model` and compared nothing."""
@@ -94,6 +109,10 @@ class Record:
             found.append(("stage_errors", self.stage_errors))
         if self.contract_rule is not None:
             found.append(("contract_rule", self.contract_rule))
+        if self.precision is not None:
+            found.append(("precision", self.precision))
+        if self.behaves_like is not None:
+            found.append(("behaves_like", self.behaves_like))
         return found
 
 
@@ -111,6 +130,7 @@ def recording(property_name: str) -> Iterator[Record]:
     """Collect what the checks of one test record (used by the conftest hook)."""
     record = Record(property_name)
     _records.append(record)
+    oracles.judge_at(FLOAT32)  # until a model is built for an example
     try:
         yield record
     finally:
@@ -124,6 +144,22 @@ def _current() -> Record | None:
 def property_name() -> str:
     record = _current()
     return record.property if record else "property"
+
+
+def judge_at(model: CheckedModel, case: Case) -> None:
+    """Judge what follows at `model`'s precision class; reject `case` (Hypothesis draws another)
+    where the oracle's values exceed what the class's format can hold (float16 beyond 65,504)."""
+    oracles.judge_at(model.precision)
+    record = _current()
+    if record is not None:
+        record.precision = model.precision.label
+    if math.isinf(model.precision.max_value):
+        return
+    reason = model.precision.out_of_range(oracles.oracle(case).trace(case.token_array()), case.config.d_head)
+    if reason is not None:
+        note(f"outside the model's precision class: {reason}")
+        record_refusal(f"a case outside {model.precision.name}'s range ({reason})")
+        reject()
 
 
 def record_example() -> None:
@@ -201,10 +237,11 @@ def _first_of(error: BaseException, kind: type[E]) -> E | None:
 
 
 def fail(model: CheckedModel | str, what: str, detail: str, divergence: Divergence | None = None) -> None:
-    """Raise the suite's failure: `<property>: model 'x', <what>: <detail>`."""
+    """Raise the suite's failure: `<property>: model 'x' (<precision class>), <what>: <detail>`."""
     __tracebackhide__ = True
     name = model if isinstance(model, str) else model.name
-    raise PropertyFailure(f"{property_name()}: model {name!r}, {what}: {detail}", divergence)
+    label = oracles.precision().label if isinstance(model, str) else model.precision.label
+    raise PropertyFailure(f"{property_name()}: model {name!r} ({label}), {what}: {detail}", divergence)
 
 
 def _at(array: np.ndarray, index: tuple[int, ...]) -> str:
@@ -236,13 +273,60 @@ def agree(
     source = "the oracle" if against is None else "the model's own output"
     detail = (
         f"max |diff| {c.max_error:.3g} at {list(c.index)} (found {_at(found, c.index)}, "
-        f"{source} {_at(reference, c.index)}) exceeds the tolerance {c.bound:.3g} ({c.ratio:.3g}x the bound)"
+        f"{source} {_at(reference, c.index)}) exceeds the {expected.precision.label} tolerance {c.bound:.3g} "
+        f"({c.ratio:.3g}x the bound)"
     )
+    if isinstance(model, CheckedModel) and not model.precision_declared and not expected.identity:
+        detail += _behaves_like(found, expected, against, slack)
     divergence = localize() if localize is not None else None
     if divergence is not None:
         detail += ("\nfirst divergent stage: " if divergence.first else "\n") + divergence.describe()
     fail(model, what, detail, divergence)
     return c.ratio
+
+
+# The floating classes an undeclared model's failure is measured against, finest first.
+COARSER = (TF32, FLOAT16, BFLOAT16)
+
+
+def _behaves_like(found: np.ndarray, expected: Expected, against: np.ndarray | None, slack: float) -> str:
+    """For an undeclared (float32) model's failed check: the finest coarser class whose bound the
+    error is within, said and recorded, or that none is."""
+    for p in COARSER:
+        c = expected.compare(found, against=against, slack=slack, precision=p)
+        if c.ok:
+            record = _current()
+            if record is not None and (record.behaves_like is None or _coarser(p, record.behaves_like)):
+                record.behaves_like = p.label
+            return (
+                f"; within the {p.label} tolerance {c.bound:.3g} ({c.ratio:.3g}x): the model declares no precision "
+                f"and behaves like {p.label} here (if it computes in {p.label}, declare precision = {p.name!r})"
+            )
+    return "; beyond the tf32, float16 and bfloat16 tolerances too"
+
+
+def _coarser(p: Precision, label: str) -> bool:
+    order = [c.label for c in COARSER]
+    return label in order and order.index(p.label) > order.index(label)
+
+
+def top_token(
+    model: CheckedModel, row: np.ndarray, token: int, bound: float, *, what: str, source: str = "the oracle"
+) -> None:
+    """Assert `token` is the argmax of `row` (logits [V] from `source`) up to a tie within `bound`;
+    records shortfall / bound."""
+    __tracebackhide__ = True
+    best = int(np.argmax(row))
+    shortfall = float(row[best] - row[token])
+    record_ratio(shortfall / bound if bound > 0 else float(shortfall > 0) * np.inf)
+    if shortfall > bound:
+        fail(
+            model,
+            what,
+            f"picked {token} ({source}'s logit {row[token]:.6g}) where {source}'s argmax is {best} "
+            f"(logit {row[best]:.6g}): {shortfall:.3g} apart, beyond the {model.precision.label} tolerance "
+            f"{bound:.3g} for a tie",
+        )
 
 
 def localizer(model: CheckedModel, oracle: Oracle, tokens: np.ndarray) -> Callable[[], Divergence | None]:

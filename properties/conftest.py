@@ -50,7 +50,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     marker = item.get_closest_marker("requires")
     spec = getattr(item, "callspec", None) and item.callspec.params.get("model_spec")
     if marker is not None and spec is not None:
-        reason = models.skip_reason(spec, marker.args, marker.kwargs.get("family"))
+        reason = models.skip_reason(
+            spec, marker.args, marker.kwargs.get("family"), quantized=marker.kwargs.get("quantized", False)
+        )
         if reason:
             pytest.skip(reason)
 

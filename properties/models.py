@@ -43,6 +43,8 @@ class Support:
     refused: dict[str, str] = field(default_factory=dict)
     constraints: tuple[Constraints, ...] = (FREE_SHAPE,)
     broken: dict[str, str] = field(default_factory=dict)  # probe kind -> how building the model broke the contract
+    precision: str = "float32"  # the class of the model built on the probes
+    quantized: bool = False  # ... and whether it is a quantized one
 
     def refusal(self, config: ModelConfig) -> str | None:
         """None if the model runs configs like this one, else why not (the probes, or the constraints)."""
@@ -95,7 +97,10 @@ def support(spec: ModelSpec) -> Support:
     key = (spec.name, id(spec.factory))
     if key not in _SUPPORT:
         probes = probe(spec)
+        built = next((p for p in probes if p.precision), None)
         found = Support(spec.name, constraints=spec.constraints or _inferred(probes))
+        if built is not None:
+            found = dataclasses.replace(found, precision=built.precision, quantized=built.quantized)
         for p in probes:
             if p.unsupported is not None:
                 found.refused[p.kind] = p.unsupported
@@ -107,16 +112,23 @@ def support(spec: ModelSpec) -> Support:
     return _SUPPORT[key]
 
 
-def requires(*capabilities: str, family: Family | None = None) -> Callable[[F], F]:
+def requires(*capabilities: str, family: Family | None = None, quantized: bool = False) -> Callable[[F], F]:
     """Mark a property as needing each of `capabilities` ("logits" in either form, "batch", or any
-    capability of `verifier.plugin.interface.CAPABILITIES`) and configs of `family`; others skip
-    with the reason."""
-    return pytest.mark.requires(*capabilities, family=family)  # type: ignore[no-any-return]
+    capability of `verifier.plugin.interface.CAPABILITIES`), configs of `family`, and (if
+    `quantized`) a model of a quantized precision class; others skip with the reason."""
+    return pytest.mark.requires(*capabilities, family=family, quantized=quantized)  # type: ignore[no-any-return]
 
 
-def skip_reason(spec: ModelSpec, capabilities: tuple[str, ...], family: Family | None) -> str | None:
-    """Why a property marked `requires(*capabilities, family=family)` cannot run on `spec`, or None."""
-    return support(spec).why_not(family, capabilities)
+def skip_reason(
+    spec: ModelSpec, capabilities: tuple[str, ...], family: Family | None, *, quantized: bool = False
+) -> str | None:
+    """Why a property marked `requires(*capabilities, family=family, quantized=quantized)` cannot run
+    on `spec`, or None."""
+    found = support(spec)
+    reason = found.why_not(family, capabilities)
+    if reason is None and quantized and not found.quantized and found.capabilities:
+        reason = f"model {spec.name!r} is {found.precision}, not a quantized precision class"
+    return reason
 
 
 def build(spec: ModelSpec, case: Case, *capabilities: str) -> CheckedModel:
@@ -137,5 +149,6 @@ def build(spec: ModelSpec, case: Case, *capabilities: str) -> CheckedModel:
         reason = model.lacks(capability)
         if reason is not None:
             pytest.skip(f"{reason}, for {case.config.family} configs")
+    checks.judge_at(model, case)  # the model's precision class; rejects a case beyond its format's range
     checks.record_example()
     return model

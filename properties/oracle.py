@@ -1,9 +1,14 @@
 """The float64 oracle of a case, with what the tolerance policy needs to bound each comparison.
 
 Every expected array comes with its neighbours (see `verifier.analysis.tolerance`): the oracle run on
-weights nudged at float32 precision (two seeds), and the reference run in float32. They measure how
-sensitive this very case is to rounding, so the bound is tight where the case is well
-conditioned and wide only where any correct float32 model lands far from the oracle.
+weights nudged at the model's precision (two seeds), and the reference run at that precision. They
+measure how sensitive this very case is to rounding, so the bound is tight where the case is well
+conditioned and wide only where any correct model of that precision lands far from the oracle.
+
+Comparisons are judged at the precision class of the model under test (`verifier.analysis.precision`):
+`models.build` calls `judge_at(model.precision)` when it builds the model for an example, and the
+oracle, its neighbours and every bound follow. A quantized class's oracle runs on the dequantized
+weights. Outside a property (or before a model is built) the class is float32.
 """
 
 from __future__ import annotations
@@ -16,71 +21,124 @@ import numpy as np
 
 from verifier.analysis import tolerance
 from verifier.analysis.divergence import Divergence, localize
+from verifier.analysis.precision import FLOAT32, Precision
 from verifier.model.config import ModelConfig
 from verifier.model.weights import Weights
-from verifier.plugin.adapters.reference import build_float64
 from verifier.properties.strategies import Case
 from verifier.reference import NumpyModel
+
+_judged_at: list[Precision] = [FLOAT32]
+
+
+def judge_at(precision: Precision) -> None:
+    """Judge the comparisons that follow at `precision` (the model under test's class)."""
+    _judged_at[0] = precision
+
+
+def precision() -> Precision:
+    """The precision class comparisons are judged at now."""
+    return _judged_at[0]
+
+
+Neighbours = Callable[[Precision], tuple[np.ndarray, ...]]
 
 
 class Expected:
     """An oracle array and, computed only when the floor of the policy is not enough, its
-    neighbours; `rope_positions` is the largest RoPE position, or 0."""
+    neighbours at a precision; `rope_positions` is the largest RoPE position, or 0. An `identity`
+    is what a law gives exactly: only the class's identity floor applies."""
 
     def __init__(
-        self, value: np.ndarray, neighbours: Callable[[], tuple[np.ndarray, ...]], rope_positions: int
+        self,
+        value: np.ndarray,
+        neighbours: Neighbours,
+        rope_positions: int,
+        *,
+        precision: Precision = FLOAT32,
+        n_layers: int = 1,
+        identity: bool = False,
     ) -> None:
         self.value = value
         self.rope_positions = rope_positions
+        self.precision = precision
+        self.n_layers = n_layers
+        self.identity = identity
         self._neighbours = neighbours
+        self._cache: dict[tuple[str, str], tuple[np.ndarray, ...]] = {}
 
-    @cached_property
+    def neighbours_at(self, precision: Precision) -> tuple[np.ndarray, ...]:
+        if precision.key not in self._cache:
+            self._cache[precision.key] = self._neighbours(precision)
+        return self._cache[precision.key]
+
+    @property
     def neighbours(self) -> tuple[np.ndarray, ...]:
-        return self._neighbours()
+        return self.neighbours_at(self.precision)
 
-    def bound(self, *, with_neighbours: bool = True) -> float:
-        others = self.neighbours if with_neighbours else ()
-        return tolerance.bound(self.value, others, rope_positions=self.rope_positions)
+    def bound(self, *, with_neighbours: bool = True, precision: Precision | None = None) -> float:
+        """The largest error the class (this value's, or `precision`) allows against this value."""
+        p = precision or self.precision
+        if self.identity:
+            return p.identity_bound(self.value, rope_positions=self.rope_positions)
+        others = self.neighbours_at(p) if with_neighbours else ()
+        return p.bound(self.value, others, rope_positions=self.rope_positions, n_layers=self.n_layers)
 
     def compare(
-        self, actual: np.ndarray, *, against: np.ndarray | None = None, slack: float = 1.0
+        self,
+        actual: np.ndarray,
+        *,
+        against: np.ndarray | None = None,
+        slack: float = 1.0,
+        precision: Precision | None = None,
     ) -> tolerance.Comparison:
         """`actual` against this oracle value (or against `against`, another output of the model
-        for the same input) under this value's bound times `slack`."""
-        error = tolerance.compare(actual, self.value if against is None else against)
-        floor = slack * self.bound(with_neighbours=False)
+        for the same input) under this value's bound times `slack` (at `precision` if given)."""
+        error, index = tolerance.worst(actual, self.value if against is None else against)
+        floor = slack * self.bound(with_neighbours=False, precision=precision)
         # The neighbours only widen the bound: skip computing them while the error is far below the
         # floor (the ratio reported is then an upper bound, at most 1/4).
-        if error.max_error <= floor / 4:
-            return tolerance.Comparison(error.max_error, floor, error.index)
-        return tolerance.Comparison(error.max_error, slack * self.bound(), error.index)
+        if error <= floor / 4 or self.identity:
+            return tolerance.Comparison(error, floor, index)
+        return tolerance.Comparison(error, slack * self.bound(precision=precision), index)
 
     def __getitem__(self, index: Any) -> Expected:
         """The same slice of the value and of every neighbour."""
-        return Expected(self.value[index], lambda: tuple(n[index] for n in self.neighbours), self.rope_positions)
+        return Expected(
+            self.value[index],
+            lambda p: tuple(n[index] for n in self.neighbours_at(p)),
+            self.rope_positions,
+            precision=self.precision,
+            n_layers=self.n_layers,
+            identity=self.identity,
+        )
 
 
 def exact(value: np.ndarray, rope_positions: int = 0) -> Expected:
-    """What a law gives exactly (a rotation's norm, an unchanged prefix): only the floor applies."""
-    return Expected(np.asarray(value, np.float64), tuple, rope_positions)
+    """What a law gives exactly (a rotation's norm, an unchanged prefix): the class's identity floor applies."""
+    return Expected(np.asarray(value, np.float64), lambda p: (), rope_positions, precision=precision(), identity=True)
 
 
 class Oracle:
-    """The float64 reference for one config and weight set, and its two neighbours."""
+    """The float64 reference for one config and weight set at a precision class, and its neighbours."""
 
-    def __init__(self, config: ModelConfig, weights: Weights) -> None:
+    def __init__(self, config: ModelConfig, weights: Weights, precision: Precision = FLOAT32) -> None:
         self.config = config
-        self.model = build_float64(config, weights)
+        self.precision = precision
+        self.model = NumpyModel(config, precision.oracle_weights(weights), np.float64)
         self._weights = weights
+        self._neighbour_models: dict[tuple[str, str], tuple[NumpyModel, ...]] = {}
 
-    @cached_property
-    def _neighbours(self) -> tuple[NumpyModel, ...]:
-        """Built on first use: most comparisons never need them."""
-        return (
-            NumpyModel(self.config, tolerance.perturbed(self._weights, seed=0), np.float64),
-            NumpyModel(self.config, tolerance.perturbed(self._weights, seed=1), np.float64),
-            NumpyModel(self.config, self._weights, np.float32),
-        )
+    def neighbour_models(self, precision: Precision) -> tuple[NumpyModel, ...]:
+        """The oracle on weights nudged at `precision` (two seeds) and the reference run at it;
+        built on first use: most comparisons never need them."""
+        if precision.key not in self._neighbour_models:
+            c, w = self.config, self._weights
+            self._neighbour_models[precision.key] = (
+                NumpyModel(c, precision.perturbed(w, seed=0), np.float64),
+                NumpyModel(c, precision.perturbed(w, seed=1), np.float64),
+                precision.emulation(c, w),
+            )
+        return self._neighbour_models[precision.key]
 
     def _rope_positions(self, n_positions: int) -> int:
         return n_positions - 1 if self.config.uses_rope else 0
@@ -89,31 +147,52 @@ class Oracle:
         """Expected logits of tokens [T] or [B, T] (optionally left-padded with a mask)."""
         value = self.model.logits(tokens, attention_mask=attention_mask)
 
-        def neighbours() -> tuple[np.ndarray, ...]:
-            return tuple(m.logits(tokens, attention_mask=attention_mask) for m in self._neighbours)
+        def neighbours(p: Precision) -> tuple[np.ndarray, ...]:
+            return tuple(m.logits(tokens, attention_mask=attention_mask) for m in self.neighbour_models(p))
 
-        return Expected(value, neighbours, self._rope_positions(np.shape(tokens)[-1]))
+        return Expected(
+            value,
+            neighbours,
+            self._rope_positions(np.shape(tokens)[-1]),
+            precision=self.precision,
+            n_layers=self.config.n_layers,
+        )
 
     def localize(self, trace: dict[str, np.ndarray], tokens: np.ndarray) -> Divergence:
         """Where a model's trace of `tokens` [T] first departs from the oracle's."""
         expected, rope_positions = self.model.trace(tokens), self._rope_positions(len(tokens))
-        floor_only = localize(trace, expected, rope_positions=rope_positions)
+        p, n_layers = self.precision, self.config.n_layers
+        floor_only = localize(trace, expected, rope_positions=rope_positions, precision=p, n_layers=n_layers)
         if max((s.ratio for s in floor_only.stages), default=0.0) <= 0.25:  # as in Expected.compare
             return floor_only
-        neighbours = [m.trace(tokens) for m in self._neighbours]
-        return localize(trace, expected, neighbours, rope_positions=rope_positions)
+        neighbours = [m.trace(tokens) for m in self.neighbour_models(p)]
+        return localize(trace, expected, neighbours, rope_positions=rope_positions, precision=p, n_layers=n_layers)
 
     def trace(self, tokens: np.ndarray) -> dict[str, np.ndarray]:
         return self.model.trace(tokens)
 
+    def quantized_logits(self, tokens: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Logits of what correct models of this (quantized) class compute on tokens [T]: the oracle on
+        the dequantized weights, the class emulation, and the oracle nudged at the class's eps (two
+        seeds); how far these move from the original weights is what quantizing may cost."""
+        return (self.model.logits(tokens), *(m.logits(tokens) for m in self.neighbour_models(self.precision)))
 
-_last: dict[tuple[ModelConfig, int, float], Oracle] = {}
+    @cached_property
+    def original(self) -> NumpyModel:
+        """The float64 reference on the weights as given (for a quantized class: not dequantized)."""
+        if not self.precision.quantized:
+            return self.model
+        return NumpyModel(self.config, self._weights, np.float64)
+
+
+_last: dict[tuple[ModelConfig, int, float, tuple[str, str]], Oracle] = {}
 
 
 def oracle(case: Case) -> Oracle:
-    """The oracle of `case`'s config and weights, remembered for the last case."""
-    key = (case.config, case.seed, case.scale)
+    """The oracle of `case`'s config and weights at the precision judged now, remembered for the last case."""
+    p = precision()
+    key = (case.config, case.seed, case.scale, p.key)
     if key not in _last:
         _last.clear()
-        _last[key] = Oracle(case.config, case.weights())
+        _last[key] = Oracle(case.config, case.weights(), p)
     return _last[key]

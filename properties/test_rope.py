@@ -18,7 +18,6 @@ import pytest
 from hypothesis import given
 
 from verifier import extra
-from verifier.analysis import tolerance
 from verifier.model import stages
 from verifier.model.config import ModelConfig
 from verifier.model.presets import preset
@@ -26,7 +25,7 @@ from verifier.plugin.contract import CheckedModel
 from verifier.plugin.registry import ModelSpec
 from verifier.properties import checks, models
 from verifier.properties.models import requires
-from verifier.properties.oracle import exact
+from verifier.properties.oracle import exact, precision
 from verifier.properties.strategies import ONE_KV_HEAD, RICH_LLAMA, SINGLE_HEAD, SMALL_ACTIVATIONS, Case, cases, pinned
 from verifier.reference.layers import rope_tables
 
@@ -126,8 +125,9 @@ def test_rope_rotations_compose_r_m_times_r_n_is_r_m_plus_n(model_spec: ModelSpe
         keep = m + n < T
         m, n = m[keep], n[keep]
         gap = np.angle(np.exp(1j * (angle[m] + angle[n] - angle[m + n])))  # wrapped to (-pi, pi]
-        # An angle read from a float32 pair of relative length r is good to about eps32 (ULPS + T) / r.
-        slack = tolerance.EPS32 * (tolerance.ULPS + T) * (1 / trust[m] + 1 / trust[n] + 1 / trust[m + n])
+        # An angle read from a pair of relative length r is good to about the class's identity error / r
+        # (float32: eps32 (ULPS + T) / r).
+        slack = precision().identity_relative(T) * (1 / trust[m] + 1 / trust[n] + 1 / trust[m + n])
         ratio = np.abs(gap) / slack
         worst = np.unravel_index(int(np.argmax(ratio)), ratio.shape)
         checks.record_ratio(float(ratio[worst]))

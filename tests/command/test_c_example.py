@@ -60,7 +60,7 @@ def test_the_bug_fails_the_causal_masking_property_by_name(programs: dict[str, P
     done = check(programs["llama_bug"], tmp_path / "reports", "-k", "causal_masking")
     assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
     assert "FAILED" in done.stdout and "test_logits_before_an_edited_token_do_not_change" in done.stdout
-    assert "model 'llama_bug', logits at positions 0.." in done.stdout
+    assert "model 'llama_bug' (float32), logits at positions 0.." in done.stdout
 
 
 @pytest.mark.slow

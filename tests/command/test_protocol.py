@@ -147,7 +147,7 @@ def test_without_a_gguf_writer_the_gguf_format_is_unsupported_with_the_reason() 
     ("options", "problem"),
     [
         (["--command", "./run {model} {tokens}"], "--command needs --command-format and --command-gives"),
-        (["--command-format", "hf"], "--command-format and --command-gives need --command"),
+        (["--command-format", "hf"], "--command-format, --command-gives and --command-precision need --command"),
         (
             ["--command", "./run {tokens}", "--command-format", "hf", "--command-gives", "logits-text"],
             "uses no {model}",

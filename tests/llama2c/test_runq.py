@@ -1,5 +1,6 @@
-"""llama2.c's runq.c (int8 Q8_0, version-2 files) judged against the float64 reference run on the
-dequantized weights: a greedy agreement rate, not pass/fail (runq.c also quantizes activations).
+"""llama2.c's runq.c (int8 Q8_0, version-2 files) measured against the float64 reference run on the
+dequantized weights as a greedy agreement rate (runq.c also quantizes activations). Its verdict comes
+from the property suite at its precision class, the file's Q8_0 (`tests/precision/test_builtins.py`).
 Files with a partial group at the end of a row (as llama2.c's export.py writes stories260K's
 hidden_dim 172 with group size 64) are flagged, and runq.c on them is measured, not crashed."""
 

@@ -18,9 +18,16 @@ CONSTRAINED_CORRECT = f"{CONSTRAINED}:correct"
 DOCS = {cls.__name__: " ".join((cls.__doc__ or "").split()).split(". ")[0].rstrip(".") for cls in MUTANTS}
 
 
-def mutant_spec(name: str) -> str:
-    """The `--model` spec of a catalog mutant."""
-    return f"{CATALOG}:mutants.{name}"
+def mutant_spec(name: str, precision: str = "float32") -> str:
+    """The `--model` spec of a catalog mutant (or of the correct base, `correct`) computing at `precision`."""
+    if precision == "float32":
+        return CORRECT if name == "correct" else f"{CATALOG}:mutants.{name}"
+    return f"{CATALOG}:at.{precision}.{name}"
+
+
+def effect_spec(name: str, precision: str) -> str:
+    """The `--model` spec of a mutant computed in float32 and judged at `precision`'s bounds."""
+    return f"{CATALOG}:exact_at.{precision}.{name}"
 
 
 def constrained_spec(name: str) -> str:

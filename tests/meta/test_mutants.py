@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.meta.mutants.catalog import PRECISIONS
 from tests.meta.mutants.constrained import EXPLAINED
 from tests.meta.suite_runs import CONSTRAINED_CORRECT, CORRECT, DOCS, constrained_spec, mutant_spec, run_suite
 from verifier.analysis.divergence import stage_label
@@ -49,6 +50,14 @@ def test_the_constrained_correct_implementation_conforms(tmp_path) -> None:
         "test_left_padded_rows_with_a_mask_equal_the_rows_run_alone",
         "test_decoding_a_batch_in_chunks_gives_the_logits_of_one_full_pass",
     }, skipped
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_the_correct_implementation_passes_every_property_at_each_class(precision: str, tmp_path) -> None:
+    """Computing at a class and declaring it (the mutation report's baseline at that class)."""
+    report = run_suite(mutant_spec("correct", precision), tmp_path)
+    assert report.conforms, "\n".join(f"{r.property}: {r.detail}" for r in report.failures) or "nothing passed"
+    assert {v.precision for v in report.verdicts()} == {precision}
 
 
 # Where each mutant's bug first shows in a trace (its own `trace`, compared with the oracle's).

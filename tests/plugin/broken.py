@@ -194,3 +194,11 @@ class _DeclaresMaskWithoutParameter(_Wrapped):
 
 def declares_mask_without_parameter(config: ModelConfig, weights: Weights) -> Any:
     return _DeclaresMaskWithoutParameter(config, weights)
+
+
+class _DeclaresUnknownPrecision(_Wrapped):
+    precision = "int3"
+
+
+def declares_unknown_precision(config: ModelConfig, weights: Weights) -> Any:
+    return _DeclaresUnknownPrecision(config, weights)

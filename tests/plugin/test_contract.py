@@ -80,6 +80,7 @@ CASES = {
         "capabilities",
         "capabilities = ['attention_mask', 'logits']",
     ),
+    "unknown precision": (broken.declares_unknown_precision, None, "precision", "precision = 'int3'"),
 }
 
 

@@ -1,9 +1,12 @@
-"""Greedy agreement of a black box with the reference, as a rate rather than a verdict.
+"""Agreement as rates rather than elementwise bounds: greedy tokens, and next-token distributions.
 
-For models that are not expected to match float32 (llama2.c's runq.c quantizes its activations to
-int8 as well as its weights) until precision classes say how close is close enough: each generated
-token is compared with the reference's argmax after the same prefix (teacher-forced on the
-model's own picks), and the share that agree is reported.
+`greedy_agreement`: each token a black box generates is compared with the reference's argmax after
+the same prefix (teacher-forced on the model's own picks), and the share that agree is reported.
+`distribution_agreement`: the statistics llama.cpp's perplexity tool reports when it compares a
+quantized model with the full-precision one (`--kl-divergence`): the KL divergence of next-token
+distributions, KL(p_reference || p_model) per position, and "same top p", the share of positions
+whose most likely token is the same. The quantized precision classes bound them
+(`verifier.analysis.precision`).
 """
 
 from __future__ import annotations
@@ -53,3 +56,39 @@ def greedy_agreement(model: Any, reference: NumpyModel, prompts: Iterable[np.nda
         tokens += len(generated)
         agreed += int((np.argmax(logits, axis=-1) == generated).sum())
     return Agreement(continuations, tokens, agreed, declined)
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    """log p over the last axis, in float64: [..., V] -> [..., V]."""
+    x = np.asarray(logits, np.float64)
+    shifted = x - x.max(axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+def kl_divergence(reference: np.ndarray, logits: np.ndarray) -> np.ndarray:
+    """KL(p_reference || p_model) in nats per position, from logits [..., V] -> [...]."""
+    log_p, log_q = log_softmax(reference), log_softmax(logits)
+    return np.maximum((np.exp(log_p) * (log_p - log_q)).sum(axis=-1), 0.0)  # >= 0 up to rounding
+
+
+@dataclass(frozen=True)
+class DistributionAgreement:
+    """llama.cpp's statistics of a model's next-token distributions against a reference's."""
+
+    positions: int
+    mean_kl: float  # nats
+    max_kl: float
+    same_top: float  # the share of positions whose argmax is the reference's
+
+    def describe(self) -> str:
+        return (
+            f"mean KL divergence {self.mean_kl:.3g} nats (max {self.max_kl:.3g}), same top token at "
+            f"{self.same_top:.1%} of {self.positions} positions"
+        )
+
+
+def distribution_agreement(reference: np.ndarray, logits: np.ndarray) -> DistributionAgreement:
+    """A model's `logits` [..., V] against the `reference` logits of the same positions."""
+    kl = kl_divergence(reference, logits).reshape(-1)
+    same = np.argmax(reference, axis=-1) == np.argmax(logits, axis=-1)
+    return DistributionAgreement(kl.size, float(kl.mean()), float(kl.max(initial=0.0)), float(np.mean(same)))

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from verifier.analysis import tolerance
+from verifier.analysis.precision import FLOAT32, Precision
 from verifier.model import stages
 
 # Stages before the divergent one listed in full; earlier ones are summarised.
@@ -58,6 +59,7 @@ class Divergence:
 
     stages: tuple[StageError, ...]
     untraced: tuple[str, ...] = ()
+    precision: str = "float32"  # the class whose bounds the stages were compared under
 
     @property
     def first(self) -> StageError | None:
@@ -77,7 +79,8 @@ class Divergence:
         else:
             where = f" at {list(first.index)}" if first.index else ""
             head += (
-                f"max |diff| {first.max_error:.2e}{where} (tolerance {first.bound:.2e}, {first.ratio:.2g}x the bound)"
+                f"max |diff| {first.max_error:.2e}{where} ({self.precision} tolerance {first.bound:.2e}, "
+                f"{first.ratio:.2g}x the bound)"
             )
         before = self.stages[: self.stages.index(first)]
         return head + "; " + _describe_agreeing(before)
@@ -123,8 +126,11 @@ def localize(
     neighbours: Sequence[Mapping[str, np.ndarray]] = (),
     *,
     rope_positions: int = 0,
+    precision: Precision = FLOAT32,
+    n_layers: int = 1,
 ) -> Divergence:
-    """Compare a model's `trace` with the oracle's `expected` trace, stage by stage.
+    """Compare a model's `trace` with the oracle's `expected` trace, stage by stage, under the
+    bounds of `precision` (`verifier.analysis.precision`).
 
     `neighbours` are the traces the tolerance policy measures conditioning with (see
     `verifier.analysis.tolerance`); `rope_positions` is the largest position for RoPE models, else 0.
@@ -141,9 +147,11 @@ def localize(
             compared.append(StageError(stage, float("inf"), 0.0, problem=problem))
             continue
         others = [_comparable(stage, n[stage]) for n in neighbours if stage in n]
-        c = tolerance.compare(_comparable(stage, got), _comparable(stage, want), others, rope_positions=rope_positions)
-        compared.append(StageError(stage, c.max_error, c.bound, c.index))
-    return Divergence(tuple(compared), tuple(untraced))
+        oracle_value = _comparable(stage, want)
+        error, index = tolerance.worst(_comparable(stage, got), oracle_value)
+        limit = precision.bound(oracle_value, others, rope_positions=rope_positions, n_layers=n_layers)
+        compared.append(StageError(stage, error, limit, index))
+    return Divergence(tuple(compared), tuple(untraced), precision.label)
 
 
 def plot_stage_errors(rows: Sequence[tuple[str, float, float]], path: str | Path, *, title: str = "") -> Path:

@@ -26,6 +26,9 @@ float32 implementation (the reference in float32). A correct model's error measu
 the larger of the two over 240 cases at weight scales 0.003..10 (most below 1x); two perturbed
 neighbours and CONDITIONING = 32 leave about 6x room for heavier tails in long thorough runs.
 On well-conditioned cases the neighbours sit within a few eps32 and the floor decides.
+
+This is the float32 precision class; `verifier.analysis.precision` gives the same form to the
+narrower classes (tf32, float16, bfloat16, q8_0), each in its own eps.
 """
 
 from __future__ import annotations
@@ -42,12 +45,12 @@ ULPS = 128
 CONDITIONING = 32
 
 
-def perturbed(weights: Weights, seed: int = 0) -> Weights:
-    """float64 weights, each entry times (1 + eps32 z) with z ~ N(0, 1): a float32-sized nudge."""
+def perturbed(weights: Weights, seed: int = 0, eps: float = EPS32) -> Weights:
+    """float64 weights, each entry times (1 + eps z) with z ~ N(0, 1): a float32-sized nudge (or, with
+    another `eps`, one of that format's size)."""
     rng = np.random.default_rng(seed)
     return {
-        name: np.asarray(w, np.float64) * (1.0 + EPS32 * rng.standard_normal(np.shape(w)))
-        for name, w in weights.items()
+        name: np.asarray(w, np.float64) * (1.0 + eps * rng.standard_normal(np.shape(w))) for name, w in weights.items()
     }
 
 
@@ -58,12 +61,21 @@ def max_error(actual: np.ndarray, expected: np.ndarray) -> float:
 
 
 def bound(
-    expected: np.ndarray, neighbours: Sequence[np.ndarray] = (), *, rope_positions: int = 0, ulps: float = ULPS
+    expected: np.ndarray,
+    neighbours: Sequence[np.ndarray] = (),
+    *,
+    rope_positions: int = 0,
+    ulps: float = ULPS,
+    eps: float = EPS32,
+    conditioning: float = CONDITIONING,
 ) -> float:
-    """The largest |actual - expected| the policy allows (see the module docstring)."""
+    """The largest |actual - expected| the policy allows (see the module docstring):
+    (eps ulps + eps32 rope_positions) max |expected| + conditioning max_n |neighbour_n - expected|.
+    The defaults are float32's; `verifier.analysis.precision` gives other formats' `eps`, `ulps`
+    and `conditioning` (RoPE angles stay float32 in every format: see there)."""
     scale = float(np.max(np.abs(expected), initial=0.0))
     spread = max((max_error(n, expected) for n in neighbours), default=0.0)
-    return EPS32 * (ulps + rope_positions) * scale + CONDITIONING * spread
+    return (eps * ulps + EPS32 * rope_positions) * scale + conditioning * spread
 
 
 @dataclass(frozen=True)
@@ -86,6 +98,16 @@ class Comparison:
         return self.ratio <= 1.0
 
 
+def worst(actual: np.ndarray, expected: np.ndarray) -> tuple[float, tuple[int, ...]]:
+    """The largest |actual - expected| (inf where `actual` is NaN) and its index; shapes must match."""
+    a, e = np.asarray(actual, np.float64), np.asarray(expected, np.float64)
+    if a.shape != e.shape:
+        raise ValueError(f"cannot compare shape {list(a.shape)} with the expected {list(e.shape)}")
+    diff = np.where(np.isnan(a), np.inf, np.abs(a - e))
+    index = tuple(int(i) for i in np.unravel_index(int(np.argmax(diff)), diff.shape)) if diff.size else ()
+    return (float(diff[index]) if diff.size else 0.0), index
+
+
 def compare(
     actual: np.ndarray,
     expected: np.ndarray,
@@ -94,18 +116,14 @@ def compare(
     rope_positions: int = 0,
     slack: float = 1.0,
 ) -> Comparison:
-    """`actual` against `expected` (same shape) under the policy, the bound times `slack`.
+    """`actual` against `expected` (same shape) under the float32 policy, the bound times `slack`.
 
     `slack` = 2 compares two float32 computations of the model with each other: each may sit a
     full bound from the oracle.
     """
-    a, e = np.asarray(actual, np.float64), np.asarray(expected, np.float64)
-    if a.shape != e.shape:
-        raise ValueError(f"cannot compare shape {list(a.shape)} with the expected {list(e.shape)}")
-    diff = np.where(np.isnan(a), np.inf, np.abs(a - e))
-    index = tuple(int(i) for i in np.unravel_index(int(np.argmax(diff)), diff.shape)) if diff.size else ()
-    worst = float(diff[index]) if diff.size else 0.0
-    return Comparison(worst, slack * bound(e, neighbours, rope_positions=rope_positions), index)
+    error, index = worst(actual, expected)
+    limit = bound(np.asarray(expected, np.float64), neighbours, rope_positions=rope_positions)
+    return Comparison(error, slack * limit, index)
 
 
 def error_ratio(actual: np.ndarray, expected: np.ndarray, neighbours: Sequence[np.ndarray] = ()) -> float:

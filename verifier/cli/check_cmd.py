@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from verifier.analysis.precision import CLASSES
 from verifier.plugin.command import GIVES
 from verifier.plugin.command.files import FORMATS
 from verifier.plugin.command.program import DEFAULT_TIMEOUT_S
@@ -53,6 +54,11 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--format", choices=list(FORMATS), help="the model file the --command program reads")
     p.add_argument("--gives", choices=list(GIVES), help="what the --command program gives back")
     p.add_argument(
+        "--precision",
+        choices=list(CLASSES),
+        help="the precision class the --command program computes at (default: float32, or the Q8_0 of llama2c-v2)",
+    )
+    p.add_argument(
         "--timeout",
         type=float,
         metavar="SECONDS",
@@ -76,6 +82,7 @@ def _command_options(args: argparse.Namespace) -> list[str]:
     """The pytest options for a --command program (checked by the pytest plugin)."""
     options = {"--command": args.command_template, "--command-format": args.format, "--command-gives": args.gives}
     options["--command-timeout"] = None if args.timeout is None else str(args.timeout)
+    options["--command-precision"] = args.precision
     return [f"{name}={value}" for name, value in options.items() if value is not None]
 
 

@@ -78,6 +78,15 @@ def classifier(config: ModelConfig, weights: Weights) -> np.ndarray:
     return weights[EMBEDDING[config.family] if config.tie_embeddings else CLASSIFIER]
 
 
+def input_axis(name: str, ndim: int) -> int | None:
+    """The axis along which the weight `name` meets its input in a matrix product: 0 for GPT-2's
+    `Conv1D` weights [d_in, d_out]; -1 for `nn.Linear` weights [d_out, d_in] and for embeddings
+    [rows, d_model] (a tied classifier reads them as [vocab_size, d_model]); None for vectors."""
+    if ndim != 2:
+        return None
+    return 0 if name.startswith("transformer.h.") else -1
+
+
 def _is_norm_gain(name: str) -> bool:
     return name.endswith(("ln_1.weight", "ln_2.weight", "ln_f.weight", "layernorm.weight", "norm.weight"))
 

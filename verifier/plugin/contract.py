@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from verifier.analysis.precision import FLOAT32, Precision, UnknownPrecision, resolve
 from verifier.model.config import Family, ModelConfig
 from verifier.model.presets import llama2c_hidden_dim
 from verifier.model.stages import stage_shapes
@@ -36,6 +37,7 @@ from verifier.plugin.interface import (
     accepts_keyword,
     capabilities,
     declared_capabilities,
+    declared_precision,
     lacking,
 )
 from verifier.plugin.registry import ModelSpec
@@ -54,6 +56,7 @@ RULES = {
     "greedy-tokens": "greedy(prompt, n_new) returns n_new token ids in [0, V)",
     "deterministic": "the same input gives the same output, also after other calls",
     "cache-reusable": "decode(tokens, cache) leaves `cache` usable: decoding from it again gives the same result",
+    "precision": "a declared precision names a class of verifier.analysis.precision",
 }
 
 
@@ -85,7 +88,7 @@ class CheckedModel:
     "last_logits" model the last one ([..., 1, V]).
     """
 
-    def __init__(self, model: Any, name: str, config: ModelConfig) -> None:
+    def __init__(self, model: Any, name: str, config: ModelConfig, factory: Any = None) -> None:
         self.model = model
         self.name = name
         self.config = config
@@ -93,6 +96,18 @@ class CheckedModel:
         self._check_declared()
         self.every_position = "last_logits" not in self.capabilities
         self.batched = "unbatched" not in self.capabilities
+        self.precision, self.precision_declared = self._precision(declared_precision(model, factory))
+
+    def _precision(self, declared: Any) -> tuple[Precision, bool]:
+        """The precision class the model (or its factory) declares, else float32."""
+        __tracebackhide__ = True
+        if declared is None:
+            return FLOAT32, False
+        try:
+            return resolve(declared), True
+        except UnknownPrecision as e:
+            call = f"{type(self.model).__name__}.precision = {declared!r}"
+            raise ContractViolation(self.name, "precision", call, str(e)) from None
 
     def _check_declared(self) -> None:
         __tracebackhide__ = True
@@ -292,7 +307,7 @@ def build_checked(spec: ModelSpec, config: ModelConfig, weights: Weights) -> Che
         raise ContractViolation(spec.name, "factory", call, f"raised {type(e).__name__}: {e}") from e
     if model is None or not any(callable(getattr(model, m, None)) for m in ("logits", "greedy")):
         raise ContractViolation(spec.name, "has-logits", call, f"returned {type(model).__name__} without logits()")
-    return CheckedModel(model, spec.name, config)
+    return CheckedModel(model, spec.name, config, spec.factory)
 
 
 # The kinds of config probed: a family, and for Llama with and without grouped-query attention
@@ -359,6 +374,9 @@ class Probe:
     shape: Constraints | None = None
     unsupported: str | None = None
     error: str | None = None
+    precision: str = ""  # the built model's precision class, and whether it declared it
+    declared: bool = False
+    quantized: bool = False  # the class compares next-token distributions with the original weights
 
     def summary(self) -> str:
         """`logits, decode, ...` (and the shape, unless free), `unsupported (reason)`, or `broken (message)`."""
@@ -400,7 +418,9 @@ def probe(spec: ModelSpec) -> list[Probe]:
                 probes.append(Probe(kind, frozenset(), shape, error=str(e)))
                 break
             else:
-                probes.append(Probe(kind, model.capabilities, shape))
+                probes.append(Probe(kind, model.capabilities, shape, precision=model.precision.label,
+                                    declared=model.precision_declared,
+                                    quantized=model.precision.distribution is not None))  # fmt: skip
                 break
         else:
             if not reasons:

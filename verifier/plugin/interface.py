@@ -32,6 +32,13 @@ other configs. A factory declares the configs its model runs with a `constraints
 
 A model method may raise `Unsupported` too, for an input it declares it cannot take (a prompt its
 tokenizer cannot encode); the property then draws another input.
+
+A model that does not compute in float32 declares its **precision class** with a `precision`
+attribute on the model (or on the factory): a class name of `verifier.analysis.precision`
+("float32", "tf32", "float16", "bfloat16", "q8_0") or a `Precision` object (e.g.
+`precision.q8_0(group_size=64, float16_scales=False)`). It is judged by that class's bounds, and a
+quantized class against the oracle on its dequantized weights. A model that declares nothing is
+float32.
 """
 
 from __future__ import annotations
@@ -219,6 +226,15 @@ def declared_capabilities(model: Any) -> frozenset[str] | None:
     """The capabilities a model declares by its `capabilities` attribute, or None if it declares none."""
     declared = getattr(model, "capabilities", None)
     return None if declared is None else frozenset(declared)
+
+
+def declared_precision(model: Any, factory: Any = None) -> Any | None:
+    """The precision class a model declares by its `precision` attribute, else its factory's, else None."""
+    for holder in (model, factory):
+        declared = getattr(holder, "precision", None)
+        if declared is not None:
+            return declared
+    return None
 
 
 def detected_capabilities(model: Any) -> frozenset[str]:

@@ -9,9 +9,10 @@ Three ways in here, all ending as a `ModelSpec` (the fourth, a program on the co
    whose ini sets `verifier_installed_models = false` (the clone's own tests) leaves them out.
 
 `select` applies the precedence: `--model` options, else the variable, else everything
-registered or installed. `--model` and the variable also accept a registered or entry-point name.
-A model registered as unavailable here (the built-in `transformers` without the `transformers`
-extra) is left out of "everything", with its reason, and is a usage error when named.
+registered (except models registered with `default=False`, run by name only) or installed.
+`--model` and the variable also accept a registered or entry-point name. A model registered as
+unavailable here (the built-in `transformers` without the `transformers` extra) is left out of
+"everything", with its reason, and is a usage error when named.
 """
 
 from __future__ import annotations

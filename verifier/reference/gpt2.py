@@ -12,7 +12,7 @@ from verifier.model.config import ModelConfig
 from verifier.model.stages import layer_stage
 from verifier.model.weights import Weights
 from verifier.reference import layers as L
-from verifier.reference.recorder import Recorder
+from verifier.reference.recorder import Stage
 
 
 def embed(w: Weights, c: ModelConfig, tokens: np.ndarray, positions: np.ndarray) -> np.ndarray:
@@ -32,15 +32,13 @@ def rope(c: ModelConfig, positions: np.ndarray, dtype: np.dtype) -> None:
 
 
 def qkv(
-    w: Weights, c: ModelConfig, i: int, h: np.ndarray, rope: None, record: Recorder
+    w: Weights, c: ModelConfig, i: int, h: np.ndarray, rope: None, stage: Stage
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """[B, T, d_model] -> c_attn [B, T, 3 d_model] -> q, k, v, each [B, n_heads, T, d_head]."""
     p = f"transformer.h.{i}.attn.c_attn."
     fused = L.linear(h, w[p + "weight"], w[p + "bias"])
     q, k, v = (L.split_heads(part, c.n_heads) for part in np.split(fused, 3, axis=-1))
-    record(layer_stage(i, "q"), q)
-    record(layer_stage(i, "k"), k)
-    record(layer_stage(i, "v"), v)
+    q, k, v = (stage(layer_stage(i, op), x) for op, x in (("q", q), ("k", k), ("v", v)))
     return q, k, v
 
 
@@ -50,13 +48,11 @@ def attn_out(w: Weights, c: ModelConfig, i: int, attn: np.ndarray) -> np.ndarray
     return L.linear(attn, w[p + "weight"], w[p + "bias"])
 
 
-def mlp(w: Weights, c: ModelConfig, i: int, h: np.ndarray, record: Recorder) -> np.ndarray:
+def mlp(w: Weights, c: ModelConfig, i: int, h: np.ndarray, stage: Stage) -> np.ndarray:
     """[B, T, d_model] -> c_fc [B, T, d_ff] -> GELU (tanh form) -> c_proj [B, T, d_model]."""
     p = f"transformer.h.{i}.mlp."
-    up = L.linear(h, w[p + "c_fc.weight"], w[p + "c_fc.bias"])
-    record(layer_stage(i, "mlp_up"), up)
-    act = L.gelu_tanh(up)
-    record(layer_stage(i, "mlp_act"), act)
+    up = stage(layer_stage(i, "mlp_up"), L.linear(h, w[p + "c_fc.weight"], w[p + "c_fc.bias"]))
+    act = stage(layer_stage(i, "mlp_act"), L.gelu_tanh(up))
     return L.linear(act, w[p + "c_proj.weight"], w[p + "c_proj.bias"])
 
 

@@ -7,6 +7,8 @@ the dtype of their inputs: float32 to mirror the models under test, float64 as t
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 
@@ -95,19 +97,26 @@ def causal_mask(T: int, S: int) -> np.ndarray:
 
 
 def attention(
-    q: np.ndarray, k: np.ndarray, v: np.ndarray, allowed: np.ndarray
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    allowed: np.ndarray,
+    stage: Callable[[str, np.ndarray], np.ndarray] = lambda op, x: x,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Masked softmax attention with grouped-query heads.
 
     q: [B, h, T, d_head]; k, v: [B, kv, S, d_head]; allowed: bool, broadcastable to [B, h, T, S].
     Query head j reads key/value head j // (h / kv): q is viewed as [B, kv, h / kv, T, d_head] so that
-    each group of query heads meets its key/value head by broadcasting. Returns (out [B, h, T, d_head],
-    scores [B, h, T, S], probs [B, h, T, S]).
+    each group of query heads meets its key/value head by broadcasting. `stage(op, x)` receives
+    "scores" and "probs" [B, h, T, S] and returns what attention goes on with. Returns
+    (out [B, h, T, d_head], scores [B, h, T, S], probs [B, h, T, S]).
     """
     B, h, T, d_head = q.shape
     kv, S = k.shape[1], k.shape[2]
     grouped = q.reshape(B, kv, h // kv, T, d_head)
     scores = attention_scores(grouped, k[:, :, None])  # [B, kv, h / kv, T, S]
+    scores = stage("scores", scores.reshape(B, h, T, S)).reshape(B, kv, h // kv, T, S)
     probs = softmax(np.where(allowed.reshape(allowed.shape[0], -1, 1, T, S), scores, -np.inf))
+    probs = stage("probs", probs.reshape(B, h, T, S)).reshape(B, kv, h // kv, T, S)
     out = probs @ v[:, :, None]  # [B, kv, h / kv, T, d_head]
     return out.reshape(B, h, T, d_head), scores.reshape(B, h, T, S), probs.reshape(B, h, T, S)

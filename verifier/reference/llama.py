@@ -13,7 +13,7 @@ from verifier.model.config import ModelConfig
 from verifier.model.stages import layer_stage
 from verifier.model.weights import Weights
 from verifier.reference import layers as L
-from verifier.reference.recorder import Recorder, RopeTables
+from verifier.reference.recorder import RopeTables, Stage
 
 
 def embed(w: Weights, c: ModelConfig, tokens: np.ndarray, positions: np.ndarray) -> np.ndarray:
@@ -34,20 +34,16 @@ def rope(c: ModelConfig, positions: np.ndarray, dtype: np.dtype) -> RopeTables:
 
 
 def qkv(
-    w: Weights, c: ModelConfig, i: int, h: np.ndarray, rope: RopeTables, record: Recorder
+    w: Weights, c: ModelConfig, i: int, h: np.ndarray, rope: RopeTables, stage: Stage
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """[B, T, d_model] -> q [B, n_heads, T, d_head], k, v [B, n_kv_heads, T, d_head]; RoPE on q, k."""
     p = f"model.layers.{i}.self_attn."
-    q = L.split_heads(h @ w[p + "q_proj.weight"].T, c.n_heads)
-    k = L.split_heads(h @ w[p + "k_proj.weight"].T, c.n_kv_heads)
-    v = L.split_heads(h @ w[p + "v_proj.weight"].T, c.n_kv_heads)
-    record(layer_stage(i, "q"), q)
-    record(layer_stage(i, "k"), k)
-    record(layer_stage(i, "v"), v)
+    q = stage(layer_stage(i, "q"), L.split_heads(h @ w[p + "q_proj.weight"].T, c.n_heads))
+    k = stage(layer_stage(i, "k"), L.split_heads(h @ w[p + "k_proj.weight"].T, c.n_kv_heads))
+    v = stage(layer_stage(i, "v"), L.split_heads(h @ w[p + "v_proj.weight"].T, c.n_kv_heads))
     cos, sin = rope
-    q, k = L.apply_rope(q, cos, sin), L.apply_rope(k, cos, sin)
-    record(layer_stage(i, "q_rope"), q)
-    record(layer_stage(i, "k_rope"), k)
+    q = stage(layer_stage(i, "q_rope"), L.apply_rope(q, cos, sin))
+    k = stage(layer_stage(i, "k_rope"), L.apply_rope(k, cos, sin))
     return q, k, v
 
 
@@ -56,15 +52,12 @@ def attn_out(w: Weights, c: ModelConfig, i: int, attn: np.ndarray) -> np.ndarray
     return attn @ w[f"model.layers.{i}.self_attn.o_proj.weight"].T
 
 
-def mlp(w: Weights, c: ModelConfig, i: int, h: np.ndarray, record: Recorder) -> np.ndarray:
+def mlp(w: Weights, c: ModelConfig, i: int, h: np.ndarray, stage: Stage) -> np.ndarray:
     """SwiGLU, down(silu(gate(h)) * up(h)): [B, T, d_model] -> [B, T, d_ff] -> [B, T, d_model]."""
     p = f"model.layers.{i}.mlp."
-    gate = h @ w[p + "gate_proj.weight"].T
-    up = h @ w[p + "up_proj.weight"].T
-    record(layer_stage(i, "mlp_gate"), gate)
-    record(layer_stage(i, "mlp_up"), up)
-    act = L.silu(gate) * up
-    record(layer_stage(i, "mlp_act"), act)
+    gate = stage(layer_stage(i, "mlp_gate"), h @ w[p + "gate_proj.weight"].T)
+    up = stage(layer_stage(i, "mlp_up"), h @ w[p + "up_proj.weight"].T)
+    act = stage(layer_stage(i, "mlp_act"), L.silu(gate) * up)
     return act @ w[p + "down_proj.weight"].T
 
 

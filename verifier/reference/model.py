@@ -17,7 +17,8 @@ from verifier.model.config import ModelConfig
 from verifier.model.weights import Weights, cast, classifier
 from verifier.reference import gpt2, llama
 from verifier.reference import layers as L
-from verifier.reference.recorder import Recorder, Rope, ignore
+from verifier.reference.recorder import Rope, Stage, passing
+from verifier.reference.rounding import Rounding
 
 
 class InputError(ValueError):
@@ -56,12 +57,23 @@ class NumpyModel:
     `logits(tokens)` takes [T] or [B, T] int tokens and returns [T, V] or [B, T, V];
     `decode(tokens, cache)` continues a KVCache with a chunk of new tokens;
     `trace(tokens)` returns every stage of one sequence [T] (see `verifier.model.stages`).
+    With `rounding` (`verifier.reference.rounding`), it runs at a narrower precision: float32
+    arithmetic, its weights and the outputs of the stages the rounding names rounded to the format.
     """
 
-    def __init__(self, config: ModelConfig, weights: Weights, dtype: npt.DTypeLike = np.float32) -> None:
+    def __init__(
+        self,
+        config: ModelConfig,
+        weights: Weights,
+        dtype: npt.DTypeLike = np.float32,
+        rounding: Rounding | None = None,
+    ) -> None:
         self.config = config
         self.dtype = np.dtype(dtype)
+        self.rounding = rounding
         self.weights = cast(weights, self.dtype)
+        if rounding is not None:
+            self.weights = {name: rounding.weights(name, w).astype(self.dtype) for name, w in self.weights.items()}
         self._family = gpt2 if config.family == "gpt2" else llama
         if config.family == "llama":
             # `h @ W.T` reads a [d_out, d_in] weight fastest (1.5x in a decode step here) when W.T is a
@@ -77,10 +89,10 @@ class NumpyModel:
         """
         batch = self._check_tokens(tokens, past=0)
         if attention_mask is None:
-            logits, _ = self._forward(batch, None, ignore)
+            logits, _ = self._forward(batch, None, passing)
         else:
             mask = self._check_mask(attention_mask, batch)
-            logits, _ = self._forward(batch, None, ignore, key_mask=mask)
+            logits, _ = self._forward(batch, None, passing, key_mask=mask)
         return logits if np.ndim(tokens) == 2 else logits[0]
 
     def decode(self, tokens: np.ndarray, cache: KVCache | None = None) -> tuple[np.ndarray, KVCache]:
@@ -89,7 +101,7 @@ class NumpyModel:
         batch = self._check_tokens(tokens, past=past)
         if cache is not None and cache.layers[0][0].shape[0] != batch.shape[0]:
             raise InputError(f"tokens have batch size {batch.shape[0]}, the cache has {cache.layers[0][0].shape[0]}")
-        logits, new_cache = self._forward(batch, cache, ignore)
+        logits, new_cache = self._forward(batch, cache, passing)
         return (logits if np.ndim(tokens) == 2 else logits[0]), new_cache
 
     def trace(self, tokens: np.ndarray) -> dict[str, np.ndarray]:
@@ -98,8 +110,9 @@ class NumpyModel:
             raise InputError(f"trace takes one sequence [T], found shape {np.shape(tokens)}")
         record: dict[str, np.ndarray] = {}
 
-        def keep(stage: str, value: np.ndarray) -> None:
+        def keep(stage: str, value: np.ndarray) -> np.ndarray:
             record[stage] = value[0]
+            return value
 
         self._forward(self._check_tokens(tokens, past=0), None, keep)
         return record
@@ -125,10 +138,22 @@ class NumpyModel:
             raise InputError("attention_mask must hold only 0 and 1")
         return mask.astype(bool)
 
+    def _stage(self, record: Stage) -> Stage:
+        """`record` after this model's rounding of each stage it rounds."""
+        rounding = self.rounding
+        if rounding is None:
+            return record
+
+        def rounded(stage: str, value: np.ndarray) -> np.ndarray:
+            return record(stage, rounding.activations(value) if rounding.rounds(stage) else value)
+
+        return rounded
+
     def _forward(
-        self, tokens: np.ndarray, cache: KVCache | None, record: Recorder, key_mask: np.ndarray | None = None
+        self, tokens: np.ndarray, cache: KVCache | None, record: Stage, key_mask: np.ndarray | None = None
     ) -> tuple[np.ndarray, KVCache]:
         """tokens [B, T] after `cache` -> (logits [B, T, V], cache + this chunk)."""
+        stage = self._stage(record)
         B, T = tokens.shape
         past = cache.length if cache is not None else 0
         positions = np.broadcast_to(np.arange(past, past + T), (B, T))
@@ -138,18 +163,15 @@ class NumpyModel:
             # A padded query still sees itself, so its (unused) softmax row is never all -inf.
             allowed = allowed & (key_mask[:, None, None, :] | np.eye(T, dtype=bool))
         f, w, c = self._family, self.weights, self.config
-        x = f.embed(w, c, tokens, positions)
-        record(stages.EMBED, x)
+        x = stage(stages.EMBED, f.embed(w, c, tokens, positions))
         new_layers = []
         rope = f.rope(c, positions, self.dtype)
         for i in range(c.n_layers):
             past_kv = cache.layers[i] if cache is not None else None
-            x, kv = self._block(i, x, rope, allowed, past_kv, record)
+            x, kv = self._block(i, x, rope, allowed, past_kv, stage)
             new_layers.append(kv)
-        x = f.final_norm(w, c, x)
-        record(stages.FINAL_NORM, x)
-        logits = x @ self._classifier.T
-        record(stages.LOGITS, logits)
+        x = stage(stages.FINAL_NORM, f.final_norm(w, c, x))
+        logits = stage(stages.LOGITS, x @ self._classifier.T)
         return logits, KVCache(tuple(new_layers))
 
     def _block(
@@ -159,7 +181,7 @@ class NumpyModel:
         rope: Rope,
         allowed: np.ndarray,
         past_kv: tuple[np.ndarray, np.ndarray] | None,
-        record: Recorder,
+        stage: Stage,
     ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
         """One pre-norm block, [B, T, d_model] -> [B, T, d_model]: x + attn(norm(x)), then + mlp(norm(.)).
 
@@ -167,28 +189,19 @@ class NumpyModel:
         """
         f, w, c = self._family, self.weights, self.config
 
-        def stage(op: str) -> str:
-            return stages.layer_stage(i, op)
+        def at(op: str, value: np.ndarray) -> np.ndarray:
+            return stage(stages.layer_stage(i, op), value)
 
-        h = f.norm(w, c, i, "attn", x)
-        record(stage("attn_norm"), h)
-        q, k, v = f.qkv(w, c, i, h, rope, record)  # [B, heads, T, d_head]
+        h = at("attn_norm", f.norm(w, c, i, "attn", x))
+        q, k, v = f.qkv(w, c, i, h, rope, stage)  # [B, heads, T, d_head]
         if past_kv is not None:
             k = np.concatenate([past_kv[0].transpose(0, 2, 1, 3), k], axis=2)
             v = np.concatenate([past_kv[1].transpose(0, 2, 1, 3), v], axis=2)
-        out, scores, probs = L.attention(q, k, v, allowed)
-        record(stage("scores"), scores)
-        record(stage("probs"), probs)
-        attn = L.merge_heads(out)
-        record(stage("attn"), attn)
-        projected = f.attn_out(w, c, i, attn)
-        record(stage("attn_out"), projected)
-        x = x + projected
-        record(stage("resid_attn"), x)
-        h = f.norm(w, c, i, "mlp", x)
-        record(stage("mlp_norm"), h)
-        mlp_out = f.mlp(w, c, i, h, record)
-        record(stage("mlp_out"), mlp_out)
-        x = x + mlp_out
-        record(stage("resid_mlp"), x)
+        out, _, _ = L.attention(q, k, v, allowed, at)
+        attn = at("attn", L.merge_heads(out))
+        projected = at("attn_out", f.attn_out(w, c, i, attn))
+        x = at("resid_attn", x + projected)
+        h = at("mlp_norm", f.norm(w, c, i, "mlp", x))
+        mlp_out = at("mlp_out", f.mlp(w, c, i, h, stage))
+        x = at("resid_mlp", x + mlp_out)
         return x, (k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3))

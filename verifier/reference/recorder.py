@@ -1,15 +1,18 @@
-"""Types shared by the forward pass: the trace callback, and the RoPE tables passed to each layer."""
+"""Types shared by the forward pass: the stage callback, and the RoPE tables passed to each layer."""
 
 from collections.abc import Callable
 
 import numpy as np
 
-Recorder = Callable[[str, np.ndarray], None]
+# Every stage's output passes through `stage(name, value)`, which may record it (a trace) and
+# returns the value the pass goes on with: `value` itself, or rounded to a narrower format.
+Stage = Callable[[str, np.ndarray], np.ndarray]
 
 # RoPE's cos, sin tables [B, T, d_head/2], computed once per forward pass (None for GPT-2).
 RopeTables = tuple[np.ndarray, np.ndarray]
 Rope = RopeTables | None
 
 
-def ignore(stage: str, value: np.ndarray) -> None:
-    """The recorder of an untraced pass."""
+def passing(stage: str, value: np.ndarray) -> np.ndarray:
+    """The stage callback of an untraced pass at the model's own precision."""
+    return value

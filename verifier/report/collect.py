@@ -24,12 +24,14 @@ from verifier.plugin.registry import PluginError
 from verifier.report import render
 from verifier.report.output import write_atomic
 from verifier.report.results import (
+    BEHAVES_LIKE,
     CONTRACT_RULE,
     EXAMPLES,
     FIRST_DIVERGENT_STAGE,
     FIRST_FAILURE_SECONDS,
     INTERRUPTED,
     MODEL,
+    PRECISION,
     STAGE_ERRORS,
     WORST_ERROR_RATIO,
     Header,
@@ -141,6 +143,10 @@ class Collector:
             result.examples = int(props[EXAMPLES])
         if CONTRACT_RULE in props:
             result.contract_rule = str(props[CONTRACT_RULE])
+        if PRECISION in props:
+            result.precision = str(props[PRECISION])
+        if BEHAVES_LIKE in props:
+            result.behaves_like = str(props[BEHAVES_LIKE])
         if STAGE_ERRORS in props:
             result.stage_errors = [(str(stage), float(e), float(b)) for stage, e, b in props[STAGE_ERRORS]]
         xfail = getattr(report, "wasxfail", None)
@@ -187,6 +193,7 @@ class Collector:
         for v in report.verdicts():
             counts = {"verdict": v.verdict, "run": v.run, "passed": v.passed, "failed": v.failed}
             counts |= {"skipped": v.skipped, "examples": v.examples, **({"reason": v.reason} if v.reason else {})}
+            counts |= {"precision": v.precision, **({"behaves_like": v.behaves_like} if v.behaves_like else {})}
             for name, value in counts.items():
                 junit.add_global_property(f"verifier.{v.model}.{name}", value)
 
@@ -217,7 +224,15 @@ def _selection(config: pytest.Config) -> registry.Selection:
 
 
 def _model_cards(specs: list[registry.ModelSpec]) -> list[ModelCard]:
-    return [ModelCard(s.name, s.origin, {p.kind: p.summary() for p in contract.probe(s)}) for s in specs]
+    cards = []
+    for spec in specs:
+        probes = contract.probe(spec)
+        built = next((p for p in probes if p.precision), None)
+        card = ModelCard(spec.name, spec.origin, {p.kind: p.summary() for p in probes})
+        if built is not None:
+            card.precision, card.declared = built.precision, built.declared
+        cards.append(card)
+    return cards
 
 
 def header(config: pytest.Config) -> Header:

@@ -44,7 +44,7 @@ def html(report: Report) -> str:
         term = f"<dt>{escape(label)}</dt>" if label else ""  # a model's probe lines have no label of their own
         out.append(f"{term}<dd><code>{escape(value.strip())}</code></dd>")
     out += ["</dl>", '<table class="matrix"><thead><tr><th>property</th>']
-    out += [f"<th>{escape(m)}</th>" for m in t.models]
+    out += [f"<th>{escape(t.heading(m))}</th>" for m in t.models]
     out.append("</tr></thead><tbody>")
     for p in t.properties:
         cells = [t.cells.get((p, m), "-") for m in t.models]

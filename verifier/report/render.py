@@ -1,7 +1,8 @@
 """The conformance table as text (for the terminal) and Markdown (for files and CI summaries).
 
-Rows are properties, columns are models; a cell reads `pass 0.012` (the worst error / tolerance
-ratio, where the property measured one), `FAIL 3.1e+04 [2]`, `skip [1]`. Numbered notes below
+Rows are properties, columns are models (headed with their precision class where it is not
+float32: the ratios of a column are against that class's bounds); a cell reads `pass 0.012` (the
+worst error / tolerance ratio, where the property measured one), `FAIL 3.1e+04 [2]`, `skip [1]`. Numbered notes below
 the table give each skip's reason and each failure's whole message and first divergent stage; a
 reason or a contract breach that several properties of a model share is one note. Then each
 model's verdict (conforms / fails / untested) with its counts, and the summary.
@@ -10,7 +11,7 @@ model's verdict (conforms / fails / untested) with its counts, and the summary.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from verifier.report.results import FAILING, Report, Result
@@ -27,6 +28,11 @@ class Table:
     models: list[str]
     cells: dict[tuple[str, str], str]
     notes: list[tuple[list[Result], str]]  # (the results a note is for, its text), numbered from 1
+    headings: dict[str, str] = field(default_factory=dict)  # model -> its column heading
+
+    def heading(self, model: str) -> str:
+        """The model's name, and its precision class where it is not float32: `m (bfloat16)`."""
+        return self.headings.get(model, model)
 
     def note_heading(self, n: int) -> str:
         """`property / model` of note n (from 1); for a note several share, `model, k properties`,
@@ -74,7 +80,9 @@ def table(report: Report) -> Table:
                 notes[numbers[key] - 1][0].append(result)
                 parts.append(f"[{numbers[key]}]")
             cells[prop, model] = " ".join(parts)
-    return Table(properties, models, cells, notes)
+    classes = {v.model: v.precision for v in report.verdicts()}
+    headings = {m: f"{m} ({classes[m]})" for m in models if classes.get(m, "float32") != "float32"}
+    return Table(properties, models, cells, notes, headings)
 
 
 _VERDICTS = {"conforms": "conforms", "fails": "does not conform", "untested": "untested: not conforming"}
@@ -94,7 +102,15 @@ def verdict_lines(report: Report) -> list[str]:
         run = f"{v.run} {'property' if v.run == 1 else 'properties'} run"
         counts = f"{run}: {v.passed} pass, {v.failed} fail; {v.skipped} skip; {v.examples:,} examples"
         label = v.verdict.upper() if v.verdict != "conforms" else v.verdict
-        lines.append(f"{v.model}: {label} ({counts})" + (f"; {v.reason}" if v.reason else ""))
+        name = v.model if v.precision == "float32" else f"{v.model} ({v.precision})"
+        line = f"{name}: {label} ({counts})" + (f"; {v.reason}" if v.reason else "")
+        if v.behaves_like:
+            like = v.behaves_like.split(" ", 1)[0]
+            line += (
+                f"; it declares no precision and its failures are within the bounds of {v.behaves_like}: it behaves "
+                f"like {like} (if it computes in {like}, declare precision = {like!r})"
+            )
+        lines.append(line)
     return lines
 
 
@@ -114,6 +130,7 @@ def header_lines(report: Report) -> list[tuple[str, str]]:
     ]
     for card in h.models:
         lines.append(("model", f"{card.name} ({card.origin})"))
+        lines.append(("", f"  precision: {card.precision}" + ("" if card.declared else " (declares none)")))
         kinds_by_summary: dict[str, list[str]] = {}
         for kind, probe in card.probes.items():
             kinds_by_summary.setdefault(probe, []).append(kind)
@@ -126,7 +143,8 @@ def text(report: Report, written: Sequence[Path] = ()) -> str:
     summary, which names the report files `written`."""
     t = table(report)
     lines = [f"{label:<11}{value}" for label, value in header_lines(report)]
-    rows = [["property", *t.models]] + [[p, *(t.cells.get((p, m), "-") for m in t.models)] for p in t.properties]
+    rows = [["property", *map(t.heading, t.models)]]
+    rows += [[p, *(t.cells.get((p, m), "-") for m in t.models)] for p in t.properties]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines.append("")
     for i, row in enumerate(rows):
@@ -157,7 +175,8 @@ def markdown(report: Report) -> str:
     out += ["", "## Run", ""]
     for label, value in header_lines(report):
         out.append(f"- **{label}**: `{value}`" if label else f"  - `{value.strip()}`")
-    out += ["", f"| property | {' | '.join(map(_md_cell, t.models))} |", "|---" * (len(t.models) + 1) + "|"]
+    out += ["", f"| property | {' | '.join(_md_cell(t.heading(m)) for m in t.models)} |"]
+    out.append("|---" * (len(t.models) + 1) + "|")
     for p in t.properties:
         out.append(f"| `{_md_cell(p)}` | {' | '.join(_md_cell(t.cells.get((p, m), '-')) for m in t.models)} |")
     if t.notes:

@@ -11,7 +11,10 @@ these keys; each also shows in pytest's own JUnit XML:
 - `first_failure_seconds`: float, on a failed Hypothesis property, the time from the test's start
   to its first failing example (before shrinking), for the mutation report;
 - `examples`: int, the cases a property built the model for and ran (the suite's conftest counts them);
-- `contract_rule`: str, on a failure that is a contract breach, the rule broken (e.g. `shape`).
+- `contract_rule`: str, on a failure that is a contract breach, the rule broken (e.g. `shape`);
+- `precision`: str, the precision class the model was judged at (`verifier.analysis.precision`);
+- `behaves_like`: str, on a failure of a model that declares no class, the coarser floating class
+  whose bounds its numeric failures are within (the class the model behaves like).
 
 A registered model that cannot run here (the built-in `transformers` without its extra) is not
 under test: the header names it with the reason (`Header.unavailable`); it has no verdict and
@@ -43,6 +46,8 @@ STAGE_ERRORS = "stage_errors"
 FIRST_FAILURE_SECONDS = "first_failure_seconds"
 EXAMPLES = "examples"
 CONTRACT_RULE = "contract_rule"
+PRECISION = "precision"
+BEHAVES_LIKE = "behaves_like"
 
 # pytest's exit status for a run stopped by Ctrl-C (pytest.ExitCode.INTERRUPTED).
 INTERRUPTED = 2
@@ -68,6 +73,8 @@ class Result:
     first_failure_seconds: float | None = None
     examples: int | None = None  # None: the test did not count its examples
     contract_rule: str | None = None
+    precision: str | None = None
+    behaves_like: str | None = None
 
 
 @dataclass
@@ -81,6 +88,9 @@ class ModelVerdict:
     skipped: int
     examples: int
     reason: str = ""
+    precision: str = "float32"  # the class it was judged at
+    declared: bool = False  # whether the model declared it
+    behaves_like: str = ""  # undeclared: the coarsest class its failures were within, and in how many
 
     @property
     def run(self) -> int:
@@ -95,6 +105,8 @@ class ModelCard:
     name: str
     origin: str
     probes: dict[str, str]  # probe kind -> "logits, decode, ..." or "unsupported (...)" / "broken (...)"
+    precision: str = "float32"  # the precision class the model declares (built on the probes)
+    declared: bool = False
 
 
 @dataclass
@@ -134,7 +146,13 @@ class Report:
             reason = self._why_untested(model, mine)
         elif verdict == "conforms" and self.interrupted:
             verdict, reason = "untested", "the run was interrupted before every property ran on it"
-        return ModelVerdict(model, verdict, passed, failed, len(mine) - passed - failed, examples, reason)
+        card = next((c for c in self.header.models if c.name == model), None)
+        judged = next((r.precision for r in mine if r.precision), "float32")
+        precision, declared = (card.precision, card.declared) if card else (judged, judged != "float32")
+        return ModelVerdict(
+            model, verdict, passed, failed, len(mine) - passed - failed, examples, reason, precision, declared,
+            "" if declared else _behaves_like(mine),
+        )  # fmt: skip
 
     def _why_untested(self, model: str, results: list[Result]) -> str:
         card = next((c for c in self.header.models if c.name == model), None)
@@ -212,6 +230,18 @@ class Report:
     @classmethod
     def read(cls, path: Path) -> Report:
         return cls.from_dict(json.loads(path.read_text()))
+
+
+def _behaves_like(results: list[Result]) -> str:
+    """`bfloat16 (5 of 7 failed properties)`: the coarsest class an undeclared model's failures were
+    within, and how many of its failures were; empty when none was."""
+    failed = [r for r in results if r.outcome in FAILING]
+    within = [r.behaves_like for r in failed if r.behaves_like]
+    if not within:
+        return ""
+    order = ["tf32", "float16", "bfloat16"]
+    coarsest = max(within, key=lambda label: order.index(label) if label in order else -1)
+    return f"{coarsest} ({len(within)} of {len(failed)} failed properties)"
 
 
 def _finite(value: Any) -> Any:

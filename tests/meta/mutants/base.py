@@ -3,6 +3,9 @@
 It is a second implementation (not the suite's reference): a mutant subclasses `Transformer`,
 overrides the one method that holds its bug, and is plugged in with `factory(MutantClass)`.
 It has every capability of the contract: logits (with attention_mask), decode, trace, greedy.
+`factory(MutantClass, precision)` computes at a precision class ("tf32", "float16", "bfloat16",
+"q8_0"; `Rounding` below, written independently of the suite's reference) and declares it:
+weights rounded, and each stage's output rounded where the format rounds it.
 Shapes: x [B, T, d_model]; per-head q, k, v [B, heads, T, d_head]; a cache is a tuple per layer
 of (k, v) [B, kv_heads, S, d_head], never modified after it is returned.
 """
@@ -17,12 +20,64 @@ import numpy as np
 Cache = tuple[tuple[np.ndarray, np.ndarray], ...]
 
 
+def _bfloat16(x: np.ndarray) -> np.ndarray:
+    import torch
+
+    return torch.from_numpy(np.ascontiguousarray(x, np.float32)).to(torch.bfloat16).float().numpy()
+
+
+def _float16(x: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        return np.asarray(x, np.float32).astype(np.float16).astype(np.float32)
+
+
+def _tf32(x: np.ndarray) -> np.ndarray:
+    bits = np.ascontiguousarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    bits = (bits + 0xFFF + ((bits >> 13) & 1)) & 0xFFFFE000  # round to nearest even at 10 mantissa bits
+    return bits.astype(np.uint32).view(np.float32)
+
+
+def _q8_0(x: np.ndarray, axis: int = -1, group: int = 32) -> np.ndarray:
+    """Q8_0 as llama.cpp stores it (ggml's quantize_row_q8_0_ref): groups of 32 along `axis`,
+    d = max|x| / 127, q = roundf(x / d), d kept in float16."""
+    x = np.moveaxis(np.asarray(x, np.float32), axis, -1)
+    n = x.shape[-1]
+    full = np.concatenate([x, np.zeros((*x.shape[:-1], -n % group), np.float32)], axis=-1)
+    g = full.reshape(*x.shape[:-1], -1, group)
+    d = np.abs(g).max(-1, keepdims=True) / np.float32(127)
+    scaled = g * np.where(d == 0, 0, 1 / np.where(d == 0, 1, d)).astype(np.float32)
+    q = np.trunc(scaled + np.copysign(np.float32(0.5), scaled)) * _float16(d)
+    return np.moveaxis(q.reshape(full.shape)[..., :n], -1, axis)
+
+
+_WEIGHT_INPUTS = {"attn_norm", "attn", "mlp_norm", "mlp_act", "final_norm"}
+# What each class rounds: (activation rounding, stages rounded (None: all), weight rounding (name, w) -> w).
+ROUNDING: dict[str, tuple[Callable[[np.ndarray], np.ndarray], set[str] | None, Callable[..., np.ndarray]]] = {
+    "bfloat16": (_bfloat16, None, lambda name, w: _bfloat16(w)),
+    "float16": (_float16, None, lambda name, w: _float16(w)),
+    "tf32": (
+        _tf32,
+        _WEIGHT_INPUTS | {"q", "k", "v", "q_rope", "k_rope", "probs"},
+        lambda name, w: _tf32(w) if w.ndim == 2 else w,
+    ),
+    "q8_0": (
+        _q8_0,
+        _WEIGHT_INPUTS,
+        lambda name, w: _q8_0(w, axis=0 if name.startswith("transformer.h.") else -1) if w.ndim == 2 else w,
+    ),
+}
+
+
 class Transformer:
-    def __init__(self, config: Any, weights: dict[str, np.ndarray]) -> None:
+    def __init__(self, config: Any, weights: dict[str, np.ndarray], precision: str = "float32") -> None:
         self.c = config
         self.w = {name: np.asarray(value, np.float32) for name, value in weights.items()}
         self.gpt2 = config.family == "gpt2"
         self._trace: dict[str, np.ndarray] | None = None
+        self.precision = precision
+        self._rounding = ROUNDING.get(precision)
+        if self._rounding is not None:
+            self.w = {name: self._rounding[2](name, w) for name, w in self.w.items()}
 
     # ---- the interface ---------------------------------------------------------------------
     def logits(self, tokens: np.ndarray, attention_mask: np.ndarray | None = None) -> np.ndarray:
@@ -56,9 +111,15 @@ class Transformer:
         """The argmax after the last position of a chunk's logits [T, V]."""
         return int(np.argmax(logits[-1]))
 
-    def record(self, stage: str, value: np.ndarray) -> None:
+    def stage(self, stage: str, value: np.ndarray) -> np.ndarray:
+        """A stage's output as the model goes on with it (rounded at its precision), recorded when tracing."""
+        if self._rounding is not None:
+            round_, stages, _ = self._rounding
+            if stages is None or stage.rsplit(".", 1)[-1] in stages:
+                value = round_(value)
         if self._trace is not None:
             self._trace[stage] = value
+        return value
 
     def positions(self, B: int, T: int, past: int, mask: np.ndarray | None) -> np.ndarray:
         if mask is not None:
@@ -158,43 +219,34 @@ class Transformer:
 
     def attention(self, h, i, positions, past, mask):
         q, k, v = self.qkv(h, i)
-        self.record(f"layers.{i}.q", q)
-        self.record(f"layers.{i}.k", k)
-        self.record(f"layers.{i}.v", v)
+        q, k, v = (self.stage(f"layers.{i}.{name}", x) for name, x in (("q", q), ("k", k), ("v", v)))
         if not self.gpt2:
             q, k, v = self.rope_qkv(q, k, v, positions)
-            self.record(f"layers.{i}.q_rope", q)
-            self.record(f"layers.{i}.k_rope", k)
+            q, k = self.stage(f"layers.{i}.q_rope", q), self.stage(f"layers.{i}.k_rope", k)
         k, v = self.append(past, k, v)
         k_att, v_att = self.attended(past, k, v)
         T, S = q.shape[2], k_att.shape[2]
         scores = self.matmul(q, self.kv_for_head(k_att).swapaxes(-1, -2)) * np.float32(self.scale())
+        scores = self.stage(f"layers.{i}.scores", scores)
         allowed = self.allowed(T, S)[None, None]
         if mask is not None:
             allowed = allowed & (mask[:, None, None, :] | np.eye(T, dtype=bool))
-        probs = self.attend(scores, allowed)
-        self.record(f"layers.{i}.scores", scores)
-        self.record(f"layers.{i}.probs", probs)
+        probs = self.stage(f"layers.{i}.probs", self.attend(scores, allowed))
         out = self.matmul(probs, self.kv_for_head(v_att))
         B, H, _, dh = out.shape
-        attn = out.transpose(0, 2, 1, 3).reshape(B, T, H * dh)
-        self.record(f"layers.{i}.attn", attn)
+        attn = self.stage(f"layers.{i}.attn", out.transpose(0, 2, 1, 3).reshape(B, T, H * dh))
         name = f"transformer.h.{i}.attn.c_proj" if self.gpt2 else f"model.layers.{i}.self_attn.o_proj"
         return self.linear(attn, name), (k, v)
 
     def mlp(self, h: np.ndarray, i: int) -> np.ndarray:
         if self.gpt2:
-            up = self.linear(h, f"transformer.h.{i}.mlp.c_fc")
-            self.record(f"layers.{i}.mlp_up", up)
-            act = self.gelu(up)
-            self.record(f"layers.{i}.mlp_act", act)
+            up = self.stage(f"layers.{i}.mlp_up", self.linear(h, f"transformer.h.{i}.mlp.c_fc"))
+            act = self.stage(f"layers.{i}.mlp_act", self.gelu(up))
             return self.linear(act, f"transformer.h.{i}.mlp.c_proj")
         p = f"model.layers.{i}.mlp."
-        gate, up = self.linear(h, p + "gate_proj"), self.linear(h, p + "up_proj")
-        self.record(f"layers.{i}.mlp_gate", gate)
-        self.record(f"layers.{i}.mlp_up", up)
-        act = self.silu(gate) * up
-        self.record(f"layers.{i}.mlp_act", act)
+        gate = self.stage(f"layers.{i}.mlp_gate", self.linear(h, p + "gate_proj"))
+        up = self.stage(f"layers.{i}.mlp_up", self.linear(h, p + "up_proj"))
+        act = self.stage(f"layers.{i}.mlp_act", self.silu(gate) * up)
         return self.linear(act, p + "down_proj")
 
     def norm_names(self, i: int) -> tuple[str, str]:
@@ -208,18 +260,13 @@ class Transformer:
 
     def block(self, x, i, positions, past, mask):
         attn_norm, mlp_norm = self.norm_names(i)
-        h = self.norm(x, attn_norm)
-        self.record(f"layers.{i}.attn_norm", h)
+        h = self.stage(f"layers.{i}.attn_norm", self.norm(x, attn_norm))
         a, kv = self.attention(h, i, positions, past, mask)
-        self.record(f"layers.{i}.attn_out", a)
-        x = self.residual(x, a, "attn")
-        self.record(f"layers.{i}.resid_attn", x)
-        h = self.norm(x, mlp_norm)
-        self.record(f"layers.{i}.mlp_norm", h)
-        m = self.mlp(h, i)
-        self.record(f"layers.{i}.mlp_out", m)
-        x = self.residual(x, m, "mlp")
-        self.record(f"layers.{i}.resid_mlp", x)
+        a = self.stage(f"layers.{i}.attn_out", a)
+        x = self.stage(f"layers.{i}.resid_attn", self.residual(x, a, "attn"))
+        h = self.stage(f"layers.{i}.mlp_norm", self.norm(x, mlp_norm))
+        m = self.stage(f"layers.{i}.mlp_out", self.mlp(h, i))
+        x = self.stage(f"layers.{i}.resid_mlp", self.residual(x, m, "mlp"))
         return x, kv
 
     def final_norm(self, x: np.ndarray) -> np.ndarray:
@@ -236,25 +283,29 @@ class Transformer:
     def forward(self, tokens: np.ndarray, cache: Cache | None, mask: np.ndarray | None) -> tuple[np.ndarray, Cache]:
         B, T = tokens.shape
         positions = self.positions(B, T, self.past_length(cache), mask)
-        x = self.embed(tokens, positions)
-        self.record("embed", x)
+        x = self.stage("embed", self.embed(tokens, positions))
         new_cache = []
         for i in range(self.c.n_layers):
             x, kv = self.block(x, i, positions, None if cache is None else cache[i], mask)
             new_cache.append(kv)
-        x = self.final_norm(x)
-        self.record("final_norm", x)
-        logits = self.matmul(x, self.classifier().T)
-        self.record("logits", logits)
+        x = self.stage("final_norm", self.final_norm(x))
+        logits = self.stage("logits", self.matmul(x, self.classifier().T))
         return logits, tuple(new_cache)
 
 
-def factory(cls: type[Transformer]) -> Callable[[Any, dict[str, np.ndarray]], Transformer]:
-    """A plug-in factory `build(config, weights)` for the implementation `cls`."""
+def factory(
+    cls: type[Transformer], precision: str = "float32", *, declared: str | None = None
+) -> Callable[[Any, dict[str, np.ndarray]], Transformer]:
+    """A plug-in factory `build(config, weights)` for the implementation `cls` computing at
+    `precision`; with `declared`, it declares that class instead (a float32 computation judged by
+    a coarser class's bounds measures how large a bug's effect is against them)."""
 
     def build(config: Any, weights: dict[str, np.ndarray]) -> Transformer:
-        return cls(config, weights)
+        model = cls(config, weights, precision)
+        model.precision = declared or precision
+        return model
 
-    build.__name__ = build.__qualname__ = f"build_{cls.__name__}"
+    suffix = "" if precision == "float32" else f"_{precision}"
+    build.__name__ = build.__qualname__ = f"build_{cls.__name__}{suffix}" + (f"_as_{declared}" if declared else "")
     build.__doc__ = cls.__doc__
     return build

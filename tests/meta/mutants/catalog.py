@@ -177,16 +177,13 @@ class PostNorm(Transformer):
 
     def block(self, x, i, positions, past, mask):
         attn_norm, mlp_norm = self.norm_names(i)
-        self.record(f"layers.{i}.attn_norm", x)  # what attention reads: x itself, not norm(x)
+        x = self.stage(f"layers.{i}.attn_norm", x)  # what attention reads: x itself, not norm(x)
         a, kv = self.attention(x, i, positions, past, mask)
-        self.record(f"layers.{i}.attn_out", a)
-        x = self.norm(x + a, attn_norm)
-        self.record(f"layers.{i}.resid_attn", x)
-        self.record(f"layers.{i}.mlp_norm", x)
-        m = self.mlp(x, i)
-        self.record(f"layers.{i}.mlp_out", m)
-        x = self.norm(x + m, mlp_norm)
-        self.record(f"layers.{i}.resid_mlp", x)
+        a = self.stage(f"layers.{i}.attn_out", a)
+        x = self.stage(f"layers.{i}.resid_attn", self.norm(x + a, attn_norm))
+        x = self.stage(f"layers.{i}.mlp_norm", x)
+        m = self.stage(f"layers.{i}.mlp_out", self.mlp(x, i))
+        x = self.stage(f"layers.{i}.resid_mlp", self.norm(x + m, mlp_norm))
         return x, kv
 
 
@@ -431,3 +428,16 @@ MUTANTS: tuple[type[Transformer], ...] = tuple(
 # `--model tests.meta.mutants.catalog:mutants.ScaleByDHead` plugs in one mutant; `correct` is the unmutated base.
 mutants = SimpleNamespace(**{cls.__name__: factory(cls) for cls in MUTANTS})
 correct = factory(Transformer)
+# The same at each narrower precision class: `at.bfloat16.ScaleByDHead`, `at.bfloat16.correct`; and
+# computed in float32 but judged at a class (`exact_at.bfloat16.GeluExactErf`): its worst error / bound
+# is the size of the bug's effect against that class's bounds.
+PRECISIONS = ("tf32", "float16", "bfloat16", "q8_0")
+at = SimpleNamespace(
+    **{
+        p: SimpleNamespace(correct=factory(Transformer, p), **{cls.__name__: factory(cls, p) for cls in MUTANTS})
+        for p in PRECISIONS
+    }
+)
+exact_at = SimpleNamespace(
+    **{p: SimpleNamespace(**{cls.__name__: factory(cls, declared=p) for cls in MUTANTS}) for p in PRECISIONS}
+)

@@ -76,6 +76,8 @@ class TransformersModel:
         self._torch = torch
         self.config = config
         self.model = build_model(config, weights, dtype=dtype)
+        # The precision class it declares: its weights and activations are in `dtype`.
+        self.precision = {torch.bfloat16: "bfloat16", torch.float16: "float16"}.get(dtype, "float32")
 
     def _run(self, tokens: np.ndarray, **kwargs: Any) -> Any:
         torch = self._torch
@@ -177,3 +179,17 @@ def _keep(captured: dict[str, Any], key: str, what: str | int) -> Any:
 def build(config: ModelConfig, weights: Weights) -> TransformersModel:
     """`GPT2LMHeadModel` or `LlamaForCausalLM` in float32, eager attention."""
     return TransformersModel(config, weights)
+
+
+def build_bfloat16(config: ModelConfig, weights: Weights) -> TransformersModel:
+    """The same in bfloat16 (`model.to(torch.bfloat16)`, on the CPU), precision class bfloat16."""
+    import torch
+
+    return TransformersModel(config, weights, dtype=torch.bfloat16)
+
+
+def build_float16(config: ModelConfig, weights: Weights) -> TransformersModel:
+    """The same in float16 (on the CPU), precision class float16."""
+    import torch
+
+    return TransformersModel(config, weights, dtype=torch.float16)

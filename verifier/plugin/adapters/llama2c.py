@@ -4,16 +4,22 @@
 command-line protocol, built from a llama2.c tree (`verifier.plugin.llama2c.checkout`); without a
 tree it falls back to the pinned 2023 run.c (`verifier.plugin.llama2c.build`, fetched from PyPI), run
 through the same protocol with that run.c's own text rules.
-`build_runq` is `runq.c` on version-2 int8 files, for agreement rates (it quantizes, so it is not
-expected to conform). Configs a program cannot run, and machines without a compiler or sources,
-raise `Unsupported` with the reason.
+`build_runq` is `runq.c` on version-2 int8 files, declaring the precision class of those files
+(`verifier.formats.llama2c.version2_precision`: Q8_0 in the writer's group size, float32 scales);
+`build_v2_reader` is this project's version-2 writer and reader with the NumPy reference in
+float32 on the dequantized weights, in the same class. Configs a program cannot run, and machines without a compiler or
+sources, raise `Unsupported` with the reason.
 """
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
 from typing import Any
 
-from verifier.formats.llama2c import NORM_EPS, ROPE_THETA
+import numpy as np
+
+from verifier.formats.llama2c import NORM_EPS, ROPE_THETA, read_llama2c, version2_precision, write_llama2c
 from verifier.model.config import ModelConfig
 from verifier.model.weights import Weights
 from verifier.plugin.command import Command
@@ -21,6 +27,7 @@ from verifier.plugin.command.text import RUN_C_2023
 from verifier.plugin.interface import Constraints, Unsupported
 from verifier.plugin.llama2c import checkout
 from verifier.plugin.llama2c.build import Llama2cUnavailable, binary
+from verifier.reference import NumpyModel
 
 # llama2.c's README runs its programs this way; -t 0 is greedy.
 RUN_COMMAND = "{program} {{model}} -t 0 -n {{steps}} -i {{prompt}} -z {{tokenizer}}"
@@ -93,11 +100,38 @@ def build(config: ModelConfig, weights: Weights) -> Any:
 
 
 def build_runq(config: ModelConfig, weights: Weights) -> Any:
-    """llama2.c's current runq.c on the version-2 int8 Q8_0 file."""
+    """llama2.c's current runq.c on the version-2 int8 Q8_0 file, in the file's precision class."""
     try:
-        return _current("runq", "llama2c-v2", config, weights)
+        model = _current("runq", "llama2c-v2", config, weights)
     except Llama2cUnavailable as e:
         raise Unsupported(str(e)) from None
+    model.precision = version2_precision(config)
+    return model
+
+
+class V2Reader(NumpyModel):
+    """The NumPy reference in float32 on the weights this project's reader dequantizes from the
+    version-2 file its writer wrote, in the file's precision class."""
+
+    def __init__(self, config: ModelConfig, weights: Weights) -> None:
+        with tempfile.TemporaryDirectory(prefix="verifier-v2-") as tmp:
+            path = Path(tmp) / "model.bin"
+            write_llama2c(path, config, weights, version=2)
+            checkpoint = read_llama2c(path)
+        super().__init__(checkpoint.config, checkpoint.weights, np.float32)
+        self.precision = version2_precision(config)
+
+
+def build_v2_reader(config: ModelConfig, weights: Weights) -> V2Reader:
+    """This project's version-2 (int8 Q8_0) writer and reader, run by the reference in float32."""
+    if config.family != "llama":
+        raise Unsupported(f"llama2.c files hold Llama models only, not the {config.family} family")
+    if config.norm_eps != NORM_EPS or config.rope_theta != ROPE_THETA:
+        raise Unsupported(
+            f"version-2 files store neither RMSNorm eps nor RoPE theta (llama2.c's {NORM_EPS:g} and "
+            f"{ROPE_THETA:g}); this config has {config.norm_eps:g} and {config.rope_theta:g}"
+        )
+    return V2Reader(config, weights)
 
 
 def build_pinned(config: ModelConfig, weights: Weights) -> Any:

@@ -19,8 +19,9 @@ nothing but llama.cpp's own arithmetic stands between it and the reference.
   buffer, ne[4]) is declared here as ggml.h of the vendored llama.cpp lays it out, and every
   tensor read is checked against ggml's own byte count.
 
-`build_q8_0` runs a file whose matrices are Q8_0, judged by a greedy agreement rate until precision
-classes exist.
+`build_q8_0` runs a file whose matrices are Q8_0 and declares the precision class `q8_0`
+(`verifier.analysis.precision`: llama.cpp's blocks of 32 with float16 scales, its matrix products'
+inputs quantized alike), so it is judged against the oracle on the file's dequantized weights.
 Where llama-cpp-python is not installed, the factories raise `Unsupported` with the way to install it.
 """
 
@@ -37,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from verifier.analysis.precision import Q8_0, Precision
 from verifier.formats.errors import CheckpointError
 from verifier.model import stages
 from verifier.model.config import ModelConfig
@@ -112,6 +114,8 @@ class LlamaCppModel:
 
         self._lib, self._log = _library()
         self.config = config
+        # A Q8_0 file's class; an F32 one declares none (float32), so a failure says what it behaves like.
+        self.precision: Precision | None = Q8_0 if tensor_type == "Q8_0" else None
         self._threads = threads
         self._dir = tempfile.TemporaryDirectory(prefix="verifier-llamacpp-")
         self.model_path = Path(self._dir.name) / "model.gguf"
@@ -344,10 +348,8 @@ def build(config: ModelConfig, weights: Weights) -> LlamaCppModel:
 
 
 def build_q8_0(config: ModelConfig, weights: Weights) -> LlamaCppModel:
-    """llama.cpp on a GGUF file with its matrices in Q8_0 (rows a multiple of 32), KV cache in F32.
-
-    It quantizes, so it is judged by its agreement with the reference on the dequantized weights
-    (`verifier.analysis.agreement`), not by the float32 properties."""
+    """llama.cpp on a GGUF file with its matrices in Q8_0 (rows a multiple of 32), KV cache in F32,
+    in the precision class q8_0."""
     _llama_cpp()
     try:
         return LlamaCppModel(config, weights, tensor_type="Q8_0")

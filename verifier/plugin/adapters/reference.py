@@ -1,9 +1,13 @@
-"""The NumPy reference as a model under test: float32, and float64 as the numerical oracle."""
+"""The NumPy reference as a model under test: float32, float64 as the numerical oracle, and run at a
+narrower precision class (weights and activations rounded as the format rounds them)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
+from verifier.analysis.precision import Precision
 from verifier.model.config import ModelConfig
 from verifier.model.weights import Weights
 from verifier.reference import NumpyModel
@@ -17,3 +21,22 @@ def build(config: ModelConfig, weights: Weights) -> NumpyModel:
 def build_float64(config: ModelConfig, weights: Weights) -> NumpyModel:
     """The reference in float64: the oracle every model's logits are compared against."""
     return NumpyModel(config, weights, np.float64)
+
+
+class RoundedReference(NumpyModel):
+    """The reference at a precision class (float32 arithmetic, rounded by the class's format),
+    declaring the class."""
+
+    def __init__(self, config: ModelConfig, weights: Weights, precision: Precision) -> None:
+        super().__init__(config, weights, np.float32, rounding=precision.rounding)
+        self.precision = precision
+
+
+def rounded(precision: Precision) -> Callable[[ModelConfig, Weights], RoundedReference]:
+    """The factory of the reference run at `precision`."""
+
+    def build(config: ModelConfig, weights: Weights) -> RoundedReference:
+        return RoundedReference(config, weights, precision)
+
+    build.__name__ = build.__qualname__ = f"build_{precision.name}"
+    return build

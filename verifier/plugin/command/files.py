@@ -11,9 +11,10 @@ import importlib
 from collections.abc import Callable
 from pathlib import Path
 
+from verifier.analysis.precision import Q8_0, Precision
 from verifier.formats.errors import CheckpointError
 from verifier.formats.hf_dir import write_hf_dir
-from verifier.formats.llama2c import write_llama2c
+from verifier.formats.llama2c import version2_precision, write_llama2c
 from verifier.model.config import ConfigError, ModelConfig
 from verifier.model.weights import Weights
 from verifier.plugin.interface import Unsupported
@@ -64,3 +65,11 @@ def write_model(name: str, directory: Path, config: ModelConfig, weights: Weight
     except (CheckpointError, ConfigError) as e:
         raise Unsupported(f"the {name} format cannot hold this model: {e}") from None
     return path
+
+
+def stored_precision(name: str, config: ModelConfig) -> Precision | None:
+    """The precision class of what format `name` stores for `config`, when it is not float32: a
+    program reading a version-2 llama2.c file or a Q8_0 GGUF file computes on its Q8_0 weights."""
+    if name == "llama2c-v2":
+        return version2_precision(config)
+    return Q8_0 if name == "gguf-q8_0" else None

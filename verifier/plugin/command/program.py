@@ -21,10 +21,11 @@ from typing import Any
 
 import numpy as np
 
+from verifier.analysis.precision import Precision, UnknownPrecision, resolve
 from verifier.formats.llama2c_tokenizer import Tokenizer, write_tokenizer
 from verifier.model.config import ModelConfig
 from verifier.model.weights import CLASSIFIER, EMBEDDING, Weights
-from verifier.plugin.command.files import FORMATS, is_llama2c, write_model
+from verifier.plugin.command.files import FORMATS, is_llama2c, stored_precision, write_model
 from verifier.plugin.command.template import CommandTemplate, CommandTemplateError
 from verifier.plugin.command.text import BOS, RUN_C, TextPrompt, TextRules, code_width, marker_pieces, renaming
 
@@ -54,6 +55,7 @@ class Command:
     gives: str
     timeout_s: float = DEFAULT_TIMEOUT_S
     text_rules: TextRules = RUN_C  # for greedy-text: whose prompt and printing rules the program follows
+    precision: str | None = None  # the precision class the program declares; None: the format's
 
     @classmethod
     def parse(
@@ -63,8 +65,14 @@ class Command:
         gives: str,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         text_rules: TextRules = RUN_C,
+        precision: str | None = None,
     ) -> Command:
         """Check the pieces fit together; CommandTemplateError says what does not."""
+        if precision is not None:
+            try:
+                resolve(precision)
+            except UnknownPrecision as e:
+                raise CommandTemplateError(str(e)) from None
         if format not in FORMATS:
             raise CommandTemplateError(f"unknown format {format!r}; known: {', '.join(FORMATS)}")
         if gives not in GIVES:
@@ -83,7 +91,7 @@ class Command:
             parsed.require({"n_new", "steps"}, "the program needs to know how many tokens to generate")
         if gives.endswith("npy"):
             parsed.require({"out"}, f"{gives} means the program writes its logits to that .npy file")
-        return cls(parsed, format, gives, timeout_s, text_rules)
+        return cls(parsed, format, gives, timeout_s, text_rules, precision)
 
     @property
     def name(self) -> str:
@@ -98,6 +106,7 @@ class Command:
         else:
             model = CommandLogits(self, config, weights)
         model.prepare()
+        model.precision = self.precision or stored_precision(self.format, config)
         return model
 
 
@@ -112,6 +121,7 @@ class CommandModel:
     """What the logits and greedy kinds share: the working directory, the model file, running the program."""
 
     capabilities: frozenset[str] = frozenset()
+    precision: Precision | str | None = None  # declared to the suite (verifier.analysis.precision)
 
     def __init__(self, command: Command, config: ModelConfig, weights: Weights) -> None:
         self.command = command

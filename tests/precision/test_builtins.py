@@ -1,0 +1,137 @@
+"""The built-in models at each precision class (`fixtures/builtin.py`, run by name) agree with the
+oracle within their class's bounds, and each with one deliberate bug fails, the message naming the
+class. The checks are the suite's own (`checks.agree`, the greedy tie rule), on pinned cases; the
+slow tier runs the whole suite on each (`test_each_built_in_conforms`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.meta.suite_runs import run_suite
+from tests.precision import buggy
+from verifier.analysis.precision import BFLOAT16, FLOAT16, Q8_0, TF32
+from verifier.fixtures.builtin import PRECISION_MODELS
+from verifier.plugin.contract import CheckedModel, build_checked
+from verifier.plugin.interface import Unsupported
+from verifier.plugin.llama2c import Llama2cUnavailable, checkout
+from verifier.plugin.registry import ModelSpec
+from verifier.properties import checks
+from verifier.properties import oracle as oracles
+from verifier.properties.strategies import LARGE_LOGITS, ONE_KV_HEAD, RICH_GPT2, RICH_LLAMA, SMALL_ACTIVATIONS, Case
+
+# Q8_0 GGUF files need rows a multiple of 32: d_model 64, d_ff 96.
+ROWS_OF_32 = RICH_LLAMA._replace(config=RICH_LLAMA.config.replace(d_model=64, d_ff=96))
+CASES = (RICH_LLAMA, RICH_GPT2, SMALL_ACTIVATIONS, ONE_KV_HEAD, LARGE_LOGITS, ROWS_OF_32)
+LOGITS_MODELS = [name for name in PRECISION_MODELS if name != "runq"]
+BUGGY = {
+    **buggy.TRANSFORMERS,
+    **{f"numpy-{p.name}": buggy.reference_output_projection_transposed(p) for p in (TF32, FLOAT16, BFLOAT16, Q8_0)},
+    "llama2c-v2-reader": buggy.v2_reader_keeping_interleaved_rows,
+    "llamacpp-q8_0": buggy.llamacpp_q8_0_rows_not_interleaved,
+}
+
+
+def _needs(name: str) -> None:
+    """Skip, saying why, where a built-in's engine is not installed here."""
+    if name == "llamacpp-q8_0":
+        pytest.importorskip(
+            "llama_cpp", reason="llama-cpp-python is not installed (pip install 'lm-verifier[llamacpp]')"
+        )
+    if name == "runq":
+        try:
+            checkout.program("runq")
+        except Llama2cUnavailable as e:
+            pytest.skip(f"llama2.c's runq.c is unavailable: {e}")
+
+
+def _built(name: str, factory, case: Case) -> CheckedModel | None:  # type: ignore[no-untyped-def]
+    try:
+        model = build_checked(ModelSpec(name, factory, "test"), case.config, case.weights())
+    except Unsupported:
+        return None
+    checks.judge_at(model, case)
+    return model
+
+
+def _agree(model: CheckedModel, case: Case) -> float:
+    tokens = case.token_array()
+    expected = oracles.oracle(case).logits(tokens)
+    return checks.agree(model.logits(tokens), expected, what="logits", model=model)
+
+
+@pytest.mark.parametrize("name", LOGITS_MODELS)
+def test_a_correct_built_in_agrees_within_its_class(name: str) -> None:
+    _needs(name)
+    with checks.recording("test"):
+        ran = [
+            case for case in CASES if (model := _built(name, PRECISION_MODELS[name], case)) and _agree(model, case) <= 1
+        ]
+    assert ran, f"{name} ran no case"
+
+
+@pytest.mark.parametrize("name", LOGITS_MODELS)
+def test_the_built_in_with_one_bug_fails_naming_its_class(name: str) -> None:
+    _needs(name)
+    with checks.recording("test"):
+        model = _built(name, BUGGY[name], ROWS_OF_32)
+        assert model is not None
+        with pytest.raises(checks.PropertyFailure) as failure:
+            _agree(model, ROWS_OF_32)
+    label = model.precision.label
+    assert f"model {name!r} ({label}), logits" in str(failure.value)
+    assert f"exceeds the {label} tolerance" in str(failure.value)
+
+
+def _greedy_shortfalls(model: CheckedModel, case: Case, n_new: int = 4) -> list[float]:
+    """The greedy test's rule: each picked token's shortfall in the oracle's logits over the tie bound."""
+    prompt = case.token_array()[:8]
+    picked = model.greedy(prompt, n_new)
+    expected = oracles.oracle(case).logits(np.concatenate([prompt, picked]))[len(prompt) - 1 : -1]
+    return [
+        float(expected.value[t].max() - expected.value[t][token]) / expected[t].bound()
+        for t, token in enumerate(picked)
+    ]
+
+
+@pytest.fixture(scope="module")
+def llama2c_tree() -> Path:
+    try:
+        checkout.program("runq")
+        return checkout.source_tree()
+    except Llama2cUnavailable as e:
+        pytest.skip(f"llama2.c's runq.c is unavailable: {e}")
+
+
+@pytest.mark.needs_cc
+def test_runq_picks_the_dequantized_oracle_s_argmax_and_with_one_bug_does_not(
+    llama2c_tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    case = RICH_LLAMA._replace(tokens=(1, *RICH_LLAMA.tokens[1:]))  # llama2.c prompts start with BOS
+    with checks.recording("test"):
+        model = _built("runq", PRECISION_MODELS["runq"], case)
+        assert model is not None and model.precision.label == "q8_0 (groups of 8, float32 scales)"
+        assert max(_greedy_shortfalls(model, case)) <= 1
+        monkeypatch.setenv(checkout.SOURCE_ENV, str(buggy.runq_tree_scaled_by_d_head(llama2c_tree, tmp_path / "bug")))
+        broken = _built("runq", PRECISION_MODELS["runq"], case)
+        assert broken is not None
+        assert max(_greedy_shortfalls(broken, case)) > 1, "runq.c scaling scores by head_size picked the same tokens"
+
+
+# The probes and the strategies draw no config whose rows are multiples of 32 (Q8_0 GGUF's block), so
+# the suite cannot test llama.cpp's Q8_0 files yet: its verdict is "untested", said as such. Strict:
+# once configs of published shapes are drawn, this must conform and the mark must go.
+ROWS_OF_32_NOT_DRAWN = pytest.mark.xfail(strict=True, reason="no drawn config has rows a multiple of 32")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(n, marks=ROWS_OF_32_NOT_DRAWN) if n == "llamacpp-q8_0" else n for n in PRECISION_MODELS],
+)
+def test_each_built_in_conforms(name: str, tmp_path: Path) -> None:
+    _needs(name)
+    report = run_suite(name, tmp_path)
+    assert report.conforms, "\n".join(f"{r.property}: {r.detail}" for r in report.failures) or report.verdict

@@ -1,0 +1,256 @@
+"""Precision classes: the number formats a model computes in, each with its tolerance and metric.
+
+A model declares its class (`precision = "bfloat16"` on the model or its factory; see
+`verifier.plugin.interface`), and every comparison with the oracle is judged by that class's bound,
+which has the float32 policy's form (`verifier.analysis.tolerance`) in the class's own eps:
+
+    bound = (eps ulps depth + eps32 rope_positions) max |expected| + conditioning spread
+    depth = sqrt(max(n_layers, 4) / 4)
+    spread = max |neighbour - expected| over: the oracle with its weights times (1 + eps z), z ~ N(0, 1)
+             (two seeds), and the reference run at the class (`verifier.reference.rounding`)
+
+| class    | eps    | ulps | conditioning | identity ulps | what it models                                       |
+|----------|--------|-----:|-------------:|--------------:|------------------------------------------------------|
+| float32  | 2^-23  |  128 |           32 |           128 | float32 weights and arithmetic (the existing policy) |
+| tf32     | 2^-10  |    4 |            4 |             8 | float32; matrix products read 10 mantissa bits       |
+| float16  | 2^-10  |    4 |            4 |             8 | float16 weights and stage outputs, float32 sums      |
+| bfloat16 | 2^-7   |    4 |            4 |             8 | bfloat16 weights and stage outputs, float32 sums     |
+| q8_0     | 1/127  |    4 |            4 |             8 | int8 weights and matrix-product inputs (see below)   |
+
+q8_0 is llama.cpp's: groups of 32 along each matrix's input axis, one float16 scale max |x| / 127
+per group, the activations entering each weight matrix product quantized alike, float32 elsewhere.
+
+RoPE angles stay float32 in every class (transformers computes its rotary tables in float32 whatever
+the model's dtype; an angle computed in bfloat16 is off by a radian at position 255, a bug), so the
+RoPE term keeps eps32. Exact laws (a rotation's norm, a row of probabilities summing to 1) get the
+floor (eps identity_ulps + eps32 rope_positions) max |expected|. float16 cannot hold values beyond
+65,504: a case whose oracle reaches half of that at some stage (or an attention score, times
+sqrt(d_head), before its scaling) is out of the class's range and is not drawn for it (measured: of
+300 drawn cases, 91 were out of range, transformers in float16 overflowed on 82 of them and on none
+of the 209 in range).
+
+A quantized class (`distribution` set) is compared with the oracle run on its dequantized weights
+(elementwise, as above: what remains is the activations' quantization), and with the original
+weights by llama.cpp's statistics (`verifier.analysis.agreement.distribution_agreement`): the mean
+KL divergence of next-token distributions may be `kl_factor` times the class emulation's (at least
+`kl_floor` nats), and each position must keep the original's top token up to a tie within the class
+bound widened by the dequantized oracle and the emulation. `q8_0(group_size, float16_scales=...)`
+makes variants (llama2.c's version-2 file: its writer's group size, float32 scales); they share the
+name and limits.
+
+Calibration (`benchmarks/precision_calibration.py`, 300 cases of the suite's strategy at weight
+scales 0.003 to 10, n_ctx <= 64; the table is in benchmarks/RESULTS.md): a correct implementation's
+max |error| is at most 1.31 times the spread (transformers in bfloat16; 1.1 in float16; the
+reference rounded to each class and the mutant catalog's base at each class, whose rounding is
+written independently, land on the emulation itself, 1.0), and its median error is about one eps
+times max |expected|. With conditioning 4, the worst error / bound measured is 0.324 (bfloat16),
+0.27 (float16), 0.19 (tf32), 0.25 (q8_0); the floor decides little (ulps 2 to 16 move those by
+under 10%), so it is kept low, 4 eps. The identity floor, 8 eps, leaves the correct models' exact
+laws below 0.3 of it (thorough profile, benchmarks/RESULTS.md). Q8_0's mean KL measured at most
+1.01 times the emulation's (the catalog's base) and 0.94 (this project's version-2 reader), so
+`kl_factor` 8 leaves 8x; below 1e-6 nats the distributions are too flat to tell anything.
+
+What a class can resolve is measured by the mutation report at every class (benchmarks/RESULTS.md):
+a bug whose effect on the logits stays below the class's bound (the erf GELU for the tanh one is
+0.26 of bfloat16's bound) is undetectable there, and said so.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from verifier.analysis import tolerance
+from verifier.model.config import ModelConfig
+from verifier.model.weights import Weights
+from verifier.reference import NumpyModel
+from verifier.reference import rounding as R
+
+# The floors were measured on configs of 1 to 4 layers (the strategies' range); deeper models get
+# sqrt(n_layers / 4) more, as independent roundings add up.
+CALIBRATED_LAYERS = 4
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """How far a quantized model's next-token distributions may move from the original weights'."""
+
+    kl_factor: float  # mean KL may be this many times the class emulation's ...
+    kl_floor: float  # ... or this, whichever is larger (nats)
+
+
+@dataclass(frozen=True)
+class Precision:
+    """A precision class: what a model stores and computes in, and how closely it must agree.
+
+    Agreement with the oracle: max |actual - expected| <= bound, with (`verifier.analysis.tolerance`)
+
+        bound = (eps ulps depth + eps32 rope_positions) max |expected| + conditioning spread
+
+    where depth = sqrt(max(n_layers, 4) / 4) and spread is how far the oracle moves with its weights
+    nudged by (1 + eps z) and how far the reference run at this precision (`rounding`) lands.
+    Exact laws (a rotation's norm, a row of probabilities summing to 1) get the floor
+    (eps identity_ulps + eps32 rope_positions) max |expected|. A quantized class is compared with the
+    oracle run on its dequantized weights, and its next-token distributions with the original
+    weights' (`distribution`). Values beyond `max_value` are outside what the format can hold.
+    """
+
+    name: str
+    summary: str
+    eps: float
+    ulps: float
+    conditioning: float
+    identity_ulps: float
+    rounding: R.Rounding | None = None
+    max_value: float = math.inf
+    distribution: Distribution | None = None
+    variant: str = ""
+    measured: str = field(default="", compare=False)
+
+    @property
+    def quantized(self) -> bool:
+        return self.distribution is not None
+
+    @property
+    def label(self) -> str:
+        """`bfloat16`, or `q8_0 (groups of 64, float32 scales)` for a variant."""
+        return f"{self.name} ({self.variant})" if self.variant else self.name
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """What identifies the class's oracle and bounds (the rounding functions do not compare)."""
+        return self.name, self.variant
+
+    def depth(self, n_layers: int) -> float:
+        return math.sqrt(max(n_layers, CALIBRATED_LAYERS) / CALIBRATED_LAYERS)
+
+    def bound(
+        self, expected: np.ndarray, neighbours: Sequence[np.ndarray] = (), *, rope_positions: int = 0, n_layers: int = 1
+    ) -> float:
+        """The largest |actual - expected| this class allows for an agreement comparison."""
+        return tolerance.bound(
+            expected,
+            neighbours,
+            rope_positions=rope_positions,
+            ulps=self.ulps * self.depth(n_layers),
+            eps=self.eps,
+            conditioning=self.conditioning,
+        )
+
+    def identity_bound(self, expected: np.ndarray, *, rope_positions: int = 0) -> float:
+        """The largest |actual - expected| this class allows where a law holds exactly."""
+        return tolerance.bound(expected, rope_positions=rope_positions, ulps=self.identity_ulps, eps=self.eps)
+
+    def identity_relative(self, rope_positions: int = 0) -> float:
+        """The relative error an exact law may show in this class (identity floor / max |expected|)."""
+        return self.eps * self.identity_ulps + tolerance.EPS32 * rope_positions
+
+    def oracle_weights(self, weights: Weights) -> Weights:
+        """The weights the oracle runs on: the dequantized ones for a quantized class, else `weights`."""
+        if not self.quantized or self.rounding is None:
+            return weights
+        return {name: self.rounding.weights(name, np.asarray(w, np.float32)) for name, w in weights.items()}
+
+    def perturbed(self, weights: Weights, seed: int) -> Weights:
+        """The oracle's weights nudged at this class's precision: a neighbour of the oracle."""
+        return tolerance.perturbed(self.oracle_weights(weights), seed=seed, eps=self.eps)
+
+    def emulation(self, config: ModelConfig, weights: Weights) -> NumpyModel:
+        """The reference run at this precision: float32 arithmetic, rounded as the format rounds."""
+        return NumpyModel(config, weights, np.float32, rounding=self.rounding)
+
+    def out_of_range(self, trace: dict[str, np.ndarray], d_head: int) -> str | None:
+        """Why the oracle's `trace` of a case cannot be held in this format, or None.
+
+        A float16 model overflows where any stage, or an attention score before its 1/sqrt(d_head)
+        scaling (transformers multiplies q k^T first), comes within a factor 2 of `max_value`.
+        """
+        if math.isinf(self.max_value):
+            return None
+        largest, where = 0.0, ""
+        for stage, value in trace.items():
+            size = float(np.max(np.abs(value), initial=0.0)) * (math.sqrt(d_head) if stage.endswith("scores") else 1)
+            if size > largest:
+                largest, where = size, stage
+        if largest * 2 <= self.max_value:
+            return None
+        return f"the oracle's {where} reaches {largest:.3g}, over half {self.name}'s largest value {self.max_value:g}"
+
+
+EPS32 = tolerance.EPS32
+
+FLOAT32 = Precision(
+    "float32",
+    "float32 weights and arithmetic",
+    eps=EPS32,
+    ulps=tolerance.ULPS,
+    conditioning=tolerance.CONDITIONING,
+    identity_ulps=tolerance.ULPS,
+)
+
+
+def _narrow(name: str, summary: str, eps: float, **details: Any) -> Precision:
+    """A class narrower than float32, with the constants they share (calibrated: module docstring)."""
+    return Precision(name, summary, eps=eps, ulps=4, conditioning=4, identity_ulps=8, **details)
+
+
+TF32 = _narrow(
+    "tf32", "float32 weights and activations; matrix products read their inputs at 10 mantissa bits (TF32)", 2.0**-10,
+    rounding=R.TF32,
+)  # fmt: skip
+FLOAT16 = _narrow(
+    "float16", "float16 weights and activations, float32 accumulation", 2.0**-10,
+    rounding=R.FLOAT16, max_value=float(np.finfo(np.float16).max),
+)  # fmt: skip
+BFLOAT16 = _narrow("bfloat16", "bfloat16 weights and activations, float32 accumulation", 2.0**-7, rounding=R.BFLOAT16)
+Q8_0_DISTRIBUTION = Distribution(kl_factor=8.0, kl_floor=1e-6)
+
+
+def q8_0(group_size: int = 32, *, float16_scales: bool = True) -> Precision:
+    """int8 weights in groups of `group_size` along each matrix's input axis, one scale per group
+    (float16 as llama.cpp stores it, or float32 as llama2.c's version-2 file does); activations
+    entering each weight matrix quantized the same way; everything else float32."""
+    default = group_size == 32 and float16_scales
+    return _narrow(
+        "q8_0",
+        "int8 weights and matrix-product inputs in Q8_0 groups (scale max|x| / 127), float32 elsewhere",
+        1 / 127,
+        rounding=R.q8_0_rounding(group_size, float16_scales=float16_scales),
+        distribution=Q8_0_DISTRIBUTION,
+        variant="" if default else f"groups of {group_size}, {'float16' if float16_scales else 'float32'} scales",
+    )
+
+
+Q8_0 = q8_0()
+
+CLASSES: dict[str, Precision] = {}
+
+
+def register(precision: Precision) -> Precision:
+    """Make `precision` declarable by its name (a model's `precision = "name"`)."""
+    CLASSES[precision.name] = precision
+    return precision
+
+
+for _p in (FLOAT32, TF32, FLOAT16, BFLOAT16, Q8_0):
+    register(_p)
+
+
+class UnknownPrecision(ValueError):
+    """A declared precision that names no class; the message lists the known ones."""
+
+
+def resolve(declared: Any) -> Precision:
+    """The class a model declares: a `Precision`, or the name of a registered one ("bfloat16")."""
+    if isinstance(declared, Precision):
+        return declared
+    if isinstance(declared, str) and declared in CLASSES:
+        return CLASSES[declared]
+    raise UnknownPrecision(
+        f"precision {declared!r} is not a precision class; known: {', '.join(CLASSES)} "
+        "(or a verifier.analysis.precision.Precision)"
+    )

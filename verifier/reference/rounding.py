@@ -1,0 +1,120 @@
+"""Number formats narrower than float32, emulated on float32 arrays: how the reference runs at a precision.
+
+A model that stores weights and activations in bfloat16 or float16 computes each operation with
+float32 accumulation (as PyTorch's CPU kernels do) and rounds the result to the format: the
+reference emulates it by rounding its weights and the output of every stage. TF32 rounds the
+inputs of matrix products to 10 mantissa bits and keeps float32 elsewhere. Q8_0 (llama2.c's
+runq.c, llama.cpp) stores each group of weights along a matrix's input axis as int8 times one
+scale (max |w| / 127), and quantizes the activations entering each matrix product the same way.
+
+Rounding is round-to-nearest-even, as hardware and `torch.Tensor.to` do (llama.cpp's Q8_0 rounds
+ties away from zero, as C's roundf); bfloat16 and TF32 are rounded on float32 bit patterns (NumPy
+has neither type). Values beyond a format's range become +-inf, as they do in the format.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from verifier.model.weights import input_axis
+
+Array = np.ndarray
+
+
+def _keep_mantissa_bits(x: Array, bits: int) -> Array:
+    """float32 values rounded (to nearest, ties to even) to `bits` explicit mantissa bits; NaN stays NaN."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    dropped = 23 - bits
+    u = x.view(np.uint32).astype(np.uint64)  # room for the carry of the rounding increment
+    half = (1 << (dropped - 1)) - 1
+    u = (u + half + ((u >> dropped) & 1)) & ~np.uint64((1 << dropped) - 1)
+    out = u.astype(np.uint32).view(np.float32)
+    return np.where(np.isnan(x), x, out)
+
+
+def to_bfloat16(x: Array) -> Array:
+    """x rounded to bfloat16 (8 exponent bits, 7 mantissa bits), as float32 values."""
+    return _keep_mantissa_bits(x, 7)
+
+
+def to_tf32(x: Array) -> Array:
+    """x rounded to TF32 (8 exponent bits, 10 mantissa bits), as float32 values."""
+    return _keep_mantissa_bits(x, 10)
+
+
+def to_float16(x: Array) -> Array:
+    """x rounded to IEEE float16 (5 exponent bits, 10 mantissa bits; beyond 65,504 is inf), as float32."""
+    with np.errstate(over="ignore"):
+        return np.asarray(x, dtype=np.float32).astype(np.float16).astype(np.float32)
+
+
+def q8_0(x: Array, group_size: int, *, float16_scales: bool = False, axis: int = -1) -> Array:
+    """x quantized to Q8_0 and back, per group of `group_size` values along `axis` (a last, shorter
+    group gets its own scale), with d = max |x| / 127 in float32:
+    - llama2.c's version-2 file (export.py): q = round(x / d), ties to even; value = q d;
+    - llama.cpp (`float16_scales`, ggml's `quantize_row_q8_0_ref`): q = roundf(x (1 / d)), ties away
+      from zero; d is stored in float16, so value = q float16(d)."""
+    x = np.moveaxis(np.asarray(x, dtype=np.float32), axis, -1)
+    n = x.shape[-1]
+    padded = -(-n // group_size) * group_size
+    groups = np.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, padded - n)]).reshape(*x.shape[:-1], -1, group_size)
+    d = np.abs(groups).max(axis=-1, keepdims=True) / np.float32(127.0)
+    if float16_scales:
+        with np.errstate(divide="ignore"):
+            scaled = groups * np.where(d == 0, np.float32(0.0), np.float32(1.0) / d)
+        whole = np.floor(np.abs(scaled))  # roundf, ties away from zero, without the rounding of |x| + 0.5
+        q = np.sign(scaled) * (whole + np.floor(2 * (np.abs(scaled) - whole)))
+        values = q * to_float16(d)
+    else:
+        values = np.round(groups / np.where(d > 0, d, np.float32(1.0))) * d
+    return np.moveaxis(values.reshape(*x.shape[:-1], padded)[..., :n], -1, axis)
+
+
+@dataclass(frozen=True)
+class Rounding:
+    """How a model at some precision rounds: its weights (`weights(name, w)`), and the output of
+    the stages in `stages` (op names as in `verifier.model.stages`, e.g. "attn_norm"; None: every
+    stage) by `activations`."""
+
+    name: str
+    activations: Callable[[Array], Array]
+    weights: Callable[[str, Array], Array]
+    stages: frozenset[str] | None = None
+
+    def rounds(self, stage: str) -> bool:
+        """Whether the output of `stage` ("embed", "layers.0.q", ...) is rounded."""
+        return self.stages is None or stage.rpartition(".")[2] in self.stages
+
+
+# The stages whose outputs enter a matrix product with a weight (or the classifier).
+WEIGHT_INPUTS = frozenset({"attn_norm", "attn", "mlp_norm", "mlp_act", "final_norm"})
+# ... and with another activation: q k^T (after RoPE where there is RoPE) and probs v.
+ACTIVATION_INPUTS = frozenset({"q", "k", "q_rope", "k_rope", "v", "probs"})
+
+
+def _every_weight(round_: Callable[[Array], Array]) -> Callable[[str, Array], Array]:
+    return lambda name, w: round_(w)
+
+
+def _matrices(round_: Callable[[Array], Array]) -> Callable[[str, Array], Array]:
+    """Round the weights that enter matrix products (2-D), leave norm gains and biases."""
+    return lambda name, w: round_(w) if np.ndim(w) == 2 else w
+
+
+def q8_0_rounding(group_size: int, *, float16_scales: bool) -> Rounding:
+    """Q8_0 weights (every matrix, in groups along its input axis) and activations entering the
+    weight matrix products (as runq.c and llama.cpp's CPU kernels quantize them)."""
+
+    def weights(weight_name: str, w: Array) -> Array:
+        axis = input_axis(weight_name, np.ndim(w))
+        return w if axis is None else q8_0(w, group_size, float16_scales=float16_scales, axis=axis)
+
+    return Rounding("q8_0", lambda x: q8_0(x, group_size, float16_scales=float16_scales), weights, WEIGHT_INPUTS)
+
+
+BFLOAT16 = Rounding("bfloat16", to_bfloat16, _every_weight(to_bfloat16))
+FLOAT16 = Rounding("float16", to_float16, _every_weight(to_float16))
+TF32 = Rounding("tf32", to_tf32, _matrices(to_tf32), WEIGHT_INPUTS | ACTIVATION_INPUTS)
