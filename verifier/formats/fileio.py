@@ -1,8 +1,10 @@
-"""Bounded reads and all-or-nothing writes, shared by every format.
+"""Bounded reads, mapped reads and all-or-nothing writes, shared by every format.
 
 Readers never trust a size they read from a file: `BoundedReader` knows the file size and
 refuses to read (or allocate for) more bytes than remain, so a hostile header fails before any
-large allocation. Writers go through `atomic_write`: a temporary file beside the target,
+large allocation. `map_array` maps a checked byte range read-only (pages are read when touched
+and leave memory with the array); `read_ahead` asks the kernel to start reading a range the
+caller will need next. Writers go through `atomic_write`: a temporary file beside the target,
 renamed over it only once complete, so a failed write leaves nothing half-written.
 """
 
@@ -59,6 +61,26 @@ class BoundedReader:
         return out
 
 
+def map_array(path: Path, offset: int, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+    """A read-only array of `shape` mapped from the file at byte `offset` (a range its reader checked)."""
+    try:
+        return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape)
+    except (OSError, ValueError) as e:  # the file vanished, shrank or cannot be mapped since it was checked
+        raise CheckpointError(path, f"bytes {offset:,}+", f"cannot be mapped: {e}") from None
+
+
+def read_ahead(path: Path, offset: int, length: int) -> None:
+    """Ask the kernel to read `length` bytes at `offset` into the page cache in the background."""
+    if not hasattr(os, "posix_fadvise"):
+        return
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, offset, length, os.POSIX_FADV_WILLNEED)
+        finally:
+            os.close(fd)
+
+
 @contextlib.contextmanager
 def open_bounded(path: Path) -> Iterator[BoundedReader]:
     """A BoundedReader over `path`; a missing or unreadable file is a CheckpointError."""
@@ -79,12 +101,21 @@ def _umask() -> int:
 @contextlib.contextmanager
 def atomic_write(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
     """A binary file handle whose contents replace `path` only if the block completes."""
+    with atomic_path(path) as tmp, open(tmp, "wb") as handle:
+        yield handle
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """A temporary file beside `path` for a writer that takes a file name; it replaces `path`
+    (flushed to disk, with the umask's permissions) only if the block completes."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp = Path(name)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            yield handle
-            handle.flush()
+        yield tmp
+        with open(tmp, "rb+") as handle:
             # mkstemp makes the file 0600; a saved model is read by others as any file the user writes.
             os.fchmod(handle.fileno(), 0o666 & ~_umask())
             os.fsync(handle.fileno())

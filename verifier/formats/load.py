@@ -14,8 +14,8 @@ from pathlib import Path
 from verifier.formats.checkpoint import Checkpoint
 from verifier.formats.config_json import read_config_json
 from verifier.formats.errors import CheckpointError
-from verifier.formats.hf_dir import read_hf_dir, write_hf_dir
-from verifier.formats.llama2c import MAGIC, read_llama2c, read_llama2c_config, write_llama2c
+from verifier.formats.hf_dir import map_hf_dir, read_hf_dir, write_hf_dir
+from verifier.formats.llama2c import MAGIC, map_llama2c, read_llama2c, read_llama2c_config, write_llama2c
 from verifier.model.config import ModelConfig
 from verifier.model.weights import Weights
 
@@ -114,6 +114,20 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
         return read_llama2c(path)
     directory, weights_file = _hf_parts(path)
     return read_hf_dir(directory, weights_file)
+
+
+def map_checkpoint(path: str | Path) -> Checkpoint:
+    """`load_checkpoint`'s checkpoint, its weights mapped from the file instead of read: each weight is
+    read (and converted, and checked finite) when looked up, and nothing is kept. Layout, names and
+    shapes are checked here. For models larger than memory; pickled HF weights are loaded whole."""
+    path = Path(path)
+    fmt = detect_format(path)
+    if fmt == TOKENIZER:
+        raise CheckpointError(path, "file", "is a llama2.c tokenizer, not a model (read it with read_tokenizer)")
+    if fmt == LLAMA2C:
+        return map_llama2c(path)
+    directory, weights_file = _hf_parts(path)
+    return map_hf_dir(directory, weights_file)
 
 
 def checkpoint_config(path: str | Path) -> ModelConfig:

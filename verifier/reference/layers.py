@@ -10,6 +10,12 @@ from __future__ import annotations
 import numpy as np
 
 
+def lookup(table: np.ndarray, ids: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Rows of an embedding table [N, d] at integer ids [...] -> [..., d], converted to `dtype`
+    (after indexing: a memory-mapped table is read only where the ids point)."""
+    return np.asarray(table[ids], dtype=dtype)
+
+
 def layer_norm(x: np.ndarray, gain: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
     """[..., d] -> [..., d]: (x - mean) / sqrt(var + eps) * gain + bias, biased variance."""
     mean = x.mean(axis=-1, keepdims=True)

@@ -11,17 +11,17 @@ import numpy as np
 
 from verifier.model.config import ModelConfig
 from verifier.model.stages import layer_stage
-from verifier.model.weights import Weights
+from verifier.model.weights import WeightMap
 from verifier.reference import layers as L
 from verifier.reference.recorder import Recorder, RopeTables
 
 
-def embed(w: Weights, c: ModelConfig, tokens: np.ndarray, positions: np.ndarray) -> np.ndarray:
-    """tokens [B, T] -> token embedding [B, T, d_model]; positions enter later, through RoPE."""
-    return w["model.embed_tokens.weight"][tokens]
+def embed(w: WeightMap, c: ModelConfig, tokens: np.ndarray, positions: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """tokens [B, T] -> token embedding [B, T, d_model] in `dtype`; positions enter later, through RoPE."""
+    return L.lookup(w["model.embed_tokens.weight"], tokens, dtype)
 
 
-def norm(w: Weights, c: ModelConfig, i: int, which: str, x: np.ndarray) -> np.ndarray:
+def norm(w: WeightMap, c: ModelConfig, i: int, which: str, x: np.ndarray) -> np.ndarray:
     """RMSNorm before attention (input_layernorm) or before the MLP: [B, T, d_model]."""
     name = "input_layernorm" if which == "attn" else "post_attention_layernorm"
     return L.rms_norm(x, w[f"model.layers.{i}.{name}.weight"], c.norm_eps)
@@ -34,7 +34,7 @@ def rope(c: ModelConfig, positions: np.ndarray, dtype: np.dtype) -> RopeTables:
 
 
 def qkv(
-    w: Weights, c: ModelConfig, i: int, h: np.ndarray, rope: RopeTables, record: Recorder
+    w: WeightMap, c: ModelConfig, i: int, h: np.ndarray, rope: RopeTables, record: Recorder
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """[B, T, d_model] -> q [B, n_heads, T, d_head], k, v [B, n_kv_heads, T, d_head]; RoPE on q, k."""
     p = f"model.layers.{i}.self_attn."
@@ -51,12 +51,12 @@ def qkv(
     return q, k, v
 
 
-def attn_out(w: Weights, c: ModelConfig, i: int, attn: np.ndarray) -> np.ndarray:
+def attn_out(w: WeightMap, c: ModelConfig, i: int, attn: np.ndarray) -> np.ndarray:
     """Output projection o_proj: [B, T, d_model] -> [B, T, d_model]."""
     return attn @ w[f"model.layers.{i}.self_attn.o_proj.weight"].T
 
 
-def mlp(w: Weights, c: ModelConfig, i: int, h: np.ndarray, record: Recorder) -> np.ndarray:
+def mlp(w: WeightMap, c: ModelConfig, i: int, h: np.ndarray, record: Recorder) -> np.ndarray:
     """SwiGLU, down(silu(gate(h)) * up(h)): [B, T, d_model] -> [B, T, d_ff] -> [B, T, d_model]."""
     p = f"model.layers.{i}.mlp."
     gate = h @ w[p + "gate_proj.weight"].T
@@ -68,6 +68,6 @@ def mlp(w: Weights, c: ModelConfig, i: int, h: np.ndarray, record: Recorder) -> 
     return act @ w[p + "down_proj.weight"].T
 
 
-def final_norm(w: Weights, c: ModelConfig, x: np.ndarray) -> np.ndarray:
+def final_norm(w: WeightMap, c: ModelConfig, x: np.ndarray) -> np.ndarray:
     """model.norm, an RMSNorm: [B, T, d_model] -> [B, T, d_model]."""
     return L.rms_norm(x, w["model.norm.weight"], c.norm_eps)
