@@ -122,7 +122,7 @@ def run_role(role: str, checkpoint: Path, tokens: np.ndarray, out: Path) -> dict
     from verifier.reference import NumpyModel
 
     ckpt = map_checkpoint(checkpoint)
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     if role in ("oracle", "numpy-float32"):
         model = NumpyModel(ckpt.config, ckpt.weights, np.float64 if role == "oracle" else np.float32, stream=True)
         load = 0.0
@@ -131,24 +131,37 @@ def run_role(role: str, checkpoint: Path, tokens: np.ndarray, out: Path) -> dict
 
         from verifier.plugin.adapters.hf_transformers import TransformersModel
 
-        torch.set_num_threads(os.cpu_count() or 1)
+        torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "0")) or os.cpu_count() or 1)
         model = TransformersModel(ckpt.config, ckpt.weights, getattr(torch, role.removeprefix("transformers-")))
         load = time.perf_counter() - start
     logits = model.logits(tokens)
-    seconds = time.perf_counter() - start - load
+    seconds, cpu_seconds = time.perf_counter() - start - load, time.process_time() - cpu_start
     np.save(out, np.asarray(logits, dtype=np.float64 if role == "oracle" else np.float32))
-    return {"load_seconds": load, "seconds": seconds, "peak_rss_kib": high_water_kib()}
+    return {"load_seconds": load, "seconds": seconds, "cpu_seconds": cpu_seconds, "peak_rss_kib": high_water_kib()}
 
 
-def measure(role: str, checkpoint: Path, tokens_file: Path, out: Path) -> dict:
+def measure(role: str, checkpoint: Path, tokens_file: Path, out: Path, *, threads: int, needs_bytes: int = 0) -> dict:
+    """`run_role` in a fresh process, once `needs_bytes` of memory are available (the machine is shared)."""
+    while _available_bytes() < needs_bytes:
+        print(f"{role}: waiting for {needs_bytes / 2**30:.1f} GiB of available memory", file=sys.stderr, flush=True)
+        time.sleep(30)
+    load = os.getloadavg()[0]
     done = subprocess.run(
         [sys.executable, __file__, "--role", role, "--checkpoint", str(checkpoint), "--tokens", str(tokens_file),
          "--out", str(out)],
-        capture_output=True, text=True, cwd=ROOT, check=False,
+        capture_output=True, text=True, cwd=ROOT, check=False, env=_thread_env(threads),
     )  # fmt: skip
     if done.returncode != 0:
         raise RuntimeError(f"{role} on {checkpoint} failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1]) | {"load_average": load}
+
+
+def _thread_env(threads: int) -> dict[str, str]:
+    """The environment of a measured process: `threads` BLAS / torch threads (0: the libraries' defaults)."""
+    env = dict(os.environ)
+    if threads:  # read by OpenBLAS and torch when they start
+        env |= {name: str(threads) for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
+    return env
 
 
 def compare(found: np.ndarray, oracle: np.ndarray, *, rope_positions: int, float32: bool) -> dict:
@@ -175,7 +188,9 @@ def bfloat16_verdict(figures: dict) -> str:
 # ---- one model ----------------------------------------------------------------------------------------
 
 
-def bench_model(name: str, scratch: Path, batch: int, length: int, disk_bps: float | None, cache_bps: float) -> dict:
+def bench_model(
+    name: str, scratch: Path, batch: int, length: int, threads: int, disk_bps: float | None, cache_bps: float
+) -> dict:
     config = model_config(name)
     directory = scratch / name
     shutil.rmtree(directory, ignore_errors=True)
@@ -191,18 +206,23 @@ def bench_model(name: str, scratch: Path, batch: int, length: int, disk_bps: flo
         np.save(tokens_file, tokens)
         runs: dict[str, dict] = {}
         drop_from_page_cache(files)
-        runs["oracle"] = measure("oracle", directory, tokens_file, scratch / "oracle.npy")
+        runs["oracle"] = measure("oracle", directory, tokens_file, scratch / "oracle.npy", threads=threads)
         print(f"{name}: oracle (cold) {runs['oracle']}", file=sys.stderr, flush=True)
         fits = nbytes < 0.5 * _available_bytes()
         if fits:
             read_seconds(files)  # into the page cache
-            runs["oracle-warm"] = measure("oracle", directory, tokens_file, scratch / "oracle-warm.npy")
+            runs["oracle-warm"] = measure(
+                "oracle", directory, tokens_file, scratch / "oracle-warm.npy", threads=threads
+            )
             print(f"{name}: oracle (warm) {runs['oracle-warm']}", file=sys.stderr, flush=True)
         peers = ["numpy-float32", "transformers-bfloat16" if config.family == "llama" else "transformers-float32"]
         oracle = np.load(scratch / "oracle.npy")
         rope_positions = length - 1 if config.uses_rope else 0
         for role in peers:
-            runs[role] = measure(role, directory, tokens_file, scratch / f"{role}.npy")
+            resident = nbytes // 2 if role.endswith("bfloat16") else nbytes if role.startswith("transformers") else 0
+            runs[role] = measure(
+                role, directory, tokens_file, scratch / f"{role}.npy", threads=threads, needs_bytes=resident + 2**30
+            )
             found = np.load(scratch / f"{role}.npy")
             runs[role] |= compare(found, oracle, rope_positions=rope_positions, float32=role.endswith("float32"))
             print(f"{name}: {role} {runs[role]}", file=sys.stderr, flush=True)
@@ -238,32 +258,34 @@ def render(results: list[dict], command: str, disk_bps: float, cache_bps: float)
         f"Command: `{command}` ({time.strftime('%Y-%m-%d')}). Seeded weights (scale {SCALE}), float32 safetensors "
         f"in {SHARD_BYTES // 2**30} GiB shards, written shard by shard and removed after. Read bandwidth: disk "
         f"{disk_bps / 1e9:.2f} GB/s (the largest checkpoint dropped from the page cache, then read once), page "
-        f"cache {cache_bps / 1e9:.2f} GB/s (a 2 GiB file read twice, the second read timed).",
+        f"cache {cache_bps / 1e9:.2f} GB/s (a 2 GiB file read twice, the second read timed). The machine is shared: "
+        "each run's 1-minute load average is given (2 cores), and its CPU time beside its wall time.",
         "",
         "### The oracle against the bound of reading the weights once",
         "",
         "| model | parameters | checkpoint | tokens (B x T) | read from disk | read from page cache | oracle, cold "
-        "| / disk bound | oracle, warm | / page-cache bound | oracle peak RSS |",
-        "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+        "(CPU) | / disk bound | oracle, warm (CPU) | / page-cache bound | oracle peak RSS | load average |",
+        "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in results:
         disk, cache = r["bytes"] / r["disk_bps"], r["bytes"] / r["cache_bps"]
         cold, warm = r["runs"]["oracle"], r["runs"].get("oracle-warm")
-        warm_cells = (
-            f"{warm['seconds']:.1f} s | {warm['seconds'] / cache:.2f}" if warm else "- (larger than memory) | -"
-        )
+        warm_cells = "- (larger than memory) | -"
+        if warm:
+            warm_cells = f"{warm['seconds']:.1f} s ({warm['cpu_seconds']:.1f} s) | {warm['seconds'] / cache:.2f}"
+        loads = ", ".join(f"{run['load_average']:.1f}" for role, run in r["runs"].items() if role.startswith("oracle"))
         lines.append(
             f"| {r['name']} | {r['parameters']:,} | {r['bytes'] / 1e9:.1f} GB | {r['batch']} x {r['length']} "
-            f"| {disk:.1f} s | {cache:.1f} s | {cold['seconds']:.1f} s | {cold['seconds'] / disk:.2f} | {warm_cells} "
-            f"| {cold['peak_rss_kib'] / 2**20:.2f} GiB |"
+            f"| {disk:.1f} s | {cache:.1f} s | {cold['seconds']:.1f} s ({cold['cpu_seconds']:.1f} s) "
+            f"| {cold['seconds'] / disk:.2f} | {warm_cells} | {cold['peak_rss_kib'] / 2**20:.2f} GiB | {loads} |"
         )
     lines += [
         "",
         "### Each implementation against the oracle",
         "",
-        "| model | implementation | peak RSS | load | forward | per verified token | max \\|diff\\| | relative error "
-        "| top-1 agreement | verdict |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| model | implementation | peak RSS | load | forward | CPU time | per verified token | max \\|diff\\| "
+        "| relative error | top-1 agreement | verdict | load average |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|",
     ]
     for r in results:
         for role, run in r["runs"].items():
@@ -277,17 +299,16 @@ def render(results: list[dict], command: str, disk_bps: float, cache_bps: float)
             )  # fmt: skip
             lines.append(
                 f"| {r['name']} | {role} | {run['peak_rss_kib'] / 2**20:.2f} GiB | {run['load_seconds']:.1f} s "
-                f"| {run['seconds']:.1f} s | {per_token:.2f} s {figures} |"
+                f"| {run['seconds']:.1f} s | {run['cpu_seconds']:.1f} s | {per_token:.2f} s {figures} "
+                f"| {run['load_average']:.1f} |"
             )
+    identical = [f"{r['name']} {r['runs']['oracle-warm']['identical']}" for r in results if "oracle-warm" in r["runs"]]
     lines += [
         "",
         "Load is `transformers` building the model and copying each weight in (converted) from the mapped file; "
-        "the streamed NumPy runs read their weights inside the forward pass. Per verified token: (load + forward) "
-        "/ tokens. The warm oracle's logits are bit for bit the cold run's: "
-        + ", ".join(
-            f"{r['name']} {r['runs']['oracle-warm']['identical']}" for r in results if "oracle-warm" in r["runs"]
-        )
-        + ".",
+        "the streamed NumPy runs read their weights inside the forward pass. CPU time covers load and forward "
+        "(both cores count). Per verified token: (load + forward) / tokens. The warm oracle's logits are bit for "
+        "bit the cold run's: " + (", ".join(identical) or "no warm run") + ".",
     ]
     return "\n".join(lines)
 
@@ -298,6 +319,9 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
     parser.add_argument("--batch", type=int, default=4, help="sequences (default 4)")
     parser.add_argument("--length", type=int, default=16, help="tokens per sequence (default 16)")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="BLAS / torch threads per process (0: every core; default 1)"
+    )
     parser.add_argument("--write", action="store_true", help="update the section in benchmarks/RESULTS.md")
     parser.add_argument("--role", help=argparse.SUPPRESS)
     parser.add_argument("--checkpoint", type=Path, help=argparse.SUPPRESS)
@@ -313,10 +337,12 @@ def main() -> None:
     cache_bps = page_cache_bandwidth(args.scratch)
     results, disk_bps = [], None
     for name in args.models:  # the largest first: its disk read measures the disk bandwidth for all
-        result = bench_model(name, args.scratch, args.batch, args.length, disk_bps, cache_bps)
+        result = bench_model(name, args.scratch, args.batch, args.length, args.threads, disk_bps, cache_bps)
         disk_bps = result["disk_bps"]
         results.append(result)
-    command = "python benchmarks/full_size.py --scratch DIR" + (" --write" if args.write else "")
+    command = f"python benchmarks/full_size.py --scratch DIR --threads {args.threads}" + (
+        " --write" if args.write else ""
+    )
     if args.models != list(MODELS):
         command += " --models " + " ".join(args.models)
     section = render(results, command, disk_bps or 0.0, cache_bps)

@@ -51,8 +51,12 @@ def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
 
 
 def linear(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
-    """[..., d_in] @ [d_in, d_out] (+ [d_out]) -> [..., d_out]."""
-    y = x @ w
+    """[..., d_in] @ [d_in, d_out] (+ [d_out]) -> [..., d_out].
+
+    The leading axes are flattened into one matrix product, which reads `w` once for the whole
+    batch (a [B, T, d_in] product would read it B times: the cost of a full-size layer).
+    """
+    y = (x.reshape(-1, x.shape[-1]) @ w).reshape(*x.shape[:-1], w.shape[-1])
     return y if b is None else y + b
 
 

@@ -38,9 +38,9 @@ def qkv(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """[B, T, d_model] -> q [B, n_heads, T, d_head], k, v [B, n_kv_heads, T, d_head]; RoPE on q, k."""
     p = f"model.layers.{i}.self_attn."
-    q = L.split_heads(h @ w[p + "q_proj.weight"].T, c.n_heads)
-    k = L.split_heads(h @ w[p + "k_proj.weight"].T, c.n_kv_heads)
-    v = L.split_heads(h @ w[p + "v_proj.weight"].T, c.n_kv_heads)
+    q = L.split_heads(L.linear(h, w[p + "q_proj.weight"].T), c.n_heads)
+    k = L.split_heads(L.linear(h, w[p + "k_proj.weight"].T), c.n_kv_heads)
+    v = L.split_heads(L.linear(h, w[p + "v_proj.weight"].T), c.n_kv_heads)
     record(layer_stage(i, "q"), q)
     record(layer_stage(i, "k"), k)
     record(layer_stage(i, "v"), v)
@@ -53,19 +53,19 @@ def qkv(
 
 def attn_out(w: WeightMap, c: ModelConfig, i: int, attn: np.ndarray) -> np.ndarray:
     """Output projection o_proj: [B, T, d_model] -> [B, T, d_model]."""
-    return attn @ w[f"model.layers.{i}.self_attn.o_proj.weight"].T
+    return L.linear(attn, w[f"model.layers.{i}.self_attn.o_proj.weight"].T)
 
 
 def mlp(w: WeightMap, c: ModelConfig, i: int, h: np.ndarray, record: Recorder) -> np.ndarray:
     """SwiGLU, down(silu(gate(h)) * up(h)): [B, T, d_model] -> [B, T, d_ff] -> [B, T, d_model]."""
     p = f"model.layers.{i}.mlp."
-    gate = h @ w[p + "gate_proj.weight"].T
-    up = h @ w[p + "up_proj.weight"].T
+    gate = L.linear(h, w[p + "gate_proj.weight"].T)
+    up = L.linear(h, w[p + "up_proj.weight"].T)
     record(layer_stage(i, "mlp_gate"), gate)
     record(layer_stage(i, "mlp_up"), up)
     act = L.silu(gate) * up
     record(layer_stage(i, "mlp_act"), act)
-    return act @ w[p + "down_proj.weight"].T
+    return L.linear(act, w[p + "down_proj.weight"].T)
 
 
 def final_norm(w: WeightMap, c: ModelConfig, x: np.ndarray) -> np.ndarray:

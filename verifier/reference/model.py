@@ -210,7 +210,7 @@ class NumpyModel:
         x = f.final_norm(w, c, x)
         record(stages.FINAL_NORM, x)
         classifier = self._classifier() if self._resident_classifier is None else self._resident_classifier
-        logits = x @ classifier.T
+        logits = L.linear(x, classifier.T)
         record(stages.LOGITS, logits)
         return logits, KVCache(tuple(new_layers))
 
