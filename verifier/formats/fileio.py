@@ -81,6 +81,36 @@ def read_ahead(path: Path, offset: int, length: int) -> None:
             os.close(fd)
 
 
+READ_AHEAD_BYTES = 512 * 2**20
+
+
+class ReadAhead:
+    """Keeps the disk reading ahead of a pass that looks up tensors in a known order: after each
+    lookup, the tensors that follow it, up to `window` bytes, are asked for (`read_ahead`), each once
+    per pass. `extents` maps each name, in that order, to (file, offset, length)."""
+
+    def __init__(self, extents: dict[str, tuple[Path, int, int]], window: int = READ_AHEAD_BYTES) -> None:
+        self._extents = list(extents.values())
+        self._index = {name: i for i, name in enumerate(extents)}
+        self._window = window
+        self._last = -1  # the index looked up last
+        self._asked = 0  # the tensors before this index have been asked for in this pass
+
+    def after(self, name: str) -> None:
+        """`name` is being read: ask for what follows it."""
+        i = self._index[name]
+        if i <= self._last:  # back to an earlier tensor: a new pass
+            self._asked = 0
+        self._last = i
+        ahead = sum(length for _, _, length in self._extents[i + 1 : self._asked])
+        while self._asked < len(self._extents) and ahead < self._window:
+            if self._asked > i:
+                path, offset, length = self._extents[self._asked]
+                read_ahead(path, offset, length)
+                ahead += length
+            self._asked += 1
+
+
 @contextlib.contextmanager
 def open_bounded(path: Path) -> Iterator[BoundedReader]:
     """A BoundedReader over `path`; a missing or unreadable file is a CheckpointError."""

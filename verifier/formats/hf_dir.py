@@ -12,7 +12,6 @@ prefix; non-learned buffers (GPT-2's causal-mask `attn.bias` / `attn.masked_bias
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 import os
@@ -25,7 +24,7 @@ import numpy as np
 from verifier.formats.checkpoint import Checkpoint, TensorInfo, check_array, check_canonical, check_shapes
 from verifier.formats.config_json import read_config_json
 from verifier.formats.errors import CheckpointError
-from verifier.formats.fileio import atomic_write, open_bounded, read_ahead
+from verifier.formats.fileio import ReadAhead, atomic_write, open_bounded
 from verifier.formats.safetensors_file import (
     DTYPES,
     Entry,
@@ -276,13 +275,12 @@ def map_hf_dir(path: str | Path, weights_file: str | Path | None = None) -> Chec
         findings.append(tied_classifier_finding(source, read(CLASSIFIER), embedding))
         del renamed[CLASSIFIER]
     check_shapes(source, config, {name: located[stored][1].shape for name, stored in renamed.items()})
-    order = list(weight_shapes(config))
-    following = dict(itertools.pairwise(order))
+    ahead = ReadAhead(
+        {name: (located[renamed[name]][0].path, *byte_range(*located[renamed[name]])) for name in weight_shapes(config)}
+    )
 
     def fetch(name: str) -> np.ndarray:
-        if name in following:  # the disk reads the next weight while the caller uses this one
-            file, entry = located[renamed[following[name]]]
-            read_ahead(file.path, *byte_range(file, entry))
+        ahead.after(name)  # the disk reads the next weights while the caller uses this one
         array = read(name)
         check_array(source, name, array)
         return array

@@ -33,7 +33,7 @@ import numpy as np
 
 from verifier.formats.checkpoint import Checkpoint, TensorInfo, check_array, check_canonical, check_shapes
 from verifier.formats.errors import CheckpointError
-from verifier.formats.fileio import BoundedReader, atomic_write, map_array, open_bounded, read_ahead
+from verifier.formats.fileio import BoundedReader, ReadAhead, atomic_write, map_array, open_bounded
 from verifier.model.config import ConfigError, ModelConfig
 from verifier.model.weights import LazyWeights, Weights, weight_shapes
 
@@ -472,14 +472,15 @@ def map_llama2c(path: str | Path) -> Checkpoint:
             w = to_rotate_half(w, config.n_heads if key == "wq" else config.n_kv_heads)
         return w
 
-    order = list(weight_shapes(config))
-    following = dict(itertools.pairwise(order))
+    def nbytes(name: str) -> int:
+        seg, _, shape = extent(name)
+        count = math.prod(shape)
+        return count + 4 * (count // h.group_size) if seg.quantized else 4 * count
+
+    ahead = ReadAhead({name: (path, extent(name)[1], nbytes(name)) for name in weight_shapes(config)})
 
     def fetch(name: str) -> np.ndarray:
-        if name in following:  # the disk reads the next weight while the caller uses this one
-            seg, start, shape = extent(following[name])
-            count = math.prod(shape)
-            read_ahead(path, start, count + 4 * (count // h.group_size) if seg.quantized else 4 * count)
+        ahead.after(name)  # the disk reads the next weights while the caller uses this one
         w = read(name)
         check_array(path, name, w)
         return w
