@@ -116,6 +116,17 @@ def test_a_stories15m_file_is_read_when_given(empty_hf_cache: Path, tmp_path: Pa
     assert total.verdict == MISLEADING and f"the trained stories15M.bin at {path}" in total.how
 
 
+def test_a_stories15m_file_in_the_hugging_face_cache_is_read(empty_hf_cache: Path, tmp_path: Path) -> None:
+    """Where llama2.c's author publishes it (karpathy/tinyllamas), found in the cache, never downloaded."""
+    config = preset("llama2c-stories15M")
+    (tmp_path / "repo").mkdir()
+    save_checkpoint(tmp_path / "repo" / "stories15M.bin", config, init_weights(config), format="llama2c")
+    _fake_hf_cache(empty_hf_cache, "karpathy/tinyllamas", tmp_path / "repo")
+    row = check(BY_ID["stories15m-dim"], Inputs())
+    cached = empty_hf_cache / "models--karpathy--tinyllamas" / "snapshots" / "0123abcd" / "stories15M.bin"
+    assert row.verdict == CORRECT and f"header of the trained stories15M.bin at {cached}" in row.how, row
+
+
 def test_a_stories15m_file_with_other_sizes_decides_the_hyperparameter_rows(
     empty_hf_cache: Path, tmp_path: Path
 ) -> None:

@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from verifier.analysis import audit
-from verifier.analysis.audit.inputs import STORIES15M_ENV
+from verifier.analysis.audit.inputs import STORIES15M_ENV, STORIES15M_HF
 from verifier.cli import arguments
 from verifier.formats.data import DATA_DIR_ENV
 
@@ -21,7 +21,7 @@ def add_parser(subparsers: Any) -> None:
         "the suite's own tokenizer, parameter formula, published configs, llama2.c's definition of stories15M and "
         "reference layers, and print claim / as stated / exact / verdict, with why and how each was checked. "
         "Claims about trained weights are checked when the weights are here (GPT-2 in the Hugging Face cache or "
-        "--gpt2, stories15M.bin with --stories15m), and are 'not checkable' otherwise.",
+        "--gpt2; stories15M.bin with --stories15m or in the cache), and are 'not checkable' otherwise.",
     )
     p.add_argument(
         "--tokenizer",
@@ -40,7 +40,8 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument(
         "--stories15m",
         metavar="PATH",
-        help=f"llama2.c's trained stories15M.bin; default: ${STORIES15M_ENV}",
+        help=f"llama2.c's trained stories15M.bin; default: ${STORIES15M_ENV}, then {STORIES15M_HF[1]} of "
+        f"{STORIES15M_HF[0]} from the Hugging Face cache if it is there (never downloaded)",
     )
     p.add_argument("--json", action="store_true", help="print JSON (every field) instead of a table")
     p.set_defaults(func=run)

@@ -10,7 +10,7 @@ when the Hugging Face cache has them.
 from __future__ import annotations
 
 import ast
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -49,7 +49,7 @@ from verifier.model.weights import weight_shapes
 from verifier.reference import NumpyModel
 from verifier.reference import layers as L
 
-GROUP = "GPT-2 small, in 'Life of a Tensor' (en, zh) and 'Visualize Generation in LLM' (vg)"
+GROUP = "GPT-2 small, in 'Life of a Tensor' (en, zh) and 'Visualize Generation in LLM' (vg, vg.md)"
 GPT2_FORMULA = "50000 * 768 + (768 * 768 * 3 + 768 * 768 + 768 * 3072 * 2) * 12"
 LAYER_FORMULA = "768 * 768 * 3 + 768 * 768 + 768 * 3072 * 2"
 HOW_TOKENIZER = "GPT-2's tokenizer"
@@ -276,6 +276,50 @@ def _attention(inputs: Inputs, stated: Mapping[int, Sequence[Shape]]) -> Evidenc
     return Evidence(" | ".join(shown), worst(matches), why, describe_run(run), readings)
 
 
+def attention_formula_as_stated(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Softmax(Q K^T / sqrt(d)) V as the articles write it, d the width of the vectors and no mask:
+    [T, d], [S, d], [S, d] -> [T, d]."""
+    return L.softmax(q @ k.T / np.sqrt(q.shape[-1])) @ v
+
+
+def _attention_formula(inputs: Inputs, stated: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]) -> Evidence:
+    """The stated formula on layer 0's full-width Q, K, V (as the articles apply it), and per head on
+    each position with the positions up to it (the causal mask), against the attention GPT-2 computes."""
+    run = inputs.gpt2
+    c = run.config
+    q, k, v = (run.stage(op).astype(np.float64) for op in ("q", "k", "v"))  # [n_heads, T, d_head]
+    reference = run.stage("attn")  # [T, d_model], the heads joined
+
+    def joined(heads: list[np.ndarray]) -> np.ndarray:
+        return L.merge_heads(np.stack(heads)[None])[0]
+
+    full, full_diff, _ = compare_arrays(stated(*(L.merge_heads(x[None])[0] for x in (q, k, v))), reference)
+    unmasked = joined([stated(q[h], k[h], v[h]) for h in range(c.n_heads)])
+    causal = joined(
+        [
+            np.concatenate([stated(q[h, t : t + 1], k[h, : t + 1], v[h, : t + 1]) for t in range(run.T)])
+            for h in range(c.n_heads)
+        ]
+    )
+    per_head, per_head_diff, _ = compare_arrays(causal, reference)
+    unmasked_diff, last_diff = (float(np.abs(d).max()) for d in (unmasked - reference, (unmasked - reference)[-1]))
+    why = (
+        f"as written, one softmax of the full-width [{run.T}, {c.d_model}] Q K^T / sqrt({c.d_model}) over every "
+        f"position: off by up to {full_diff:.3g}; per head (d = {c.d_head}) without a mask: off by up to "
+        f"{unmasked_diff:.3g}, except the last row ({last_diff:.2g}), which sees every position anyway; per head "
+        f"with GPT-2's causal mask: within {per_head_diff:.2g}"
+    )
+    readings = (
+        Reading(
+            f"per head ({c.n_heads} of width {c.d_head}, d = {c.d_head}), each position attending to itself and "
+            "the positions before it (the causal mask the formula leaves out)",
+            per_head,
+        ),
+    )
+    exact = f"per head: softmax(q k^T / sqrt({c.d_head}), causal) v, {c.n_heads} heads joined"
+    return Evidence(exact, full, why, describe_run(run), readings)
+
+
 def _every_layer(inputs: Inputs, stated: Shape) -> Evidence:
     run = inputs.gpt2
     shapes = {tuple(run.stage("resid_mlp", i).shape) for i in range(run.config.n_layers)}
@@ -326,7 +370,8 @@ def _padded_last_row(inputs: Inputs, stated: int) -> Evidence:
             f"row {row} of the [{p.length}, {run.config.d_model}] input is a padding position: its logits differ from "
             f"the next token's by up to {p.last_row_diff:.3g} and predict token {p.last_row_token}"
             + (" (the same by chance)" if same else f", not {p.next_token}")
-            + f"; the next token's row is {run.T - 1}, the last real one. Real GPT-2 generation does not pad"
+            + f"; the next token's row is {run.T - 1}, the last real one (padded with {p.pad_token}, as transformers "
+            "pads GPT-2; the articles' '0s' would fill the same positions). Real GPT-2 generation does not pad"
         )
     else:
         raise ValueError(f"only the last row or a real row of the padded input is checked, found row {row}")
@@ -355,12 +400,12 @@ def _generation(inputs: Inputs, stated: int) -> Evidence:
 
 # ---- parameters ------------------------------------------------------------------------------
 
-# The formula's component names in `verifier.model.params`' breakdown.
-_COMPONENTS = {
-    "embedding": ("token embedding",),
-    "q, k, v": ("attention q, k, v",),
-    "output projection": ("attention output",),
-    "MLP": ("MLP",),
+# The weights each line of the breakdown names: (the embedding's, or one layer's, as GPT-2 names them).
+_MATRICES = {
+    "embedding": ("wte.weight",),
+    "q, k, v": ("attn.c_attn.weight",),
+    "output projection": ("attn.c_proj.weight",),
+    "MLP": ("mlp.c_fc.weight", "mlp.c_proj.weight"),
 }
 
 
@@ -371,14 +416,23 @@ def _counts(inputs: Inputs) -> tuple[dict[str, int], int, str]:
 
 
 def _component(name: str) -> Check:
+    """A breakdown line against the matrices it names in GPT-2's weights, every layer's; the row says
+    what the articles' formula leaves out beside them (biases, the position embedding)."""
+
     def check(inputs: Inputs, stated: Figure) -> Evidence:
-        rows, _, how = _counts(inputs)
-        exact = sum(rows[c] for c in _COMPONENTS[name])
-        why = because(
-            off(stated, exact),
-            f"{exact:,} includes the biases" if name != "embedding" else "50,257 x 768, without wpe's 786,432",
-        )
-        return Evidence(f"{exact:,}", compare_figure(stated, exact), why, how)
+        config, how = _published(inputs)
+        shapes = weight_shapes(config)
+        if name == "embedding":
+            names = ["transformer.wte.weight"]
+            beside = f"; the position embedding wpe adds {config.n_ctx * config.d_model:,}"
+        else:
+            names = [f"transformer.h.{i}.{m}" for i in range(config.n_layers) for m in _MATRICES[name]]
+            biases = sum(int(np.prod(shapes[n.removesuffix("weight") + "bias"])) for n in names)
+            beside = f" x {config.n_layers} layers; their biases add {biases:,}"
+        exact = sum(int(np.prod(shapes[n])) for n in names)
+        matrices = ", ".join(f"{m} {shape_text(shapes[n])}" for m, n in zip(_MATRICES[name], names, strict=False))
+        why = because(off(stated, exact), matrices + beside)
+        return Evidence(f"{exact:,}", compare_figure(stated, exact), why, f"weight shapes of {how}")
 
     return check
 
@@ -393,9 +447,9 @@ def _formula_arithmetic(inputs: Inputs, stated: tuple[Figure, Figure]) -> Eviden
 def _formula_value(inputs: Inputs, stated: Figure) -> Evidence:
     exact = evaluate(GPT2_FORMULA)
     _, total, _ = _counts(inputs)
-    why = (
-        f"{off(stated, exact) or stated}; to the nearest million it is {round(exact / 1e6)}M: 124M is GPT-2's real "
-        f"total, {total:,}, which the formula does not reach"
+    why = because(
+        off(stated, exact),
+        f"GPT-2's real total is {total:,}, which the formula does not reach (it leaves parameters out: next row)",
     )
     return Evidence(f"{exact:,}", compare_figure(stated, exact), why, "the article's arithmetic", arithmetic_only=True)
 
@@ -489,6 +543,9 @@ def _prediction(inputs: Inputs, stated: int) -> Evidence:
 # ---- the claims ------------------------------------------------------------------------------
 
 _T5, _T1024 = 5, 1024
+# The first values of each word's row, as all four GPT-2 articles print them on five lines in a row.
+_EMBEDDING_QUOTES = ("[0.316, 0.524,", "[0.123, 0.234, 0.345", "[0.432, 0.543, 0.654", "[0.543, 0.654, 0.765",
+                     "[0.654, 0.765, 0.876")  # fmt: skip
 
 CLAIMS = (
     Claim(
@@ -500,7 +557,9 @@ CLAIMS = (
             at("zh", 15, "假设一个单词等于一个token"),
             at("zh", 19, "['The', 'capital', 'of', 'France', 'is']"),
             at("vg", 9, "Assume one word equals one token."),
+            at("vg", 11, "‘capital’, ‘of’, ‘France’, ‘is’"),
             at("vg.md", 30, "Assume one word equals one token."),
+            at("vg.md", 34, "['The', 'capital', 'of', 'France', 'is']"),
         ),
         ("The", "capital", "of", "France", "is"),
         "['The', 'capital', 'of', 'France', 'is']",
@@ -576,11 +635,10 @@ CLAIMS = (
     Claim(
         "gpt2-embedding-values",
         "the embedding rows' values (The = [0.316, 0.524, ...], capital = [0.123, ...], ...)",
-        (
-            at("en", 31, "[0.316, 0.524,0.063, 0.481, 0.266"),
-            at("zh", 32, "[0.316, 0.524,0.063, 0.481, 0.266"),
-            at("vg", 15, "[0.316, 0.524, 0.063"),
-            at("vg.md", 41, "[0.316, 0.524, 0.063"),
+        tuple(
+            at(article, first + i, quote)
+            for article, first in (("en", 31), ("zh", 32), ("vg", 15), ("vg.md", 41))
+            for i, quote in enumerate(_EMBEDDING_QUOTES)
         ),
         {
             "The": (0.316, 0.524, 0.063, 0.481, 0.266),
@@ -668,6 +726,7 @@ CLAIMS = (
             at("en", 52, "[768, 768] == [768, 12 * 64]"),
             at("en", 54, "each of which is [768, 64]"),
             at("zh", 48, "每一个都是[768, 768]"),
+            at("zh", 52, "[768, 768] == [768, 12 * 64]"),
             at("zh", 54, "每个头都是[768, 64]"),
             at("vg", 23, "Each is [768, 64] * 12."),
             at("vg.md", 55, "Each is [768, 64] * 12."),
@@ -695,7 +754,9 @@ CLAIMS = (
         (
             at("en", 58, "[5, 64] + [5, 64] + ... + [5, 64] = [5, 12 * 64] = [5, 768]"),
             at("zh", 58, "= [5, 12 * 64] = [5, 768]"),
+            at("vg", 25, "Q 12 heads = [1024, 64] + [1024, 64]"),
             at("vg", 26, "= [1024, 64] * 12 = [1024, 768]"),
+            at("vg.md", 59, "Q 12 heads = [1024, 64] + [1024, 64]"),
             at("vg.md", 61, "= [1024, 64] * 12 = [1024, 768]"),
         ),
         {_T5: [(5, 768)], _T1024: [(1024, 768)]},
@@ -718,6 +779,7 @@ CLAIMS = (
             at("en", 131, "all with shape [5, 768]"),
             at("zh", 60, "K矩阵和V矩阵同理"),
             at("zh", 62, "K = [5, 768]"),
+            at("zh", 64, "V = [5, 768]"),
             at("zh", 70, "Q = [5, 768]"),
             at("zh", 128, "Q, K, V 三个[5, 768]"),
             at("vg", 27, "K and V are the same."),
@@ -768,6 +830,23 @@ CLAIMS = (
         shapes_check(lambda run, T: [stage_shape(run, "attn", T)], _gpt2, "the heads' outputs, joined"),
     ),
     Claim(
+        "gpt2-attention-formula",
+        "attention is Softmax(QK^T/√d) * V, on Q, K, V of [5, 768]",
+        (
+            at("en", 66, "Here's the most important attention formula:"),
+            at("en", 78, "Softmax(QK^T/√d) * V"),
+            at("en", 132, "Applying Softmax(QK^T / sqrt(d)) * V"),
+            at("zh", 66, "最重要的attention公式"),
+            at("zh", 78, "Softmax(QK^T/√d) * V"),
+            at("zh", 129, "通过 Softmax(QK^T / sqrt(d)) * V"),
+            at("vg", 31, "Attn = Softmax(QK^T/√d) * V"),
+            at("vg.md", 71, "Attn = Softmax(QK^T/"),
+        ),
+        attention_formula_as_stated,
+        "Softmax(Q K^T / sqrt(768)) V, Q, K, V [5, 768], no mask",
+        _attention_formula,
+    ),
+    Claim(
         "gpt2-output-projection",
         "the output projection is [768, 768] and keeps [5, 768]",
         (
@@ -775,8 +854,10 @@ CLAIMS = (
             at("en", 88, "Attention output = [5, 768]"),
             at("zh", 88, "Attention output = [5, 768]"),
             at("en", 82, "= [5, 768] * [768, 768] = [5, 768]"),
+            at("en", 84, "This is still [5, 768]."),
             at("zh", 80, "Output Projection matrix = [768, 768]"),
             at("zh", 82, "= [5, 768] * [768, 768] = [5, 768]"),
+            at("zh", 84, "最终还是[5, 768]"),
         ),
         {_T5: [(768, 768), (5, 768)]},
         "[768, 768]; [5, 768] -> [5, 768]",
@@ -802,7 +883,11 @@ CLAIMS = (
         "the MLP changes [5, 768] -> [5, 3072] -> [5, 768] (vg: 1024)",
         (
             at("en", 92, "[5, 768] -> [5, 3072] -> [5, 768]"),
+            at("en", 94, "This is still [5, 768]."),
+            at("en", 133, "The MLP expands and contracts dimensions, outputting another [5, 768]"),
             at("zh", 92, "[5, 768] -> [5, 3072] -> [5, 768]"),
+            at("zh", 94, "最终又是[5, 768]"),
+            at("zh", 130, "MLP 进行维度扩展和缩回, 又得到新的[5, 768]"),
             at("vg", 33, "[1024, 768] -> [1024, 3072] -> [1024, 768]"),
             at("vg.md", 75, "[1024, 768] -> [1024, 3072] -> [1024, 768]"),
         ),
@@ -831,8 +916,10 @@ CLAIMS = (
         "every layer keeps [5, 768]",
         (
             at("en", 98, "(5, 768) -> (5, 768) -> (5, 768)"),
+            at("en", 100, "This is still [5, 768]."),
             at("en", 134, "keeps the final shape [5, 768]"),
             at("zh", 97, "(5, 768) -> (5, 768) -> (5, 768)"),
+            at("zh", 99, "最最终还是 [5, 768]"),
             at("zh", 131, "最终输出[5, 768]"),
         ),
         (5, 768),

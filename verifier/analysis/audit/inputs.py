@@ -10,7 +10,8 @@
 - `transformers` where installed: what `generate` feeds GPT-2, what Llama's KV cache holds, which
   parameters Llama has.
 - Trained weights where present: GPT-2 from the Hugging Face cache (never downloaded) or `--gpt2`,
-  stories15M.bin from `--stories15m` or $VERIFIER_STORIES15M.
+  stories15M.bin from `--stories15m`, $VERIFIER_STORIES15M or the Hugging Face cache
+  (karpathy/tinyllamas).
 
 A missing optional input is a reason string (the row says it); an input the user named that cannot
 be used raises `AuditError` or the formats' own errors.
@@ -57,7 +58,9 @@ NO_GPT2 = (
     "needs GPT-2's trained weights: openai-community/gpt2 in the Hugging Face cache (never downloaded here) "
     "or --gpt2 DIR"
 )
-STORIES15M_HINT = f"--stories15m PATH or ${STORIES15M_ENV}"
+# Where llama2.c's author publishes the trained file on the Hugging Face hub (looked for in the cache only).
+STORIES15M_HF = ("karpathy/tinyllamas", "stories15M.bin")
+STORIES15M_HINT = f"--stories15m PATH, ${STORIES15M_ENV} or {STORIES15M_HF[0]} in the Hugging Face cache"
 NO_STORIES15M = f"needs llama2.c's trained stories15M.bin: {STORIES15M_HINT}"
 
 
@@ -252,9 +255,15 @@ class Inputs:
     @functools.cached_property
     def stories15m(self) -> tuple[Llama2cFile, Checkpoint] | str:
         """The real stories15M.bin (header, layout and weights), or why there is none."""
-        if self.stories15m_path is None:
-            return NO_STORIES15M
-        path = Path(self.stories15m_path)
+        if self.stories15m_path is not None:
+            path = Path(self.stories15m_path)
+        else:
+            from huggingface_hub import try_to_load_from_cache
+
+            cached = try_to_load_from_cache(*STORIES15M_HF)
+            if not isinstance(cached, str):
+                return NO_STORIES15M
+            path = Path(cached)
         self._progress(f"llama2.c's stories15M.bin at {path}")
         file = _read_llama2c_file(path)
         h = file.header

@@ -1,10 +1,11 @@
 """The claims of "How Large Language Model Works in the Prediction Stage" (ps), about llama2.c's stories15M.
 
 Its hyperparameters are checked against llama2.c's own definition of the model, not the article's
-table: the README table and model.py's hidden size rule (the `llama2c-stories15M` preset), the
-header and tensor layout of a stories15M-shaped llama2.c file written and read back by
-`verifier.formats`, llama2.c's tokenizer.bin where present, and a trained stories15M.bin when given.
-Its formulas are run on the inputs the reference's layers get (stories15M with seeded weights).
+table: the README table and model.py's hidden size rule (the `llama2c-stories15M` preset),
+llama2.c's tokenizer.bin, and the header of a trained stories15M.bin when there is one. Its tensor
+sizes (Table 5) are checked against the tensors of a llama2.c file of those hyperparameters (written
+and read back by `verifier.formats`, or the trained file). Its formulas are run on the inputs the
+reference's layers get (stories15M with seeded weights).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from verifier.formats.llama2c import to_interleaved, to_rotate_half
 from verifier.model import stages
 from verifier.model.known_models import known_models
 from verifier.model.params import parameter_table
-from verifier.model.presets import llama2c_hidden_dim, preset
+from verifier.model.presets import preset
 from verifier.model.weights import weight_shapes
 from verifier.reference import layers as L
 
@@ -82,10 +83,10 @@ def _llama2c_file(inputs: Inputs) -> tuple[Llama2cFile, str]:
 
 # ---- hyperparameters: llama2.c's definition ------------------------------------------------------
 
-# header field -> (ModelConfig attribute, where llama2.c publishes it)
+# header field -> (ModelConfig attribute, where llama2.c defines it for stories15M)
 _FIELDS = {
     "dim": ("d_model", "README table"),
-    "hidden_dim": ("d_ff", "model.py's rule for dim 288"),
+    "hidden_dim": ("d_ff", "model.py's FFN size: int(2/3 x 4 x 288) rounded up to a multiple of 32"),
     "n_layers": ("n_layers", "README table"),
     "n_heads": ("n_heads", "README table"),
     "vocab_size": ("vocab_size", "the Llama 2 tokenizer llama2.c uses"),
@@ -94,24 +95,20 @@ _FIELDS = {
 
 
 def _hyperparameter(field: str) -> Check:
+    """A hyperparameter against llama2.c's definition of stories15M (its README table and model.py's
+    rule, as the preset holds them), or the header of a trained stories15M.bin when there is one."""
+
     def check(inputs: Inputs, stated: Figure) -> Evidence:
-        attr, published = _FIELDS[field]
-        definition = getattr(preset(PRESET), attr)
-        written = getattr(inputs.llama2c_written.header, field)
-        how = (
-            f"llama2.c's stories15M: {published} = {definition} (preset {PRESET}); header field {field} of a "
-            f"stories15M-shaped llama2.c file written and read back by verifier.formats = {written}"
-        )
-        if field == "hidden_dim":
-            how += f"; model.py: int(2/3 x 4 x 288) rounded up to a multiple of 32 = {llama2c_hidden_dim(288)}"
+        attr, defined_by = _FIELDS[field]
+        exact = getattr(preset(PRESET), attr)
+        how = f"llama2.c's definition of stories15M: {defined_by} = {exact} (preset {PRESET})"
         if field == "vocab_size" and not isinstance(inputs.llama_tokenizer, str):
             how += (
                 f"; tokenizer.bin at {inputs.llama_tokenizer.source} has {inputs.llama_tokenizer.vocab_size:,} pieces"
             )
         real = inputs.stories15m
-        exact = definition
         if isinstance(real, str):
-            how += f"; no trained stories15M.bin given ({STORIES15M_HINT})"
+            how += f"; no trained stories15M.bin here ({STORIES15M_HINT})"
         else:
             exact = getattr(real[0].header, field)
             how += f"; header of the trained stories15M.bin at {real[0].path}: {field} = {exact}"
@@ -197,11 +194,11 @@ def _embedding_share(inputs: Inputs, stated: Figure) -> Evidence:
     share = 100 * embedding / table.total
     why = because(
         f"{embedding:,} of {table.total:,} learned parameters: {share:.2f}%, a little over 60%",
-        off(stated, round(share, 2)),
+        off(stated, share),
     )
     return Evidence(
         f"{share:.2f}%",
-        compare_figure(stated, round(share, 2)),
+        compare_figure(stated, share),
         why,
         f"parameter formula of llama2.c's stories15M (preset {PRESET})",
     )
@@ -298,6 +295,27 @@ def _rope_pairs(inputs: Inputs, stated: Callable[[np.ndarray, np.ndarray, np.nda
         f"the stated rotation gives the reference's rotated q within {diff:.2g}"
     )
     return Evidence("q_2i, q_2i+1 turned by fcr_i, fci_i", match, why, describe_run(run))
+
+
+def _projections(products: Sequence[tuple[str, str]], exact: str) -> Check:
+    """The stated stage (a layer-0 stage or `embed`) times each (weight, output stage) pair's weight,
+    against the stage the reference computes (split into heads where it is per head)."""
+
+    def check(inputs: Inputs, stated: str) -> Evidence:
+        run = inputs.story
+        matches, diffs = [], []
+        for weight, output in products:
+            reference = run.stage(output)
+            product = run.trace[stated] @ run.weight(weight).T  # [T, d_out]
+            if reference.ndim == 3:  # [n_heads, T, d_head]
+                product = L.split_heads(product[None], reference.shape[0])[0]
+            match, diff, _ = compare_arrays(product, reference)
+            matches.append(match)
+            diffs.append(f"{output} {diff:.2g}")
+        why = f"{stated} times each weight against the reference's stages, max |diff|: {', '.join(diffs)}"
+        return Evidence(exact, worst(matches), why, describe_run(run))
+
+    return check
 
 
 def _first_token(inputs: Inputs, stated: str) -> Evidence:
@@ -675,7 +693,7 @@ CLAIMS = (
     Claim(
         "stories15m-embedding-table",
         "the embedding table is 32,000*288",
-        (at("ps", 14, "whose size will be 32,000*288"),),
+        (at("ps", 14, "whose size will be 32,000*288"), at("ps", 16, r"\mathbf{e}_{31999}")),
         [(32000, 288)],
         "[32000, 288]",
         _segment_shapes(["tok_embeddings"], per_layer=False),
@@ -737,12 +755,31 @@ CLAIMS = (
         "W_q, W_k, W_v are 288*288; q, k, v have 288 entries",
         (
             at("ps", 37, "288 * 288"),
+            at("ps", 38, "288 * 288"),
+            at("ps", 39, "288 * 288"),
             at("ps", 43, "those sizes are 288*288"),
             at("ps", 54, r"$\mathbf{q} \in \mathbf{R}^{288}$"),
         ),
         [(288, 288), (288, 288), (288, 288)],
         "[288, 288] x 3",
         _segment_shapes(["wq", "wk", "wv"]),
+    ),
+    Claim(
+        "stories15m-qkv-projection",
+        "q = W_q ê, k = W_k ê, v = W_v ê: the normalised embedding times each matrix, whatever the heads (eq. 2)",
+        (
+            at("ps", 43, "corresponding to this normalized embedding vector"),
+            at("ps", 45, r"\mathbf{q} = \mathbf{W}_q * \hat{\mathbf{e}}_i"),
+            at("ps", 47, r"\mathbf{k} = \mathbf{W}_k * \hat{\mathbf{e}}_i"),
+            at("ps", 49, r"\mathbf{v} = \mathbf{W}_v * \hat{\mathbf{e}}_i"),
+            at("ps", 54, "it is same computation-wise"),
+        ),
+        stages.layer_stage(0, "attn_norm"),
+        "ê = RMSNorm(e), times W_q, W_k, W_v",
+        _projections(
+            [("self_attn.q_proj.weight", "q"), ("self_attn.k_proj.weight", "k"), ("self_attn.v_proj.weight", "v")],
+            "attn_norm x W^T for q, k, v (one matrix each, split into heads after)",
+        ),
     ),
     Claim(
         "stories15m-head-split",
@@ -778,7 +815,7 @@ CLAIMS = (
     Claim(
         "stories15m-rope-table-shape",
         "the fcr and fci tables are 256*(288/6/2)",
-        (at("ps", 67, "256*(288/6/2)"), at("ps", 68, "256*(288/6/2)")),
+        (at("ps", 67, "256*(288/6/2)"), at("ps", 68, "256*(288/6/2)"), at("ps", 74, "fcr_{23}")),
         [(256, 24), (256, 24)],
         "[256, 24] x 2",
         _segment_shapes(["freq_cis_real", "freq_cis_imag"], per_layer=False),
@@ -810,8 +847,11 @@ CLAIMS = (
         "stories15m-rope-pairs",
         "the rotation of pairs (q_i, q_i+1) by fcr_{i//2}, fci_{i//2}, eq. (5)-(8)",
         (
+            at("ps", 78, "then we can compute the position-embedded query vector by"),
             at("ps", 80, r"\hat{q}_i = q_i * fcr_{i//2} - q_{i+1} * fci_{i//2}"),
             at("ps", 87, "fcr_{i//2} & -fci_{i//2}"),
+            at("ps", 92, "fcr_0 & -fci_0"),
+            at("ps", 97, "fcr_{23} & -fci_{23}"),
         ),
         rope_as_stated,
         "(q_i fcr - q_i+1 fci, q_i fci + q_i+1 fcr)",
@@ -820,7 +860,11 @@ CLAIMS = (
     Claim(
         "stories15m-kv-cache-contents",
         "the KV cache stores the position-embedded key and the value",
-        (at("ps", 105, "Save the position-embedded key vector"),),
+        (
+            at("ps", 105, "Save the position-embedded key vector"),
+            at("ps", 108, r"\hat{\mathbf{k}}"),
+            at("ps", 113, r"\mathbf{v}"),
+        ),
         ("k_rope", "v"),
         "k after RoPE, v",
         _cache_contents,
@@ -839,7 +883,11 @@ CLAIMS = (
     Claim(
         "stories15m-attention-formula",
         "attention output o = (q^T . k) v per head",
-        (at("ps", 121, r"\end{bmatrix}^T \cdot"), at("ps", 127, "is the attention value")),
+        (
+            at("ps", 119, "For each head, compute the output of attention by"),
+            at("ps", 121, r"\end{bmatrix}^T \cdot"),
+            at("ps", 127, "is the attention value"),
+        ),
         attention_as_stated,
         "q k^T v (no softmax, no scaling)",
         _attention,
@@ -859,6 +907,17 @@ CLAIMS = (
         [(288, 288)],
         "[288, 288]",
         _segment_shapes(["wo"]),
+    ),
+    Claim(
+        "stories15m-wo-projection",
+        "x = W_o o: the joined heads' output times W_o",
+        (
+            at("ps", 134, "Following attention layer, there is fully connect layer"),
+            at("ps", 136, r"\mathbf{W}_o * \mathbf{o}"),
+        ),
+        stages.layer_stage(0, "attn"),
+        "o (6 heads joined, 288) times W_o",
+        _projections([("self_attn.o_proj.weight", "attn_out")], "attn x W_o^T"),
     ),
     Claim(
         "stories15m-residuals",
@@ -890,6 +949,7 @@ CLAIMS = (
         "FFN: x1 = W1 x, x3 = W3 x, x2 = x1 + x3, x2 = W2 x2",
         (
             at("ps", 140, r"$\mathbf{x}_1 = \mathbf{W}_1 * \mathbf{x}_n$"),
+            at("ps", 141, r"$\mathbf{x}_3 = \mathbf{W}_3 * \mathbf{x}_n$"),
             at("ps", 142, r"\mathbf{x}_1 + \mathbf{x}_3"),
             at("ps", 143, r"$\mathbf{x}_2 = \mathbf{W}_2 * \mathbf{x}_2$"),
         ),
@@ -924,6 +984,7 @@ CLAIMS = (
         "stories15m-classifier",
         "the classifier W is 32,000*288 and gives 32,000 logits",
         (
+            at("ps", 155, r"\mathbf{x}_o = \mathbf{W}\mathbf{x}"),
             at("ps", 156, r"$\mathbf{W} \in \mathbf{R}^{32,000*288}$"),
             at("ps", 158, r"$\mathbf{x}_o \in \mathbf{R}^{32,000}$"),
         ),
