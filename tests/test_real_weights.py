@@ -1,5 +1,5 @@
 """Trained weights when the user has them: GPT-2 small from the Hugging Face cache, llama2.c's
-stories15M.bin given by path ($VERIFIER_STORIES15M).
+stories15M.bin given by path ($VERIFIER_STORIES15M) or found in the cache (karpathy/tinyllamas).
 
 Each test runs when its weights are here and otherwise skips saying what would run it; nothing is
 downloaded (HF_HUB_OFFLINE is set by the root conftest). The same pipelines also run everywhere on
@@ -17,7 +17,14 @@ import numpy as np
 import pytest
 
 from tests.test_audit_real_weights import _fake_hf_cache
-from verifier.analysis.audit.inputs import CAPITAL_TEXT, GPT2_TOKENS, PARIS, STORIES15M_ENV, STORY_TEXT
+from verifier.analysis.audit.inputs import (
+    CAPITAL_TEXT,
+    GPT2_TOKENS,
+    PARIS,
+    STORIES15M_ENV,
+    STORIES15M_HF,
+    STORY_TEXT,
+)
 from verifier.formats import load_checkpoint, map_checkpoint, save_checkpoint
 from verifier.formats.sources import SourceError, locate
 from verifier.formats.tokenizer import GPT2_HF_REPOS, find_tokenizer
@@ -40,9 +47,17 @@ def _cached_gpt2() -> str:
 
 def _stories15m() -> Path:
     path = os.environ.get(STORIES15M_ENV)
-    if not path:
-        pytest.skip(f"no trained stories15M.bin: set {STORIES15M_ENV} to llama2.c's stories15M.bin")
-    return Path(path)
+    if path:
+        return Path(path)
+    from huggingface_hub import try_to_load_from_cache
+
+    cached = try_to_load_from_cache(*STORIES15M_HF)
+    if not isinstance(cached, str):
+        pytest.skip(
+            f"no trained stories15M.bin (never downloaded): set {STORIES15M_ENV} to its path, or have "
+            f"{STORIES15M_HF[0]} in the Hugging Face cache"
+        )
+    return Path(cached)
 
 
 def _next_token_logits(spec: str | Path, tokens: np.ndarray) -> dict[str, np.ndarray]:
