@@ -95,7 +95,7 @@ def _has_llama2c_header(path: Path) -> bool:
     return all(0 < size <= _LARGEST_SIZE for size in sizes)
 
 
-def _hf_parts(path: Path) -> tuple[Path, Path | None]:
+def hf_parts(path: Path) -> tuple[Path, Path | None]:
     """(model directory, the weight file the user named, if any)."""
     if path.is_dir():
         return path, None
@@ -112,7 +112,7 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
         raise CheckpointError(path, "file", "is a llama2.c tokenizer, not a model (read it with read_tokenizer)")
     if fmt == LLAMA2C:
         return read_llama2c(path)
-    directory, weights_file = _hf_parts(path)
+    directory, weights_file = hf_parts(path)
     return read_hf_dir(directory, weights_file)
 
 
@@ -126,7 +126,7 @@ def map_checkpoint(path: str | Path) -> Checkpoint:
         raise CheckpointError(path, "file", "is a llama2.c tokenizer, not a model (read it with read_tokenizer)")
     if fmt == LLAMA2C:
         return map_llama2c(path)
-    directory, weights_file = _hf_parts(path)
+    directory, weights_file = hf_parts(path)
     return map_hf_dir(directory, weights_file)
 
 
@@ -138,7 +138,7 @@ def checkpoint_config(path: str | Path) -> ModelConfig:
         raise CheckpointError(path, "file", "is a llama2.c tokenizer, which has no model config")
     if fmt == LLAMA2C:
         return read_llama2c_config(path)
-    return read_config_json(_hf_parts(path)[0])
+    return read_config_json(hf_parts(path)[0])
 
 
 def save_checkpoint(

@@ -99,6 +99,7 @@ class Header:
     hypothesis_settings: dict[str, str]
     suite: str
     created: str
+    checkpoint: str | None = None  # what every model ran on (--checkpoint), with its sha256; None: drawn weights
 
 
 @dataclass
