@@ -9,6 +9,7 @@ llama2.c tokenizer, whose layout has no magic to tell it from a model.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from pathlib import Path
 
 from verifier.formats.checkpoint import Checkpoint
@@ -106,28 +107,25 @@ def hf_parts(path: Path) -> tuple[Path, Path | None]:
 
 def load_checkpoint(path: str | Path) -> Checkpoint:
     """Config and canonical weights of a model directory or file, in any supported format."""
-    path = Path(path)
-    fmt = detect_format(path)
-    if fmt == TOKENIZER:
-        raise CheckpointError(path, "file", "is a llama2.c tokenizer, not a model (read it with read_tokenizer)")
-    if fmt == LLAMA2C:
-        return read_llama2c(path)
-    directory, weights_file = hf_parts(path)
-    return read_hf_dir(directory, weights_file)
+    return _read(Path(path), read_llama2c, read_hf_dir)
 
 
 def map_checkpoint(path: str | Path) -> Checkpoint:
     """`load_checkpoint`'s checkpoint, its weights mapped from the file instead of read: each weight is
     read (and converted, and checked finite) when looked up, and nothing is kept. Layout, names and
     shapes are checked here. For models larger than memory; pickled HF weights are loaded whole."""
-    path = Path(path)
+    return _read(Path(path), map_llama2c, map_hf_dir)
+
+
+def _read(
+    path: Path, llama2c: Callable[[Path], Checkpoint], hf: Callable[[Path, Path | None], Checkpoint]
+) -> Checkpoint:
     fmt = detect_format(path)
     if fmt == TOKENIZER:
         raise CheckpointError(path, "file", "is a llama2.c tokenizer, not a model (read it with read_tokenizer)")
     if fmt == LLAMA2C:
-        return map_llama2c(path)
-    directory, weights_file = hf_parts(path)
-    return map_hf_dir(directory, weights_file)
+        return llama2c(path)
+    return hf(*hf_parts(path))
 
 
 def checkpoint_config(path: str | Path) -> ModelConfig:
