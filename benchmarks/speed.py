@@ -5,8 +5,13 @@
 
 Decode: tokens per second with a KV cache on the stories15M shape (seeded random weights; speed does
 not depend on the values), greedy, over all 256 positions: the NumPy reference, `transformers`
-(its default attention, its own DynamicCache) and llama2.c's run.c built as llama2.c's Makefile
-builds it (`-O3`, and `-Ofast`), timed by run.c itself from the second token on, as for the others.
+(its default attention, its own DynamicCache), llama2.c's run.c built as llama2.c's Makefile
+builds it (the pinned 2023 one at `-O3` and `-Ofast`, the current one from a llama2.c tree at
+`-O3`), timed by run.c itself from the second token on, as for the others, and llama.cpp
+(llama-cpp-python, F32 weights and KV cache; one thread as run.c, and one per core: its threads
+spin while they wait, so a busy machine slows the second far more than the first),
+255 one-token steps through its own KV cache. Token 1's embedding row is scaled by 1e-3 so that
+greedy decoding never picks it: the current run.c stops at token 1 (BOS).
 Each figure is also given as a fraction of the memory-bandwidth bound: a decode step reads every
 weight once, so it cannot beat (copy bandwidth) / (bytes of weights), with the copy bandwidth
 measured here as bytes read + written per second by a large array copy (STREAM's convention).
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -40,10 +46,12 @@ PREFILL_LENGTHS = (5, 256, 1024)
 
 def _weights(preset_name: str):
     from verifier.model.presets import preset
-    from verifier.model.weights import init_weights
+    from verifier.model.weights import EMBEDDING, init_weights
 
     config = preset(preset_name)
-    return config, init_weights(config, seed=0)
+    weights = init_weights(config, seed=0)
+    weights[EMBEDDING[config.family]][1] *= 1e-3  # (tied classifier) never the argmax: run.c stops at BOS
+    return config, weights
 
 
 def copy_bandwidth(n_bytes: int = 512 * 2**20, repeats: int = 10) -> float:
@@ -88,19 +96,39 @@ def decode_transformers() -> dict:
         return {"tok_s": (config.n_ctx - 1) / (time.perf_counter() - t0)}
 
 
-def decode_run_c(optimization: str) -> dict:
+def decode_llamacpp(threads: int) -> dict:
+    from verifier.plugin.adapters.llamacpp import LlamaCppModel
+
+    config, weights = _weights(DECODE_PRESET)
+    model = LlamaCppModel(config, weights, threads=threads)
+    del weights  # llama.cpp holds its own copy
+    t0 = time.perf_counter()
+    generated = model.greedy(np.array([1]), config.n_ctx - 1)
+    elapsed = time.perf_counter() - t0
+    if len(generated) != config.n_ctx - 1:
+        raise RuntimeError(f"llama.cpp generated {len(generated)} tokens, not {config.n_ctx - 1}")
+    return {"tok_s": (config.n_ctx - 1) / elapsed}
+
+
+def decode_run_c(program: str) -> dict:
+    """`program`: `pinned-O3` / `pinned-Ofast` (the 2023 run.c) or `current-O3` (from a llama2.c tree)."""
     from verifier.formats.llama2c import write_llama2c
     from verifier.formats.llama2c_tokenizer import write_tokenizer
     from verifier.plugin.command.text import BOS, TextPrompt
-    from verifier.plugin.llama2c import build
+    from verifier.plugin.llama2c import build, checkout
 
     config, weights = _weights(DECODE_PRESET)
-    binary = build.binary(optimization)
     with tempfile.TemporaryDirectory() as tmp:
         write_llama2c(Path(tmp) / "model.bin", config, weights, version=0)
         write_tokenizer(Path(tmp) / "tokenizer.bin", TextPrompt.for_prompt(config.vocab_size, [BOS]).tokenizer())
-        command = [str(binary), "model.bin", "0", str(config.n_ctx)]
-        with subprocess.Popen(command, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) as proc:
+        if program == "current-O3":
+            binary = checkout.program("run")
+            command = [str(binary), "model.bin", "-t", "0", "-n", str(config.n_ctx), "-i", "", "-z", "tokenizer.bin"]
+        else:
+            binary = build.binary(program.removeprefix("pinned-"))
+            command = [str(binary), "model.bin", "0", str(config.n_ctx)]
+        # The 2023 run.c prints its speed on stdout, the current one on stderr.
+        with subprocess.Popen(command, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as proc:
             peak_kib = 0
             while proc.poll() is None:  # run.c's own high-water mark, sampled until it exits
                 peak_kib = max(peak_kib, high_water_kib(proc.pid))
@@ -142,18 +170,22 @@ PEERS = {
     "bandwidth": lambda: {"bytes_per_s": copy_bandwidth()},
     "decode/numpy": decode_numpy,
     "decode/transformers": decode_transformers,
-    "decode/run.c -O3": lambda: decode_run_c("O3"),
-    "decode/run.c -Ofast": lambda: decode_run_c("Ofast"),
+    "decode/run.c -O3": lambda: decode_run_c("pinned-O3"),
+    "decode/run.c -Ofast": lambda: decode_run_c("pinned-Ofast"),
+    "decode/run.c current -O3": lambda: decode_run_c("current-O3"),
+    "decode/llama.cpp 1 thread": lambda: decode_llamacpp(1),
+    f"decode/llama.cpp {os.cpu_count()} threads": lambda: decode_llamacpp(os.cpu_count() or 1),
     **{f"prefill/numpy/{T}": (lambda T=T: prefill("numpy", T)) for T in PREFILL_LENGTHS},
     **{f"prefill/transformers/{T}": (lambda T=T: prefill("transformers", T)) for T in PREFILL_LENGTHS},
 }
 
 
 def measure_in_subprocess(peer: str) -> dict:
-    """One measurement in a fresh interpreter, so that its peak memory is its own."""
-    out = subprocess.run(
-        [sys.executable, __file__, "--peer", peer], capture_output=True, text=True, check=True, cwd=ROOT
-    )
+    """One measurement in a fresh interpreter, so that its peak memory is its own; {"error": why} if
+    the peer cannot run here (llama.cpp not installed, no llama2.c tree)."""
+    out = subprocess.run([sys.executable, __file__, "--peer", peer], capture_output=True, text=True, cwd=ROOT)
+    if out.returncode != 0:
+        return {"error": (out.stderr.strip().splitlines() or [f"exited with status {out.returncode}"])[-1]}
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -163,7 +195,13 @@ def _peer_main(peer: str) -> None:
     print(json.dumps(result))
 
 
-def render(results: dict[str, dict], bandwidth: float, command: str) -> str:
+DECODE_PEERS = (
+    "numpy", "transformers", "run.c -O3", "run.c -Ofast", "run.c current -O3",
+    "llama.cpp 1 thread", f"llama.cpp {os.cpu_count()} threads",
+)  # fmt: skip
+
+
+def render(results: dict[str, dict], bandwidth: float, command: str, load: tuple[float, float]) -> str:
     from benchmarks._machine import describe
     from verifier.model.params import count_parameters
     from verifier.model.presets import preset
@@ -175,17 +213,24 @@ def render(results: dict[str, dict], bandwidth: float, command: str) -> str:
         "## Speed and memory",
         "",
         f"Machine: {describe()}.  ",
-        f"Command: `{command}` ({time.strftime('%Y-%m-%d')}). Copy bandwidth {bandwidth / 1e9:.1f} GB/s "
-        f"(read + write); stories15M weights {weight_bytes / 1e6:.1f} MB a token, so the bandwidth bound is "
-        f"{bound:.0f} tok/s.",
+        f"Command: `{command}` ({time.strftime('%Y-%m-%d')}); load average (1 min) {load[0]:.2f} before, "
+        f"{load[1]:.2f} after. Copy bandwidth {bandwidth / 1e9:.1f} GB/s (read + write); stories15M weights "
+        f"{weight_bytes / 1e6:.1f} MB a token, so the bandwidth bound is {bound:.0f} tok/s.",
         "",
         "### Decode, stories15M shape, 256 positions, greedy with a KV cache",
+        "",
+        "run.c -O3 / -Ofast: the pinned 2023 run.c (llamac2py 0.1.4); run.c current: llama2.c at its tree's "
+        "commit; llama.cpp: llama-cpp-python's vendored llama.cpp, F32 weights and KV cache.",
         "",
         "| implementation | tok/s | x run.c -O3 | fraction of bandwidth bound | peak RSS (MiB) |",
         "|---|---:|---:|---:|---:|",
     ]
-    for name in ("numpy", "transformers", "run.c -O3", "run.c -Ofast"):
-        tok_s, rss = results[f"decode/{name}"]["tok_s"], results[f"decode/{name}"]["peak_rss_mib"]
+    for name in DECODE_PEERS:
+        result = results.get(f"decode/{name}")
+        if result is None or "error" in result:
+            lines.append(f"| {name} | not measured: {result['error'] if result else 'not run'} | | | |")
+            continue
+        tok_s, rss = result["tok_s"], result["peak_rss_mib"]
         lines.append(f"| {name} | {tok_s:.1f} | {tok_s / o3:.2f} | {tok_s / bound:.0%} | {rss:.0f} |")
     lines += [
         "",
@@ -211,6 +256,7 @@ def main() -> None:
     if args.peer:
         _peer_main(args.peer)
         return
+    load_before = os.getloadavg()[0]
     bandwidth = measure_in_subprocess("bandwidth")["bytes_per_s"]
     results = {}
     for peer in PEERS:
@@ -218,7 +264,11 @@ def main() -> None:
             continue
         results[peer] = measure_in_subprocess(peer)
         print(f"{peer}: {results[peer]}", file=sys.stderr, flush=True)
-    section = render(results, bandwidth, "python benchmarks/speed.py --write")
+    failed = [peer for peer, result in results.items() if "error" in result and not peer.startswith("decode/")]
+    if failed:
+        raise SystemExit(f"these measurements failed: {', '.join(failed)}")
+    load = (load_before, os.getloadavg()[0])
+    section = render(results, bandwidth, "python benchmarks/speed.py --write", load)
     print(section)
     if args.write:
         write_section(section)

@@ -36,6 +36,7 @@ class Support:
     model: str
     capabilities: dict[str, frozenset[str]] = field(default_factory=dict)
     refused: dict[str, str] = field(default_factory=dict)
+    broken: dict[str, str] = field(default_factory=dict)  # probe kind -> how building the model broke the contract
 
     def runs(self, config: ModelConfig) -> bool:
         """Whether the probes say the model runs configs like this one."""
@@ -57,6 +58,12 @@ class Support:
             reasons = "; ".join(f"{f}: {self.refused.get(f, 'not probed')}" for f in families)
             return f"model {self.model!r} runs no {' or '.join(families)} config ({reasons})"
         if capability and not any(capability in self.capabilities[f] for f in runnable):
+            broken = [f for f in runnable if f in self.broken]
+            if broken:  # its capabilities are unknown: it could not be built
+                return (
+                    f"model {self.model!r} could not be built on the {broken[0]} probe, so whether it has "
+                    f"{capability!r} is unknown ({self.broken[broken[0]]}); the properties that build it fail"
+                )
             found = sorted(set().union(*(self.capabilities[f] for f in runnable)))
             return f"model {self.model!r} has no {capability!r} capability (it has {', '.join(found)})"
         return None
@@ -76,6 +83,8 @@ def support(spec: ModelSpec) -> Support:
                 found.refused[p.kind] = p.unsupported
             else:
                 found.capabilities[p.kind] = p.capabilities if p.error is None else frozenset({"logits"})
+                if p.error is not None:
+                    found.broken[p.kind] = p.error
         _SUPPORT[key] = found
     return _SUPPORT[key]
 

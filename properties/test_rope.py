@@ -2,7 +2,8 @@
 the norm of every pair and head vector, is the identity at position 0, turns pair i at position p
 by p theta^(-2i/d_head), composes (R(m) R(n) = R(m+n)), makes layer-0 scores depend only on m - n,
 and gives the scores llama2.c's interleaved pairing gives on permuted q/k rows. Also: the
-reference's tables equal the ones llama2.c computes and stores.
+reference's tables equal the ones llama2.c computes and stores (with torch, as llama2.c's
+model.py computes them; skipped without it).
 
 Pairs are (i, i + d_head/2) of each head vector: the `transformers` (rotate-half) layout that
 `verifier.model.stages` documents for q and k.
@@ -13,9 +14,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import numpy as np
-import torch
+import pytest
 from hypothesis import given
 
+from verifier import extra
 from verifier.analysis import tolerance
 from verifier.model import stages
 from verifier.model.config import ModelConfig
@@ -191,6 +193,8 @@ def test_rope_interleaved_and_rotate_half_pairings_give_the_same_scores(model_sp
 
 def _llama2c_tables(d_head: int, n_ctx: int, theta: float) -> tuple[np.ndarray, np.ndarray]:
     """llama2.c's model.py `precompute_freqs_cis`, the tables its export stores (float32)."""
+    why = extra.missing("computing the tables as llama2.c's model.py does", ("torch",))
+    torch = pytest.importorskip("torch", reason=why)
     freqs = 1.0 / (theta ** (torch.arange(0, d_head, 2)[: (d_head // 2)].float() / d_head))
     t = torch.arange(n_ctx, device=freqs.device)
     freqs_cis = torch.polar(torch.ones(n_ctx, d_head // 2), torch.outer(t, freqs).float())

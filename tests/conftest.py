@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import huggingface_hub.constants
 import pytest
 
+from verifier import extra
 from verifier.formats.data import DATA_DIR_ENV
 from verifier.formats.tokenizer import GPT2Tokenizer, Llama2cTokenizer, TokenizerNotFound, find_tokenizer
 
@@ -43,8 +43,15 @@ def no_tokenizers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "data").mkdir()
     (tmp_path / "hf").mkdir()
     monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path / "data"))
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hf"))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf"))
     return tmp_path
+
+
+@pytest.fixture
+def no_transformers_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As if the `transformers` extra were not installed: torch and transformers look absent."""
+    really_installed = extra.installed
+    monkeypatch.setattr(extra, "installed", lambda module: module not in extra.MODULES and really_installed(module))
 
 
 @pytest.fixture(scope="session")

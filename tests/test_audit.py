@@ -15,7 +15,6 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-import huggingface_hub.constants
 import numpy as np
 import pytest
 
@@ -56,7 +55,7 @@ BY_ID = {claim.id: claim for _, claim in CLAIMS}
 def audited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Inputs, dict[str, Row]]]:
     """Every row, with no trained weights anywhere (an empty Hugging Face cache, no stories15M.bin)."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path_factory.mktemp("empty-hf-cache")))
+        mp.setenv("HF_HUB_CACHE", str(tmp_path_factory.mktemp("empty-hf-cache")))
         mp.delenv(STORIES15M_ENV, raising=False)
         inputs = Inputs(pad_to=PAD)
         rows = {row.id: row for row in audit.audit(inputs)}
@@ -642,12 +641,15 @@ def test_render_names_the_articles_and_fits_a_terminal(audited: tuple[Inputs, di
     assert max(len(line) for line in text.splitlines()) <= 110
     counts = Counter(_expected(audited[0]).values())
     assert text.endswith(f"\n98 claims: {', '.join(f'{counts[v]} {v}' for v in VERDICTS)}")  # the last line
-    assert (counts[CORRECT], counts[MISLEADING], counts[WRONG], counts[NOT_CHECKABLE]) == (64, 8, 13, 2)
+    every_input = Counter(EXPECTED.values())  # with the tokenizers and transformers here: nothing skipped
+    assert [every_input[v] for v in (CORRECT, MISLEADING, WRONG, NOT_CHECKABLE, SKIPPED)] == [64, 8, 13, 2, 0]
     assert "3 rows check only the article's own arithmetic." in text
     assert "To check: GPT-2's trained weights" in text  # a not checkable row says what would check it
 
 
 def test_the_readme_shows_the_current_summary(audited: tuple[Inputs, dict[str, Row]]) -> None:
+    if audited[0].transformers is not None:  # the README shows the run with every input
+        pytest.skip(audited[0].transformers)
     readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
     section = readme.split("### The articles' claims: `verifier audit`")[1].split("\n## ")[0]
     rows = list(audited[1].values())

@@ -9,7 +9,6 @@ import dataclasses
 import os
 from pathlib import Path
 
-import huggingface_hub.constants
 import pytest
 
 from verifier.analysis.audit import CLAIMS, AuditError, check
@@ -77,7 +76,7 @@ def test_trained_stories15m_rows() -> None:
 
 @pytest.fixture
 def empty_hf_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
     monkeypatch.delenv(STORIES15M_ENV, raising=False)
     return tmp_path / "hub"
 

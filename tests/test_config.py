@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests import needs
 from verifier.formats import CheckpointError
 from verifier.formats.config_json import read_config_json
 from verifier.model.config import ConfigError, ModelConfig, from_hf_dict, from_transformers
@@ -16,12 +17,14 @@ from verifier.model.presets import PRESETS, UnknownPresetError, llama2c_hidden_d
 from verifier.properties.strategies import configs
 
 
+@needs.transformers
 @pytest.mark.parametrize("name", list(PRESETS))
 def test_preset_round_trips_through_transformers(name: str) -> None:
     config = preset(name)
     assert from_transformers(config.to_transformers()) == config
 
 
+@needs.transformers
 @given(configs(max_n_ctx=64, max_layers=3))
 def test_generated_config_round_trips_through_transformers_and_json(config: ModelConfig) -> None:
     assert from_transformers(config.to_transformers()) == config

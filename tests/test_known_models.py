@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from transformers import AutoConfig
 
+from tests import needs
 from verifier.formats import hf
 from verifier.model.config import ConfigError, from_hf_dict
 from verifier.model.known_models import UnknownModelError, known_model, known_models
@@ -34,6 +34,8 @@ PUBLISHED_TOTALS = {
 
 
 def _transformers_count(fields: dict) -> int:
+    from transformers import AutoConfig
+
     fields = dict(fields)
     return hf.parameter_count(AutoConfig.for_model(fields.pop("model_type"), **fields))
 
@@ -44,6 +46,7 @@ def test_the_table_has_the_models_the_issue_asks_for() -> None:
         assert model.source.startswith("https://huggingface.co/") and model.source.endswith("/config.json")
 
 
+@needs.transformers
 @pytest.mark.parametrize("name", sorted(PUBLISHED_TOTALS))
 def test_formula_equals_transformers_and_the_published_total(name: str) -> None:
     model = known_model(name)
@@ -58,6 +61,7 @@ def test_breakdown_rows_sum_to_the_total() -> None:
         assert sum(r.count for r in table.rows) == table.total, name
 
 
+@needs.transformers
 def test_mixtral_active_parameters_equal_a_mixtral_with_only_the_routed_experts() -> None:
     fields = known_model("mixtral-8x7b").fields
     table = parameter_table(known_model("mixtral-8x7b").architecture)
@@ -105,6 +109,7 @@ def llama_like_fields(draw: st.DrawFn) -> dict:
     return fields
 
 
+@needs.transformers
 @settings(max_examples=20)
 @given(llama_like_fields())
 def test_formula_equals_transformers_on_generated_llama_like_configs(fields: dict) -> None:

@@ -6,6 +6,10 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -26,3 +30,39 @@ def test_pyproject_lists_every_package_of_the_tree() -> None:
     assert listed == tree, f"packages missing from pyproject.toml: {sorted(tree - listed)}; listed but absent: " + str(
         sorted(listed - tree)
     )
+
+
+def _pins() -> dict[str, Version]:
+    pins = {}
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            requirement = Requirement(line)
+            (specifier,) = requirement.specifier
+            assert specifier.operator == "==", f"constraints.txt pins exact versions, found {line!r}"
+            pins[canonicalize_name(requirement.name)] = Version(specifier.version)
+    return pins
+
+
+def test_constraints_pin_every_dependency_within_its_range() -> None:
+    """What CI installs (constraints.txt) is what pyproject.toml allows: a range changed so that it
+    excludes the pinned version, or a dependency added without a pin, fails here."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    requirements = [Requirement(r) for r in project["dependencies"]]
+    requirements += [Requirement(r) for extra in project["optional-dependencies"].values() for r in extra]
+    pins = _pins()
+    for requirement in requirements:
+        name = canonicalize_name(requirement.name)
+        if name == canonicalize_name(project["name"]):  # dev = the project's own extra, and tools
+            continue
+        assert name in pins, f"{requirement} has no pin in constraints.txt"
+        pinned = pins[name]
+        assert requirement.specifier.contains(pinned), f"constraints.txt pins {name}=={pinned}: not {requirement}"
+
+
+def test_the_core_needs_neither_torch_nor_transformers() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    core = {canonicalize_name(Requirement(r).name) for r in project["dependencies"]}
+    assert not core & {"torch", "transformers", "huggingface-hub", "tokenizers"}, core
+    extra = {canonicalize_name(Requirement(r).name) for r in project["optional-dependencies"]["transformers"]}
+    assert extra == {"torch", "transformers"}

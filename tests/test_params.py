@@ -7,6 +7,7 @@ import math
 
 import pytest
 
+from tests import needs
 from verifier.formats import hf
 from verifier.model.config import ModelConfig
 from verifier.model.params import count_parameters, parameter_table
@@ -18,6 +19,7 @@ def _size_of_weight_set(config: ModelConfig) -> int:
     return sum(math.prod(shape) for shape in weight_shapes(config).values())
 
 
+@needs.transformers
 @pytest.mark.parametrize("name", list(PRESETS))
 def test_formula_equals_weight_set_and_transformers_for_preset(name: str) -> None:
     config = preset(name)

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests import needs
 from verifier.analysis import tolerance
 from verifier.model import stages
 from verifier.model.config import ModelConfig
@@ -38,6 +39,7 @@ def _tokens(config: ModelConfig, T: int, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, config.vocab_size, T)
 
 
+@needs.transformers
 @pytest.mark.parametrize(
     ("name", "T"),
     [("gpt2", 32), ("llama2c-stories15M", 64), ("llama2c-stories260K", 96)],
@@ -53,6 +55,7 @@ def test_reference_matches_transformers_on_preset(name: str, T: int) -> None:
     _assert_within_policy(reference32, oracle, f"float32 vs float64 reference, {name}")
 
 
+@needs.transformers
 @settings(max_examples=15)
 @given(config=configs(max_n_ctx=64, max_layers=3), scale=st.sampled_from([0.02, 0.3, 1.0]), data=st.data())
 def test_reference_matches_transformers_on_generated_configs(config: ModelConfig, scale: float, data) -> None:
@@ -67,6 +70,7 @@ def test_reference_matches_transformers_on_generated_configs(config: ModelConfig
     assert c.ok, f"transformers: max |diff| {c.max_error:.3g} at {list(c.index)} exceeds the bound {c.bound:.3g}"
 
 
+@needs.transformers
 def test_grouped_query_attention_matches_transformers_with_one_kv_head() -> None:
     config = preset("llama2c-stories260K").replace(n_kv_heads=1)
     weights = init_weights(config, seed=3, scale=0.2)

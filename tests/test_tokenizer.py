@@ -1,4 +1,5 @@
-"""Tokenizers: llama2.c's encoder against sentencepiece's ids, GPT-2's against OpenAI's, and how they are found.
+"""Tokenizers: llama2.c's encoder against sentencepiece's ids, GPT-2's against OpenAI's and against
+transformers' on drawn text, and how they are found.
 
 The expected ids are not ours: the llama2.c ones are sentencepiece's for Llama 2's vocabulary (the
 expectations of llama2.c's own `test.c`), GPT-2's are those `shared/README.md` records.
@@ -6,23 +7,29 @@ expectations of llama2.c's own `test.c`), GPT-2's are those `shared/README.md` r
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
+import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
-from hypothesis import example, given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from tests import needs
 from verifier.formats import CheckpointError, write_tokenizer
 from verifier.formats import Tokenizer as FormatsTokenizer
 from verifier.formats.data import DATA_DIR_ENV, PACKAGED_DATA_DIR
 from verifier.formats.tokenizer import (
     LLAMA_BOS,
+    GPT2Tokenizer,
     Llama2cTokenizer,
     TokenizerError,
     TokenizerNotFound,
+    byte_alphabet,
     find_tokenizer,
     load_gpt2_tokenizer,
 )
@@ -169,8 +176,68 @@ def test_gpt2_directory_without_usable_files_is_an_error_not_an_empty_tokenizer(
         load_gpt2_tokenizer(tmp_path)
     (tmp_path / "vocab.json").write_text("{}")
     (tmp_path / "merges.txt").write_text("")
-    with pytest.raises(TokenizerError, match="empty tokenizer"):
+    with pytest.raises(TokenizerError, match=r"vocab\.json: must be a non-empty object \{piece: id\}, found \{\}"):
         load_gpt2_tokenizer(tmp_path)
+
+
+def _gpt2_files(tmp_path: Path, vocab: object, merges: str) -> Path:
+    (tmp_path / "vocab.json").write_text(json.dumps(vocab))
+    (tmp_path / "merges.txt").write_text(merges)
+    return tmp_path
+
+
+BYTES = {char: i for i, char in enumerate(byte_alphabet())}  # the 256 byte pieces alone
+
+
+@pytest.mark.parametrize(
+    ("vocab", "merges", "message"),
+    [
+        ([1, 2], "", r"vocab\.json: must be a non-empty object \{piece: id\}, found list"),
+        (BYTES | {"xy": "256"}, "", r"piece 'xy' has id '256'; the ids must be integers 0 \.\. 256"),
+        (BYTES | {"xy": 300}, "", r"piece 'xy' has id 300; the ids must be integers 0 \.\. 256"),
+        (BYTES | {"xy": 0, "zw": 257}, "", r"1 ids are given to more than one piece"),
+        ({"ab": 0}, "", r"not a byte-level BPE vocabulary: 256 of the 256 byte pieces are missing \(first: 'Ā'\)"),
+        (BYTES, "#version: 0.2\na b c\n", r"merges\.txt:2: expected two pieces separated by one space, found 'a b c'"),
+        (BYTES, "a b\n", r"merges\.txt:1: merge 'a b': 'ab' is not in vocab\.json"),
+    ],
+    ids=["not an object", "string id", "id out of range", "id twice", "no byte pieces", "three pieces", "unknown"],
+)
+def test_malformed_gpt2_files_are_errors_naming_the_file_and_what_is_wrong(
+    tmp_path: Path, vocab: object, merges: str, message: str
+) -> None:
+    with pytest.raises(TokenizerError, match=message):
+        load_gpt2_tokenizer(_gpt2_files(tmp_path, vocab, merges))
+
+
+def test_the_lowest_ranked_pair_merges_everywhere_then_the_next(tmp_path: Path) -> None:
+    vocab = BYTES | {"ab": 256, "aab": 257, "aa": 258}
+    tokenizer = load_gpt2_tokenizer(_gpt2_files(tmp_path, vocab, "#version: 0.2\na b\na ab\na a\n"))
+    # a-b merges first (rank 0), then a-ab (rank 1); a-a (rank 2) is then no pair of "a", "aab".
+    assert tokenizer.encode("aaab") == [BYTES["a"], 257]
+    assert tokenizer.encode("aaaa") == [258, 258]  # a-a merges left to right, without overlap
+    assert [tokenizer.piece(i) for i in tokenizer.encode(" aab")] == [" ", "aab"]
+
+
+@needs.transformers
+@settings(max_examples=200, deadline=None)
+@given(
+    text=st.lists(
+        st.one_of(st.text(), st.sampled_from(["<|endoftext|>", "'s", "'LL", " ", "  ", "\n\n", "\t", "123", "٣", "Ⅻ"])),
+        max_size=8,
+    ).map("".join)
+)
+def test_gpt2_tokenizer_gives_transformers_ids_and_pieces_on_any_text(gpt2_tokenizer: GPT2Tokenizer, text: str) -> None:
+    hf = _transformers_gpt2(gpt2_tokenizer.source)
+    ids = gpt2_tokenizer.encode(text)
+    assert ids == hf.encode(text)
+    assert [gpt2_tokenizer.piece(i) for i in ids] == [hf.decode([i], clean_up_tokenization_spaces=False) for i in ids]
+
+
+@functools.cache
+def _transformers_gpt2(directory: str) -> Any:
+    from transformers import GPT2TokenizerFast
+
+    return GPT2TokenizerFast.from_pretrained(directory, local_files_only=True)
 
 
 def test_the_data_dir_variable_is_where_shared_data_is_found(tmp_path: Path, monkeypatch) -> None:

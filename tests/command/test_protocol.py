@@ -120,6 +120,18 @@ def test_arguments_stay_whole_and_no_shell_runs(tmp_path: Path) -> None:
     assert argv == ["./my run", "--in=/a b/model.bin", "-i", "x; rm -rf /", "-n", "4", "$HOME;"]
 
 
+@pytest.mark.parametrize("config", [LLAMA, GPT2], ids=["llama", "gpt2"])
+def test_the_gguf_format_gives_the_program_a_gguf_file_of_the_model(config: ModelConfig) -> None:
+    pytest.importorskip("gguf", reason="the gguf package is not installed (pip install 'lm-verifier[gguf]')")
+    command = Command.parse(f"{PROGRAM} text {{model}} {{tokens}}", "gguf", "logits-text")
+    spec = ModelSpec("program", command.build, "test")
+    model = build_checked(spec, config, init_weights(config, scale=0.3))
+    path = model.model.model_path
+    assert path.name == "model.gguf" and path.read_bytes()[:4] == b"GGUF"
+    expected = NumpyModel(config, init_weights(config, scale=0.3)).logits(TOKENS)
+    np.testing.assert_allclose(model.logits(TOKENS), expected, rtol=1e-6, atol=1e-6)
+
+
 def test_without_a_gguf_writer_the_gguf_format_is_unsupported_with_the_reason() -> None:
     try:
         import verifier.formats.gguf  # noqa: F401

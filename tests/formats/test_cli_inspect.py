@@ -94,7 +94,7 @@ def test_bad_files_are_one_line_errors_with_status_2(tmp_path: Path, capsys: pyt
         err = capsys.readouterr().err
         assert err.startswith(f"verifier {argv[0]}: error:") and err.count("\n") == 1, err
     assert main(["inspect", "nobody/no-such-model"]) == 2
-    assert "not in the local Hugging Face cache (pass --download)" in capsys.readouterr().err
+    assert "not in the local Hugging Face cache (pass --download; the cache is " in capsys.readouterr().err
 
 
 def test_detection_by_content_and_by_name(files: dict[str, Path], tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests import needs
 from verifier.formats import CheckpointError, load_checkpoint
 from verifier.formats.hf_dir import write_hf_dir
 from verifier.model.config import ModelConfig
@@ -69,6 +70,7 @@ def _hf_logits(model: object, tokens: np.ndarray) -> np.ndarray:
         return model(torch.from_numpy(tokens)[None]).logits[0].float().numpy()  # type: ignore[operator]
 
 
+@needs.transformers
 @pytest.mark.parametrize(
     ("config", "how"),
     [
@@ -99,6 +101,7 @@ def test_models_saved_by_transformers_load_with_the_same_logits(tmp_path: Path, 
     assert np.abs(got - expected).max() <= 1e-5 * (1 + np.abs(expected).max())
 
 
+@needs.transformers
 def test_bfloat16_files_convert_exactly(tmp_path: Path) -> None:
     import torch
 
@@ -113,6 +116,7 @@ def test_bfloat16_files_convert_exactly(tmp_path: Path) -> None:
             np.testing.assert_array_equal(ck.weights[name], tensor.float().numpy(), err_msg=name)
 
 
+@needs.transformers
 def test_our_directories_load_in_transformers(tmp_path: Path) -> None:
     from transformers import AutoModelForCausalLM
 
@@ -233,6 +237,7 @@ class _Payload:
         return (Path.touch, (Path("PWNED"),))
 
 
+@needs.torch
 def test_a_pickle_with_code_is_refused_and_not_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "config.json").write_text(json.dumps(LLAMA_TINY.to_hf_dict()))
@@ -240,6 +245,16 @@ def test_a_pickle_with_code_is_refused_and_not_run(tmp_path: Path, monkeypatch: 
     with pytest.raises(CheckpointError, match=r"weights_only=True"):
         load_checkpoint(tmp_path)
     assert not (tmp_path / "PWNED").exists()
+
+
+def test_without_torch_a_pickle_is_a_checkpoint_error_saying_how_to_read_it(
+    tmp_path: Path, no_transformers_extra: None
+) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(LLAMA_TINY.to_hf_dict()))
+    (tmp_path / "pytorch_model.bin").write_bytes(b"PK\x03\x04 a zip that torch.load would read")
+    with pytest.raises(CheckpointError, match=r"pytorch_model.bin: pickle: reading a pickled checkpoint .* needs torch "
+                       r"\(torch not installed here: pip install 'lm-verifier\[transformers\]'\)"):  # fmt: skip
+        load_checkpoint(tmp_path)
 
 
 # --- hostile safetensors headers -------------------------------------------------------------------

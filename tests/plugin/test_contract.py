@@ -11,7 +11,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from examples import torch_gpt2
+from tests import needs
 from tests.plugin import broken
 from verifier.model.config import ModelConfig
 from verifier.model.weights import init_weights
@@ -83,7 +83,13 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize(("factory", "call", "rule", "named"), CASES.values(), ids=CASES.keys())
+NEEDS_TORCH = {"a grad tensor"}
+
+
+@pytest.mark.parametrize(
+    ("factory", "call", "rule", "named"),
+    [pytest.param(*case, id=name, marks=needs.torch if name in NEEDS_TORCH else ()) for name, case in CASES.items()],
+)
 def test_a_broken_factory_fails_with_the_rule_and_the_call(factory, call, rule: str, named: str) -> None:
     with pytest.raises(ContractViolation) as excinfo:
         model = checked(factory)
@@ -123,7 +129,7 @@ CORRECT = {"numpy": reference.build, "transformers": hf_transformers.build}
 
 
 @pytest.mark.parametrize("kind", PROBE_CONFIGS)
-@pytest.mark.parametrize("name", CORRECT)
+@pytest.mark.parametrize("name", ["numpy", pytest.param("transformers", marks=needs.transformers)])
 def test_correct_models_meet_every_rule(name: str, kind: str) -> None:
     config = PROBE_CONFIGS[kind]
     model = checked(CORRECT[name], config)
@@ -163,7 +169,10 @@ def test_the_factory_gets_a_copy_of_the_weights() -> None:
     assert all(np.array_equal(weights[name], before[name]) for name in weights)
 
 
+@needs.torch
 def test_probe_reports_capabilities_unsupported_kinds_and_broken_factories() -> None:
+    from examples import torch_gpt2
+
     probes = {p.kind: p.summary() for p in probe(ModelSpec("example", torch_gpt2.build, "test"))}
     assert probes == {
         "gpt2": "logits, decode, trace, attention_mask",

@@ -7,6 +7,7 @@ import numpy as np
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from tests import needs
 from verifier.analysis import tolerance
 from verifier.model import stages
 from verifier.model.config import ModelConfig
@@ -17,6 +18,7 @@ from verifier.properties.strategies import configs
 from verifier.reference import NumpyModel
 
 
+@needs.transformers
 @settings(max_examples=6, deadline=None)
 @given(config=configs(max_n_ctx=64, max_layers=3), data=st.data())
 @example(config=PROBE_CONFIGS["llama-gqa"].replace(n_layers=2), data=None).via("grouped-query heads, two layers")

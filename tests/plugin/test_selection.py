@@ -73,13 +73,49 @@ def models_tested(project: Path, *args: str, **kwargs) -> dict[str, str]:
     return {case["model"]: case["outcome"] for name, case in cases.items() if name.startswith("test_selected")}
 
 
-def test_without_a_choice_every_registered_and_installed_model_is_tested(project: Path, installed: Path) -> None:
+def test_the_projects_own_run_never_tests_an_installed_model(project: Path, installed: Path) -> None:
+    # The case: a user's model installed beside a clone turned the clone's own pytest red.
+    # Its pyproject.toml sets verifier_installed_models = false.
     tested = models_tested(project, pythonpath=(installed,))
-    built_in = [spec.name for spec in registry.registered()]  # what fixtures/builtin.py registers
-    assert {"numpy", "transformers"} <= set(built_in)
+    # What fixtures/builtin.py registers for runs that name no model (llamacpp is tested when named),
+    # but those that cannot run here (transformers without its extra).
+    assert tested == dict.fromkeys([s.name for s in registry.registered() if s.default and not s.unavailable], "passed")
+
+
+def test_without_a_choice_every_registered_and_installed_model_is_tested(project: Path, installed: Path) -> None:
+    # What the installed suite does (no ini file of ours): `verifier check`, `pytest --pyargs verifier.properties`.
+    tested = models_tested(project, "-o", "verifier_installed_models=true", pythonpath=(installed,))
+    # fixtures/builtin.py registers these three.
+    assert {"numpy", "transformers", "llamacpp"} <= {spec.name for spec in registry.registered()}
+    # All but llamacpp (tested when named) and those that cannot run here (transformers without its extra).
+    built_in = [spec.name for spec in registry.registered() if spec.default and not spec.unavailable]
+    assert "llamacpp" not in built_in
     # Models a user installed into this environment are tested too: expected, and not this test's to fail.
     already_installed = [ep.name for ep in registry.installed_entry_points()]
     assert tested == dict.fromkeys([*built_in, "my-installed", *already_installed], "passed")
+
+
+def test_an_installed_model_that_cannot_load_fails_its_own_tests_and_stops_nothing(
+    project: Path, tmp_path: Path
+) -> None:
+    site = tmp_path / "site"
+    info = site / "broken_models-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-models\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[verifier.models]\nunloadable = no_such_module_xyz:build\nnumpy = os:sep\n")
+    junit = tmp_path / "junit.xml"
+    done = run(project, "-m", "pytest", "properties", "-k", "contract_shape and (numpy or unloadable)", "-o",
+               "verifier_installed_models=true",
+               f"--junitxml={junit}", pythonpath=(site,))  # fmt: skip
+    assert done.returncode == 1, done  # it ran, and failed on the broken models
+    outcomes = {c["model"]: c["outcome"] for n, c in junit_cases(junit).items() if n.startswith("test_logits")}
+    assert outcomes["numpy"] == "passed" and outcomes["unloadable"] == outcomes["numpy [os:sep]"] == "failure", outcomes
+    assert "cannot load: ModuleNotFoundError: No module named 'no_such_module_xyz'" in done.stdout
+    assert "the name 'numpy' is taken by built-in; name it with --model os:sep" in done.stdout
+    # An unrelated run in the same environment is not stopped by them either.
+    assert (
+        run(project, "-m", "pytest", "--co", "-q", "properties/test_throwaway.py", pythonpath=(site,)).returncode == 0
+    )
 
 
 def test_a_file_in_the_fixtures_folder_registers_its_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

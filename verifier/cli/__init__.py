@@ -11,6 +11,7 @@ from verifier import __version__
 from verifier.analysis.audit import AuditError
 from verifier.analysis.trace import TraceError
 from verifier.cli import audit_cmd, check_cmd, inspect_cmd, models_cmd, params_cmd, trace_cmd
+from verifier.extra import ExtraMissing
 from verifier.formats.errors import CheckpointError
 from verifier.formats.sources import SourceError
 from verifier.formats.tokenizer import TokenizerError
@@ -18,6 +19,7 @@ from verifier.model.config import ConfigError
 from verifier.model.presets import UnknownPresetError
 from verifier.plugin.registry import PluginError
 from verifier.reference import InputError
+from verifier.report.output import ReportError
 from verifier.report.suite import SuiteNotFound
 
 # Each module has `add_parser(subparsers)`, which registers its subcommand with `func=run`.
@@ -28,8 +30,10 @@ USER_ERRORS = (
     AuditError,
     CheckpointError,
     ConfigError,
+    ExtraMissing,
     InputError,
     PluginError,
+    ReportError,
     SourceError,
     SuiteNotFound,
     TokenizerError,
@@ -58,6 +62,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except USER_ERRORS as e:
         print(f"verifier {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: the user's choice, not an error to trace (files are written atomically)
+        print(f"verifier {args.command}: interrupted", file=sys.stderr)
+        return 130
     except BrokenPipeError:  # `verifier ... | head`: the reader left; not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as e:  # a file the system will not let us read or write: say which, as the system says it
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"verifier {args.command}: error: {where}{e.strerror or e}", file=sys.stderr)
+        return 2

@@ -19,7 +19,7 @@ from verifier.plugin.command.program import DEFAULT_TIMEOUT_S
 from verifier.plugin.registry import ENV_VAR
 from verifier.properties import profiles
 from verifier.report import render, suite
-from verifier.report.output import write_reports
+from verifier.report.output import check_directory, write_reports
 from verifier.report.results import Report
 
 # pytest's exit status for a usage error (a bad option, a --model that names nothing).
@@ -89,6 +89,7 @@ def _command_options(args: argparse.Namespace) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     suite_dir = suite.find_suite(args.suite)
+    check_directory(Path(args.reports))  # before the run, not after it
     with tempfile.TemporaryDirectory(prefix="verifier-check-") as tmp:
         results = Path(tmp) / "results.json"
         command = suite.pytest_command(

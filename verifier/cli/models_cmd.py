@@ -42,7 +42,10 @@ def run(args: argparse.Namespace) -> int:
         known = ", ".join(s.name for s in specs)
         raise registry.PluginError(f"no model named {', '.join(map(repr, unknown))}; the models are: {known}")
     for spec in specs:
-        print(f"{spec.name}  ({spec.origin})")
+        print(f"{spec.name}  ({spec.origin}{'' if spec.default else f', tested when named: --model {spec.name}'})")
+        if spec.unavailable:
+            print(f"  not available here (left out of runs): {spec.unavailable}")
+            continue
         if args.no_probe or (args.names and spec.name not in args.names):
             continue
         for probe in contract.probe(spec):

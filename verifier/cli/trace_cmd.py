@@ -108,7 +108,10 @@ def _tokens(
             f"cannot tokenize {text!r}: {e}. Give token ids with --tokens (e.g. --tokens 1,2,3), "
             f"or a tokenizer with --tokenizer PATH or ${DATA_DIR_ENV}"
         ) from None
-    return tokenizer.encode(text), tokenizer
+    tokens = tokenizer.encode(text)
+    if not tokens:
+        raise trace.TraceError(f"--text {text!r} gives no tokens to trace: give some text, or ids with --tokens")
+    return tokens, tokenizer
 
 
 def run(args: argparse.Namespace) -> int:

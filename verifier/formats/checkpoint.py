@@ -33,8 +33,8 @@ class TensorInfo:
 class Checkpoint:
     """A model read from a file.
 
-    `format` is `hf-safetensors`, `hf-safetensors-sharded`, `hf-pytorch`, `hf-pytorch-sharded` or
-    `llama2c`; `version` is llama2.c's format version (0, 1 or 2) and None for the others.
+    `format` is `hf-safetensors`, `hf-safetensors-sharded`, `hf-pytorch`, `hf-pytorch-sharded`,
+    `llama2c` or `gguf`; `version` is llama2.c's format version (0, 1 or 2), GGUF's (3), None for HF.
     `weights` is the canonical set (float32, HF names and layouts): a dict when loaded, a
     `LazyWeights` reading the file on each lookup when mapped; `tensors` lists what the file
     itself holds, in file order; `findings` are the validation notes that did not stop loading

@@ -22,6 +22,8 @@ def read_config_fields(path: str | Path) -> dict[str, Any]:
         fields = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise CheckpointError(path, "config.json", "file not found") from None
+    except OSError as e:
+        raise CheckpointError(path, "config.json", f"cannot be read: {e.strerror or e}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise CheckpointError(path, "config.json", f"not valid JSON: {e}") from None
     if not isinstance(fields, dict):

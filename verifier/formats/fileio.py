@@ -122,6 +122,12 @@ def open_bounded(path: Path) -> Iterator[BoundedReader]:
         yield BoundedReader(path, handle)
 
 
+def read_head(path: Path, n_bytes: int) -> bytes:
+    """The first `n_bytes` of `path` (fewer if it is shorter); an unreadable file is a CheckpointError."""
+    with open_bounded(path) as reader:
+        return reader.handle.read(n_bytes)
+
+
 def _umask() -> int:
     mask = os.umask(0)  # the only way to read it is to set it
     os.umask(mask)
@@ -129,28 +135,30 @@ def _umask() -> int:
 
 
 @contextlib.contextmanager
-def atomic_write(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
-    """A binary file handle whose contents replace `path` only if the block completes."""
-    with atomic_path(path) as tmp, open(tmp, "wb") as handle:
-        yield handle
-
-
-@contextlib.contextmanager
 def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
-    """A temporary file beside `path` for a writer that takes a file name; it replaces `path`
-    (flushed to disk, with the umask's permissions) only if the block completes."""
+    """A temporary path beside `path` for a writer that opens its file by name: the file replaces
+    `path` only if the block completes, and is removed otherwise."""
     path = Path(path)
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
-    tmp = Path(name)
     try:
-        yield tmp
-        with open(tmp, "rb+") as handle:
-            # mkstemp makes the file 0600; a saved model is read by others as any file the user writes.
-            os.fchmod(handle.fileno(), 0o666 & ~_umask())
-            os.fsync(handle.fileno())
+        yield Path(tmp)
+        # mkstemp makes the file 0600; a saved model is read by others as any file the user writes.
+        os.chmod(tmp, 0o666 & ~_umask())
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+@contextlib.contextmanager
+def atomic_write(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
+    """A binary file handle whose contents replace `path` only if the block completes."""
+    with atomic_path(path) as tmp, open(tmp, "wb") as handle:
+        yield handle

@@ -1,7 +1,8 @@
 """The bridge to `transformers`: its models built from canonical weights, and its own counts.
 
 This is the only module besides the transformers adapter and the formats that imports torch or
-`transformers`, and it does so on first use, so the rest of the package loads without them.
+`transformers`, and it does so on first use, so the rest of the package loads without them; where
+they are not installed (the `transformers` extra), each function raises `verifier.extra.ExtraMissing`.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from verifier import extra
 from verifier.model.config import ModelConfig
 from verifier.model.weights import CLASSIFIER, WeightMap, classifier_name
 
@@ -43,6 +45,7 @@ def build_model(config: ModelConfig, weights: WeightMap, dtype: Any = None, attn
     than memory needs the model's own size plus one weight. Eager attention is the default because
     it is the plain math (and the only implementation that returns attention probabilities).
     """
+    extra.require("a transformers model")
     import torch
 
     hf_config = config.to_transformers()
@@ -73,6 +76,7 @@ def parameter_count(hf_config: Any) -> int:
     `hf_config` is a `transformers` config (e.g. `ModelConfig.to_transformers()`); no memory is
     allocated for the weights, so 70B-class configs are counted in a second.
     """
+    extra.require("transformers' parameter count")
     import torch
     from transformers import AutoModelForCausalLM
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from verifier import extra
 from verifier.formats.checkpoint import Checkpoint, TensorInfo, check_array, check_canonical, check_shapes
 from verifier.formats.config_json import read_config_json
 from verifier.formats.errors import CheckpointError
@@ -74,6 +75,9 @@ def _shards(index_path: Path) -> dict[Path, list[str]]:
 
 
 def _read_pickle(path: Path) -> tuple[list[TensorInfo], dict[str, np.ndarray]]:
+    reason = extra.missing("reading a pickled checkpoint (torch.load)", ("torch",))
+    if reason is not None:
+        raise CheckpointError(path, "pickle", reason)
     import torch
 
     try:
@@ -219,6 +223,24 @@ def weight_source(directory: Path, weights_file: str | Path | None) -> tuple[Pat
             found=sorted(p.name for p in directory.iterdir()),
         )
     return source, available
+
+
+def check_weight_headers(directory: Path, weights_file: Path | None = None) -> None:
+    """Check the headers of the safetensors files `read_hf_dir` would read (each against its file size:
+    a truncated or malformed file is a CheckpointError), reading no tensor. A directory without weight
+    files passes (a config alone is counted), and pickles are not opened."""
+    available = weight_files(directory)
+    source = weights_file if weights_file is not None else (available[0] if available else None)
+    if source is None:
+        return
+    files = list(_shards(source)) if source.name.endswith(".index.json") else [source]
+    for file in files:
+        if file.suffix != ".safetensors":
+            continue
+        if not file.is_file():
+            raise CheckpointError(source, f"shard {file.name}", "is named in the index but missing")
+        with open_bounded(file) as reader:
+            read_header(reader)
 
 
 def read_hf_dir(path: str | Path, weights_file: str | Path | None = None) -> Checkpoint:

@@ -1,8 +1,9 @@
 """What the command line accepts as a model: a preset name, a checkpoint file or directory, a
 `config.json`, or a Hugging Face repo id found in the user's Hugging Face cache.
 
-A repo id (`openai-community/gpt2`) is looked up in the local cache only (HF_HUB_CACHE, else
-HF_HOME/hub, else ~/.cache/huggingface/hub), never downloaded unless `download=True` is asked for.
+A repo id (`openai-community/gpt2`) is looked up in the local cache only (`verifier.formats.hf_cache`:
+HF_HUB_CACHE, else HF_HOME/hub, else ~/.cache/huggingface/hub), never downloaded unless
+`download=True` is asked for (with `huggingface_hub`, installed with the `transformers` extra).
 """
 
 from __future__ import annotations
@@ -11,8 +12,11 @@ import re
 from pathlib import Path
 from typing import Any
 
+from verifier import extra
 from verifier.formats import checkpoint_config
 from verifier.formats.config_json import read_config_fields
+from verifier.formats.hf_cache import cached_snapshot, hub_cache
+from verifier.formats.hf_dir import check_weight_headers
 from verifier.model.config import ModelConfig
 from verifier.model.presets import PRESETS
 
@@ -36,18 +40,31 @@ def _not_found(spec: str) -> SourceNotFound:
 
 
 def resolve_repo(repo_id: str, *, download: bool = False, cache_dir: str | Path | None = None) -> Path:
-    """The local snapshot directory of a Hugging Face model repo, from the cache (or downloaded if asked)."""
-    from huggingface_hub import snapshot_download
-
+    """The local snapshot directory of a Hugging Face model repo, from the cache (or downloaded if asked,
+    which needs `huggingface_hub`)."""
+    snapshot = cached_snapshot(repo_id, cache_dir=cache_dir)
+    if snapshot is not None:
+        return snapshot
+    where = "it is not in the local Hugging Face cache"
+    if not download:
+        raise SourceError(f"repo id {repo_id!r}: {where} (pass --download; the cache is {cache_dir or hub_cache()})")
     try:
-        return Path(str(snapshot_download(repo_id, cache_dir=cache_dir, local_files_only=not download)))
+        from huggingface_hub import snapshot_download
+    except ImportError:
+        raise SourceError(
+            f"repo id {repo_id!r}: {where}, and downloading it needs huggingface_hub, which is not installed "
+            f"({extra.INSTALL} installs it)"
+        ) from None
+    try:
+        return Path(str(snapshot_download(repo_id, cache_dir=cache_dir or hub_cache())))
     except Exception as e:  # huggingface_hub raises its own errors and OSErrors
-        where = "downloading it failed" if download else "it is not in the local Hugging Face cache (pass --download)"
-        raise SourceError(f"repo id {repo_id!r}: {where}: {type(e).__name__}: {e}") from None
+        raise SourceError(f"repo id {repo_id!r}: downloading it failed: {type(e).__name__}: {e}") from None
 
 
 def locate(spec: str, *, download: bool = False, cache_dir: str | Path | None = None) -> Path:
     """The file or directory `spec` names: an existing path, else a cached (or downloaded) HF repo."""
+    if not spec.strip():
+        raise SourceError(f"{spec!r}: an empty name names no file, directory or repo id")
     path = Path(spec)
     if path.exists():
         return path
@@ -77,7 +94,9 @@ def hf_config_fields(spec: str, *, download: bool = False) -> tuple[Path, dict[s
     except SourceError:
         raise _not_found(spec) from None
     if path.is_dir() and (path / "config.json").is_file():
-        path = path / "config.json"
+        fields = read_config_fields(path / "config.json")
+        check_weight_headers(path)  # a model directory: its weight files must be whole too
+        return path / "config.json", fields
     if path.suffix != ".json":
         return None
     return path, read_config_fields(path)

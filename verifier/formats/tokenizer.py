@@ -1,10 +1,17 @@
 """Tokenizers for text given to the suite: GPT-2's byte-level BPE and llama2.c's `tokenizer.bin`.
 
-GPT-2's is `transformers.GPT2TokenizerFast` loaded from a directory with `vocab.json` and
-`merges.txt`. llama2.c's is its encoder written over (pieces, scores): a dummy-prefix space, one
-piece per UTF-8 character (bytes as `<0xXX>` pieces when a character has none), then the merge loop
-of `run.c`: merge the adjacent pair whose concatenation is the piece with the highest score, until
-no pair merges. That is what sentencepiece gives for Llama 2's vocabulary on ordinary text.
+GPT-2's is its byte-level BPE over `vocab.json` + `merges.txt` as OpenAI published them: text
+is split into words by GPT-2's pattern (contractions, letters, digits, other symbols, each with at
+most one leading space, and runs of whitespace); each word's UTF-8 bytes are spelled in GPT-2's
+byte alphabet (a printable character for each of the 256 bytes); then the adjacent pair ranked
+first in `merges.txt` merges, everywhere in the word, until no ranked pair is left.
+`<|endoftext|>` in the text is that one token, as `transformers`' GPT-2 tokenizers treat it; the
+tests check the ids against `transformers.GPT2TokenizerFast` on drawn text.
+
+llama2.c's is its encoder written over (pieces, scores): a dummy-prefix space, one piece per UTF-8
+character (bytes as `<0xXX>` pieces when a character has none), then the merge loop of `run.c`:
+merge the adjacent pair whose concatenation is the piece with the highest score, until no pair
+merges. That is what sentencepiece gives for Llama 2's vocabulary on ordinary text.
 
 `tokenizer.bin` is read by `verifier.formats` (whose CheckpointError reports a malformed file).
 A tokenizer is looked for where `find_tokenizer` says; when there is none the caller says so
@@ -13,12 +20,18 @@ A tokenizer is looked for where `find_tokenizer` says; when there is none the ca
 
 from __future__ import annotations
 
+import functools
+import itertools
+import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
+
+import regex
 
 from verifier.formats import read_tokenizer
 from verifier.formats.data import data_dir
+from verifier.formats.hf_cache import cached_file
 from verifier.model.config import Family
 
 # llama2.c feeds token 1 (BOS) at position 0, as Llama 2's sentencepiece model does.
@@ -26,6 +39,9 @@ LLAMA_BOS = 1
 # run.c starts its best merge score here, so a piece scored at or below it never merges.
 _NO_MERGE = -1e10
 GPT2_HF_REPOS = ("openai-community/gpt2", "gpt2")
+END_OF_TEXT = "<|endoftext|>"
+# GPT-2's word pattern (\p{L} letters, \p{N} digits of any script).
+_WORDS = regex.compile(r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")
 
 
 class TokenizerError(ValueError):
@@ -53,22 +69,105 @@ class Tokenizer(Protocol):
         ...
 
 
-class GPT2Tokenizer:
-    """GPT-2's byte-level BPE, through `transformers.GPT2TokenizerFast`."""
+@functools.cache
+def byte_alphabet() -> tuple[str, ...]:
+    """The character that stands for each byte: printable Latin-1 bytes for themselves, the other
+    68 (controls, space, ...) for U+0100, U+0101, ... in byte order, so no piece holds a space."""
+    printable = {*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)}
+    others = iter(range(256, 512))
+    return tuple(chr(b) if b in printable else chr(next(others)) for b in range(256))
 
-    def __init__(self, hf_tokenizer: Any, source: str) -> None:
-        self._hf = hf_tokenizer
+
+class GPT2Tokenizer:
+    """Text to GPT-2 ids and ids back to their text, over a vocabulary {piece: id} and ranked merges."""
+
+    def __init__(self, vocab: dict[str, int], merges: list[tuple[str, str]], source: str) -> None:
         self.source = source
+        self._ids = vocab
+        self._pieces = {i: piece for piece, i in vocab.items()}
+        self._ranks = {pair: rank for rank, pair in enumerate(merges)}
+        self._bytes = {char: byte for byte, char in enumerate(byte_alphabet())}
+        self._words: dict[str, list[int]] = {}
 
     @property
     def vocab_size(self) -> int:
-        return len(self._hf)
+        return len(self._ids)
 
     def encode(self, text: str) -> list[int]:
-        return list(self._hf.encode(text))
+        ids: list[int] = []
+        parts = text.split(END_OF_TEXT) if END_OF_TEXT in self._ids else [text]
+        for n, part in enumerate(parts):
+            if n:
+                ids.append(self._ids[END_OF_TEXT])
+            for word in _WORDS.findall(part):
+                if word not in self._words:
+                    self._words[word] = self._merge(word)
+                ids += self._words[word]
+        return ids
+
+    def _merge(self, word: str) -> list[int]:
+        alphabet = byte_alphabet()
+        symbols = [alphabet[b] for b in word.encode("utf-8")]
+        while len(symbols) > 1:
+            ranked = [(self._ranks.get(pair, len(self._ranks)), pair) for pair in itertools.pairwise(symbols)]
+            rank, (left, right) = min(ranked)
+            if rank == len(self._ranks):
+                break
+            merged: list[str] = []
+            for symbol in symbols:
+                if merged and merged[-1] == left and symbol == right:
+                    merged[-1] = left + right
+                else:
+                    merged.append(symbol)
+            symbols = merged
+        return [self._ids[s] for s in symbols]
 
     def piece(self, token: int) -> str:
-        return str(self._hf.decode([token]))
+        """The text of one id (a lone part of a multi-byte character shows as U+FFFD)."""
+        return bytes(self._bytes[c] for c in self._pieces[token]).decode("utf-8", errors="replace")
+
+
+def _read_vocab(path: Path) -> dict[str, int]:
+    try:
+        vocab = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise TokenizerError(f"{path}: not readable JSON: {e}") from None
+    if not isinstance(vocab, dict) or not vocab:
+        found = "{}" if isinstance(vocab, dict) else type(vocab).__name__
+        raise TokenizerError(f"{path}: must be a non-empty object {{piece: id}}, found {found}")
+    n = len(vocab)
+    bad = next(((k, v) for k, v in vocab.items() if type(v) is not int or not 0 <= v < n), None)
+    if bad is not None:
+        raise TokenizerError(f"{path}: piece {bad[0]!r} has id {bad[1]!r}; the ids must be integers 0 .. {n - 1}")
+    if len(set(vocab.values())) != n:
+        raise TokenizerError(f"{path}: {n - len(set(vocab.values()))} ids are given to more than one piece")
+    absent = [c for c in byte_alphabet() if c not in vocab]
+    if absent:
+        raise TokenizerError(
+            f"{path}: not a byte-level BPE vocabulary: {len(absent)} of the 256 byte pieces are missing "
+            f"(first: {absent[0]!r})"
+        )
+    return vocab
+
+
+def _read_merges(path: Path, vocab: dict[str, int]) -> list[tuple[str, str]]:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise TokenizerError(f"{path}: not readable text: {e}") from None
+    merges = []
+    for number, line in enumerate(lines, 1):
+        if line.startswith("#version") or not line.strip():
+            continue
+        pair = line.split(" ")
+        if len(pair) != 2 or not all(pair):
+            raise TokenizerError(f"{path}:{number}: expected two pieces separated by one space, found {line!r}")
+        left, right = pair
+        unknown = next((p for p in (left, right, left + right) if p not in vocab), None)
+        if unknown is not None:
+            raise TokenizerError(f"{path}:{number}: merge {line!r}: {unknown!r} is not in vocab.json")
+        merges.append((left, right))
+    return merges
 
 
 def load_gpt2_tokenizer(directory: str | Path) -> GPT2Tokenizer:
@@ -77,13 +176,8 @@ def load_gpt2_tokenizer(directory: str | Path) -> GPT2Tokenizer:
     missing = [name for name in ("vocab.json", "merges.txt") if not (directory / name).is_file()]
     if missing:
         raise TokenizerError(f"{directory}: not a GPT-2 tokenizer directory: {', '.join(missing)} missing")
-    from transformers import GPT2TokenizerFast  # type: ignore[attr-defined]  # lazily exported
-
-    hf_tokenizer = GPT2TokenizerFast.from_pretrained(str(directory), local_files_only=True)
-    # transformers 5 returns an empty tokenizer, not an error, for files it cannot use.
-    if len(hf_tokenizer) <= 1:
-        raise TokenizerError(f"{directory}: vocab.json and merges.txt gave an empty tokenizer")
-    return GPT2Tokenizer(hf_tokenizer, str(directory))
+    vocab = _read_vocab(directory / "vocab.json")
+    return GPT2Tokenizer(vocab, _read_merges(directory / "merges.txt", vocab), str(directory))
 
 
 class Llama2cTokenizer:
@@ -152,12 +246,7 @@ def _candidates(family: Family, model_dir: Path | None) -> list[Path]:
     data = data_dir()
     found.append(data / "gpt2-tokenizer" if family == "gpt2" else data / "llama2c" / "tokenizer.bin")
     if family == "gpt2":
-        from huggingface_hub import try_to_load_from_cache
-
-        for repo in GPT2_HF_REPOS:
-            cached = try_to_load_from_cache(repo, "vocab.json")
-            if isinstance(cached, str):
-                found.append(Path(cached).parent)
+        found += [vocab.parent for repo in GPT2_HF_REPOS if (vocab := cached_file(repo, "vocab.json")) is not None]
     return found
 
 

@@ -66,7 +66,10 @@ class ModelConfig:
         return dataclasses.asdict(self)
 
     def to_transformers(self) -> Any:
-        """The equivalent `transformers.GPT2Config` or `transformers.LlamaConfig`."""
+        """The equivalent `transformers.GPT2Config` or `transformers.LlamaConfig` (ExtraMissing without it)."""
+        from verifier import extra
+
+        extra.require("ModelConfig.to_transformers()", ("transformers",))
         if self.family == "gpt2":
             from transformers import GPT2Config
 

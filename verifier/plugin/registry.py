@@ -5,10 +5,13 @@ Three ways in here, all ending as a `ModelSpec` (the fourth, a program on the co
 1. a file in the suite's `fixtures/` that calls `register(name, factory)`;
 2. `pytest --model module.path:factory` (repeatable), or the VERIFIER_MODEL environment variable
    with the same syntax (several separated by commas);
-3. an installed package's entry point in the group `verifier.models` (name = factory).
+3. an installed package's entry point in the group `verifier.models` (name = factory); a run
+   whose ini sets `verifier_installed_models = false` (the clone's own tests) leaves them out.
 
 `select` applies the precedence: `--model` options, else the variable, else everything
 registered or installed. `--model` and the variable also accept a registered or entry-point name.
+A model registered as unavailable here (the built-in `transformers` without the `transformers`
+extra) is left out of "everything", with its reason, and is a usage error when named.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
@@ -32,24 +35,42 @@ class PluginError(ValueError):
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """A named factory and where it came from (for reports and error messages)."""
+    """A named factory and where it came from (for reports and error messages); a model that is not
+    `default` is tested only when named (`--model NAME`); `unavailable` says why the factory cannot run
+    here ("" when it can)."""
 
     name: str
     factory: Factory
     origin: str
+    default: bool = True
+    unavailable: str = field(default="", repr=False)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The models a run tests, and the registered models it leaves out because they cannot run here."""
+
+    models: list[ModelSpec]
+    left_out: list[ModelSpec] = field(default_factory=list)
 
 
 _REGISTERED: dict[str, ModelSpec] = {}
 
 
-def register(name: str, factory: Factory, *, origin: str = "fixtures/") -> Factory:
-    """Register `factory` under `name` (an error if another factory has it) and return the factory."""
+def register(
+    name: str, factory: Factory, *, origin: str = "fixtures/", default: bool = True, unavailable: str | None = None
+) -> Factory:
+    """Register `factory` under `name` (an error if another factory has it) and return the factory.
+
+    `default=False` keeps it out of runs that name no model: it is tested when `--model NAME` asks.
+    `unavailable` is why it cannot run here (a missing optional dependency), if so.
+    """
     if not callable(factory):
         raise PluginError(f"model {name!r}: the factory must be callable, found {type(factory).__name__}")
     previous = _REGISTERED.get(name)
     if previous is not None and previous.factory is not factory:
         raise PluginError(f"model {name!r} is registered twice: by {previous.origin} and by {origin}")
-    _REGISTERED[name] = ModelSpec(name, factory, origin)
+    _REGISTERED[name] = ModelSpec(name, factory, origin, default, unavailable or "")
     return factory
 
 
@@ -122,19 +143,55 @@ def entry_point_specs(entry_points: Iterable[metadata.EntryPoint] | None = None)
     return specs
 
 
+def _fails_to_build(message: str) -> Factory:
+    """A factory that raises `message`: a model that could not be loaded fails its run, saying why."""
+
+    def factory(config: Any, weights: Any) -> Any:
+        raise PluginError(message)
+
+    return factory
+
+
+def _everything(installed: bool) -> list[ModelSpec]:
+    """Every registered model and, if `installed`, every installed entry point. An entry point that
+    cannot load, or whose name is taken, is a model whose factory raises why: a run of everything
+    fails on it rather than not starting, or not testing it."""
+    specs = registered()
+    for ep in installed_entry_points() if installed else ():
+        origin = f"entry point {ep.value}"
+        taken = next((s for s in specs if s.name == ep.name), None)
+        if taken is not None:
+            message = f"{origin}: the name {ep.name!r} is taken by {taken.origin}; name it with --model {ep.value}"
+            specs.append(ModelSpec(f"{ep.name} [{ep.value}]", _fails_to_build(message), origin))
+            continue
+        try:
+            specs += entry_point_specs([ep])
+        except PluginError as e:
+            specs.append(ModelSpec(ep.name, _fails_to_build(str(e)), origin))
+    return specs
+
+
 def select(
-    options: Sequence[str], environ: Mapping[str, str] | None = None, extra: Sequence[ModelSpec] = ()
-) -> list[ModelSpec]:
+    options: Sequence[str],
+    environ: Mapping[str, str] | None = None,
+    extra: Sequence[ModelSpec] = (),
+    *,
+    installed: bool = True,
+) -> Selection:
     """The models a run tests: the `--model` options and `extra` (a `--command` program); else
-    $VERIFIER_MODEL; else every registered model and every installed entry point. Raises PluginError
-    for a spec that names nothing, or for two selected models with the same name (their test ids
-    would collide)."""
+    $VERIFIER_MODEL; else every registered model (but those registered with default=False) and (if
+    `installed`) every installed entry point, but those that cannot run here, which are left out.
+    Raises PluginError for a spec that names nothing or a model that cannot run here, or for two
+    chosen models with the same name (their test ids would collide); choosing nothing never raises."""
     chosen = [load_spec(text) for text in options] + list(extra) or env_specs(environ)
     if not chosen:
-        chosen = registered() + entry_point_specs()
+        everything = [s for s in _everything(installed) if s.default]
+        return Selection([s for s in everything if not s.unavailable], [s for s in everything if s.unavailable])
     seen: dict[str, ModelSpec] = {}
     for spec in chosen:
+        if spec.unavailable:
+            raise PluginError(f"model {spec.name!r} ({spec.origin}) cannot run here: {spec.unavailable}")
         if spec.name in seen:
             raise PluginError(f"model {spec.name!r} is selected twice: from {seen[spec.name].origin} and {spec.origin}")
         seen[spec.name] = spec
-    return chosen
+    return Selection(chosen)

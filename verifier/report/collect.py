@@ -28,6 +28,7 @@ from verifier.report.results import (
     EXAMPLES,
     FIRST_DIVERGENT_STAGE,
     FIRST_FAILURE_SECONDS,
+    INTERRUPTED,
     MODEL,
     STAGE_ERRORS,
     WORST_ERROR_RATIO,
@@ -48,6 +49,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 PLUGIN_NAME = "verifier-results-collector"
+_UNFINISHED = "the test did not finish"
 
 
 def register(config: pytest.Config) -> Collector | None:
@@ -125,7 +127,7 @@ class Collector:
         if result is None:
             model = props.get(MODEL)
             # An error until its call reports, so a run that stops half-way shows no false pass.
-            result = Result(property_name(report.nodeid, model), model, "error", "the test did not finish")
+            result = Result(property_name(report.nodeid, model), model, "error", _UNFINISHED)
             result.nodeid = report.nodeid
             self.results[report.nodeid] = result
         result.duration += report.duration
@@ -158,6 +160,10 @@ class Collector:
         """The run's report (made once: the header probes every model)."""
         if self._report is None:
             results = sorted(self.results.values(), key=lambda r: self.order.get(r.nodeid, -1))
+            if exitstatus == INTERRUPTED:  # stopped by the user: neither a pass nor a failure (nothing conforms)
+                for result in results:
+                    if result.outcome == "error" and result.detail == _UNFINISHED:
+                        result.outcome, result.detail = "skip", "the run was interrupted (Ctrl-C) while this test ran"
             self._report = Report(header(self.config), results, int(exitstatus))
         return self._report
 
@@ -189,7 +195,8 @@ class Collector:
         if self.path is not None or not self._tested_models():
             return
         terminalreporter.write_sep("=", "lm-verifier: verdicts per model")
-        for line in render.verdict_lines(self.report(exitstatus)):
+        report = self.report(exitstatus)
+        for line in [*render.verdict_lines(report), *render.left_out_lines(report)]:
             terminalreporter.write_line(line)
 
 
@@ -200,16 +207,16 @@ def _version(distribution: str) -> str:
         return "not installed"
 
 
-def _model_cards(config: pytest.Config) -> list[ModelCard]:
-    from verifier.fixtures.plugin import selected_specs  # the plugin imports this module
+def _selection(config: pytest.Config) -> registry.Selection:
+    from verifier.fixtures.plugin import selection  # the plugin imports this module
 
     try:  # the models the fixtures plugin selected (with a --command program), else the --model options
-        specs = selected_specs(config)
+        return selection(config)
     except KeyError:
-        try:
-            specs = registry.select(config.getoption("model", default=None) or [])
-        except PluginError as e:  # the run itself would have stopped on it; say so rather than crash
-            return [ModelCard("?", "?", {"selection": f"broken ({e})"})]
+        return registry.select(config.getoption("model", default=None) or [])
+
+
+def _model_cards(specs: list[registry.ModelSpec]) -> list[ModelCard]:
     return [ModelCard(s.name, s.origin, {p.kind: p.summary() for p in contract.probe(s)}) for s in specs]
 
 
@@ -218,8 +225,14 @@ def header(config: pytest.Config) -> Header:
     from hypothesis import settings
 
     current = settings.default
+    try:
+        chosen = _selection(config)
+        models, unavailable = _model_cards(chosen.models), {s.name: s.unavailable for s in chosen.left_out}
+    except PluginError as e:  # the run itself would have stopped on it; say so rather than crash
+        models, unavailable = [ModelCard("?", "?", {"selection": f"broken ({e})"})], {}
     return Header(
-        models=_model_cards(config),
+        models=models,
+        unavailable=unavailable,
         versions={"python": platform.python_version(), **{name: _version(name) for name in LIBRARIES}},
         hypothesis_profile=settings.get_current_profile_name(),
         hypothesis_settings={name: str(getattr(current, name)) for name in ("max_examples", "derandomize", "deadline")},

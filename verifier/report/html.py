@@ -20,7 +20,7 @@ td.fail, td.error, td.xpass { background: #f8c8c8; font-weight: bold; }
 td.skip { background: #f4f0c8; }
 td.none { color: #999; }
 pre { background: #f6f6f6; padding: 0.6em; overflow-x: auto; white-space: pre-wrap; }
-.conforms { color: #060; } .fails, .untested { color: #a00; }
+.conforms { color: #060; } .fails, .untested { color: #a00; } .left-out { color: #666; }
 """
 
 
@@ -38,6 +38,7 @@ def html(report: Report) -> str:
     out.append(f'<p class="{report.verdict}"><strong>{escape(render.summary(report))}</strong></p><ul>')
     for verdict, line in zip(report.verdicts(), render.verdict_lines(report), strict=True):
         out.append(f'<li class="{verdict.verdict}">{escape(line)}</li>')
+    out += [f'<li class="left-out">{escape(line)}</li>' for line in render.left_out_lines(report)]
     out += ["</ul>", "<h2>Run</h2>", "<dl>"]
     for label, value in render.header_lines(report):
         term = f"<dt>{escape(label)}</dt>" if label else ""  # a model's probe lines have no label of their own

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from pathlib import Path
 
+from verifier.formats.fileio import atomic_write
 from verifier.report import html, plot, render
 from verifier.report.results import Report, Result
 
@@ -15,17 +15,28 @@ JSON = "conformance.json"
 HTML = "conformance.html"
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write `data` to a temporary file beside `path`, then rename it over `path`."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+class ReportError(ValueError):
+    """A reports directory that cannot hold the reports; the message names it and why."""
+
+
+def check_directory(directory: Path) -> None:
+    """Make `directory` if needed; raise ReportError unless it is a writable directory (before a long run)."""
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ReportError(f"{directory}: cannot be the reports directory: {e.strerror or e}") from None
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise ReportError(f"{directory}: cannot be the reports directory: not writable")
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write `data` to `path` all or nothing (`verifier.formats.fileio.atomic_write`), making its directory."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_write(path) as handle:
+            handle.write(data)
+    except OSError as e:
+        raise ReportError(f"{path}: cannot write the report: {e.strerror or e}") from None
 
 
 def plot_path(directory: Path, result: Result) -> Path:

@@ -83,7 +83,7 @@ _VERDICTS = {"conforms": "conforms", "fails": "does not conform", "untested": "u
 def summary(report: Report) -> str:
     """`12 pass, 1 fail, 3 skip: does not conform` (or `conforms`, or `untested: not conforming`)."""
     counts = ", ".join(f"{n} {outcome}" for outcome, n in report.counts().items()) or "no tests ran"
-    return f"{counts}: {_VERDICTS[report.verdict]}"
+    return f"{'interrupted: ' if report.interrupted else ''}{counts}: {_VERDICTS[report.verdict]}"
 
 
 def verdict_lines(report: Report) -> list[str]:
@@ -96,6 +96,11 @@ def verdict_lines(report: Report) -> list[str]:
         label = v.verdict.upper() if v.verdict != "conforms" else v.verdict
         lines.append(f"{v.model}: {label} ({counts})" + (f"; {v.reason}" if v.reason else ""))
     return lines
+
+
+def left_out_lines(report: Report) -> list[str]:
+    """One line per registered model that could not run here: no verdict, and the reason."""
+    return [f"{name}: not tested here (no verdict): {why}" for name, why in report.header.unavailable.items()]
 
 
 def header_lines(report: Report) -> list[tuple[str, str]]:
@@ -137,7 +142,7 @@ def text(report: Report, written: Sequence[Path] = ()) -> str:
         lines.append(f"[{n}] {t.note_heading(n)}: {first}")
         lines += [f"    {line}" for line in rest]
     files = f"; reports written: {', '.join(map(str, written))}" if written else ""
-    lines += ["", *verdict_lines(report), summary(report) + files]
+    lines += ["", *verdict_lines(report), *left_out_lines(report), summary(report) + files]
     return "\n".join(lines)
 
 
@@ -149,7 +154,8 @@ def markdown(report: Report) -> str:
     """The report as Markdown: the summary and each model's verdict first (what a CI job summary
     shows at a glance), then the header list, the table, and the notes with whole messages."""
     t = table(report)
-    out = ["# Conformance report", "", f"**{summary(report)}**", "", *(f"- {line}" for line in verdict_lines(report))]
+    out = ["# Conformance report", "", f"**{summary(report)}**", ""]
+    out += [f"- {line}" for line in [*verdict_lines(report), *left_out_lines(report)]]
     out += ["", "## Run", ""]
     for label, value in header_lines(report):
         out.append(f"- **{label}**: `{value}`" if label else f"  - `{value.strip()}`")

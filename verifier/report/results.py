@@ -13,10 +13,15 @@ these keys; each also shows in pytest's own JUnit XML:
 - `examples`: int, the cases a property built the model for and ran (the suite's conftest counts them);
 - `contract_rule`: str, on a failure that is a contract breach, the rule broken (e.g. `shape`).
 
+A registered model that cannot run here (the built-in `transformers` without its extra) is not
+under test: the header names it with the reason (`Header.unavailable`); it has no verdict and
+changes none.
+
 A model **conforms** when none of its tests failed and at least one of its properties passed: the
 suite turns a property that ran no example or compared nothing into a skip, so a pass means the
 property checked the model. A model with no failure and no pass is **untested**; a run conforms
-only when every model under test conforms and no model-independent test failed.
+only when every model under test conforms and no model-independent test failed. A run stopped
+before it finished (Ctrl-C) conforms in nothing: each model that would is untested.
 
 Non-finite numbers (an infinite error ratio) are written to JSON as the strings "inf" and "nan",
 so the file stays standard JSON.
@@ -38,6 +43,9 @@ STAGE_ERRORS = "stage_errors"
 FIRST_FAILURE_SECONDS = "first_failure_seconds"
 EXAMPLES = "examples"
 CONTRACT_RULE = "contract_rule"
+
+# pytest's exit status for a run stopped by Ctrl-C (pytest.ExitCode.INTERRUPTED).
+INTERRUPTED = 2
 
 # Outcomes, in the order a summary lists them; the first two fail a run.
 FAILING = ("fail", "error")
@@ -99,6 +107,7 @@ class Header:
     hypothesis_settings: dict[str, str]
     suite: str
     created: str
+    unavailable: dict[str, str] = field(default_factory=dict)  # models left out (cannot run here) -> why
     checkpoint: str | None = None  # what every model ran on (--checkpoint), with its sha256; None: drawn weights
 
 
@@ -124,6 +133,8 @@ class Report:
         verdict, reason = ("fails", "") if failed else ("conforms", "") if passed else ("untested", "")
         if verdict == "untested":
             reason = self._why_untested(model, mine)
+        elif verdict == "conforms" and self.interrupted:
+            verdict, reason = "untested", "the run was interrupted before every property ran on it"
         return ModelVerdict(model, verdict, passed, failed, len(mine) - passed - failed, examples, reason)
 
     def _why_untested(self, model: str, results: list[Result]) -> str:
@@ -148,17 +159,23 @@ class Report:
         return {outcome: n for outcome, n in counts.items() if n}
 
     @property
+    def interrupted(self) -> bool:
+        """Whether the run was stopped (Ctrl-C) before it finished: then nothing conforms."""
+        return self.exit_status == INTERRUPTED
+
+    @property
     def failures(self) -> list[Result]:
         return [r for r in self.results if r.outcome in FAILING]
 
     @property
     def verdict(self) -> str:
-        """`fails` if any test failed, else `untested` if a model under test is, else `conforms`;
-        without models, `conforms` only if a test passed (a run that skips everything proves nothing)."""
+        """`fails` if any test failed, else `untested` if a model under test is or the run was
+        interrupted, else `conforms`; without models, `conforms` only if a test passed (a run that
+        skips everything proves nothing)."""
         verdicts = {v.verdict for v in self.verdicts()}
         if self.failures or "fails" in verdicts:
             return "fails"
-        if "untested" in verdicts or not any(r.outcome == "pass" for r in self.results):
+        if self.interrupted or "untested" in verdicts or not any(r.outcome == "pass" for r in self.results):
             return "untested"
         return "conforms"
 

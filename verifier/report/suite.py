@@ -7,6 +7,7 @@ the project's package); `--suite DIR` or $VERIFIER_SUITE points at another folde
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -15,6 +16,7 @@ from pathlib import Path
 import verifier.properties
 
 SUITE_ENV_VAR = "VERIFIER_SUITE"
+_POLL_S = 0.1  # how often a run checks for Ctrl-C while pytest runs
 
 
 class SuiteNotFound(ValueError):
@@ -65,5 +67,29 @@ def pytest_command(
 
 
 def run(command: Sequence[str]) -> int:
-    """Run pytest in the current directory, so the user's modules import as they do for plain pytest."""
-    return subprocess.run(list(command), check=False).returncode
+    """Run pytest in the current directory, so the user's modules import as they do for plain pytest.
+
+    Ctrl-C stops pytest as it stops a plain run: pytest (in its own process group, so that it gets
+    one interrupt, from here) ends the test it is in and writes the results so far, which say the run
+    was interrupted. A second Ctrl-C kills it. Interrupts are recorded from before pytest starts, so
+    none can leave it running unwatched.
+    """
+    interrupts: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: interrupts.append(signum))
+    try:
+        process = subprocess.Popen(list(command), process_group=0)
+        forwarded = False
+        while True:
+            try:
+                return process.wait(timeout=_POLL_S)
+            except subprocess.TimeoutExpired:
+                pass
+            if len(interrupts) > 1:
+                process.kill()
+                process.wait()
+                raise KeyboardInterrupt
+            if interrupts and not forwarded:
+                process.send_signal(signal.SIGINT)
+                forwarded = True
+    finally:
+        signal.signal(signal.SIGINT, previous)

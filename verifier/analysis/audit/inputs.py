@@ -30,10 +30,12 @@ from typing import Any
 
 import numpy as np
 
+from verifier import extra
 from verifier.analysis.trace import Padding, padding_effect
 from verifier.formats import load_checkpoint
 from verifier.formats.checkpoint import Checkpoint
 from verifier.formats.fileio import open_bounded
+from verifier.formats.hf_cache import cached_file
 from verifier.formats.llama2c import Header, Segment, layout, read_header, read_llama2c, write_llama2c
 from verifier.formats.sources import SourceError, locate, resolve_repo
 from verifier.formats.tokenizer import GPT2_HF_REPOS, Tokenizer, TokenizerNotFound, find_tokenizer
@@ -258,12 +260,10 @@ class Inputs:
         if self.stories15m_path is not None:
             path = Path(self.stories15m_path)
         else:
-            from huggingface_hub import try_to_load_from_cache
-
-            cached = try_to_load_from_cache(*STORIES15M_HF)
-            if not isinstance(cached, str):
+            cached = cached_file(*STORIES15M_HF)
+            if cached is None:
                 return NO_STORIES15M
-            path = Path(cached)
+            path = cached
         self._progress(f"llama2.c's stories15M.bin at {path}")
         file = _read_llama2c_file(path)
         h = file.header
@@ -306,13 +306,8 @@ class Inputs:
 
     @functools.cached_property
     def transformers(self) -> str | None:
-        """None if transformers and torch import, else why not."""
-        try:
-            import torch  # noqa: F401
-            import transformers  # noqa: F401
-        except ImportError as e:
-            return f"needs transformers and torch, which are not installed ({e})"
-        return None
+        """None if transformers and torch are installed, else why the claims that need them skip."""
+        return extra.missing("the comparison with transformers")
 
     @functools.cached_property
     def generation_inputs(self) -> tuple[tuple[int, ...], ...]:

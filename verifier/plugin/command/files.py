@@ -2,7 +2,7 @@
 
 `FORMATS` maps a format's name to its writer. A config a format cannot hold (a GPT-2 model in a
 llama2.c file, another RMSNorm eps) raises `Unsupported` with the writer's reason, so the suite
-draws other configs. GGUF comes from `verifier.formats.gguf` when that module is installed.
+draws other configs. GGUF comes from `verifier.formats.gguf` when the `gguf` package is installed.
 """
 
 from __future__ import annotations
@@ -28,12 +28,15 @@ def _llama2c(version: int) -> Writer:
     return write
 
 
-def _gguf(path: Path, config: ModelConfig, weights: Weights) -> None:
-    try:
-        gguf = importlib.import_module("verifier.formats.gguf")
-    except ImportError as e:
-        raise Unsupported(f"no GGUF writer is available here ({e})") from None
-    gguf.write_gguf(path, config, weights)
+def _gguf(tensor_type: str) -> Writer:
+    def write(path: Path, config: ModelConfig, weights: Weights) -> None:
+        try:
+            gguf = importlib.import_module("verifier.formats.gguf")
+        except ImportError as e:
+            raise Unsupported(f"no GGUF writer is available here ({e}): pip install 'lm-verifier[gguf]'") from None
+        gguf.write_gguf(path, config, weights, tensor_type=tensor_type)
+
+    return write
 
 
 # name -> (writer, file name in the run's directory, what it is)
@@ -42,7 +45,8 @@ FORMATS: dict[str, tuple[Writer, str, str]] = {
     "llama2c-v0": (_llama2c(0), "model.bin", "llama2.c's legacy file (run.c), RoPE tables included"),
     "llama2c-v1": (_llama2c(1), "model.bin", "llama2.c's version-1 float32 file"),
     "llama2c-v2": (_llama2c(2), "model.bin", "llama2.c's version-2 int8 Q8_0 file (runq.c)"),
-    "gguf": (_gguf, "model.gguf", "a GGUF file in F32"),
+    "gguf": (_gguf("F32"), "model.gguf", "a GGUF file (llama.cpp's gpt2 or llama architecture) in F32"),
+    "gguf-q8_0": (_gguf("Q8_0"), "model.gguf", "a GGUF file with its matrices in Q8_0 (rows a multiple of 32)"),
 }
 
 

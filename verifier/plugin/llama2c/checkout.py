@@ -30,8 +30,11 @@ def source_tree() -> Path:
         if not (tree / "run.c").is_file():
             raise Llama2cUnavailable(f"${SOURCE_ENV}={override} holds no run.c")
         return tree
+    # Beside the clone's root (an installed package has no clone: site-packages is no project), and
+    # beside the current directory.
     project = Path(__file__).resolve().parents[3]
-    candidates = [project.parent / _SHARED, Path.cwd().parent / _SHARED]
+    roots = [project] if (project / "pyproject.toml").is_file() else []
+    candidates = list(dict.fromkeys(root.parent / _SHARED for root in [*roots, Path.cwd().resolve()]))
     for tree in candidates:
         if (tree / "run.c").is_file():
             return tree

@@ -1,0 +1,355 @@
+"""llama.cpp as a model under test, in-process through `llama-cpp-python`, on a GGUF file the suite writes.
+
+The model is written in F32 (`verifier.formats.gguf`) and run on llama.cpp's CPU backend with the
+KV cache in F32 (`type_k` / `type_v`), flash attention off and logits for every position (each
+token of a batch asks for its logits, what `logits_all` does in the high-level API), so that
+nothing but llama.cpp's own arithmetic stands between it and the reference.
+
+- `greedy` generates through llama.cpp's KV cache, one token a step, as its users run it.
+- `decode` continues llama.cpp's own KV cache: the cache handed back is a snapshot of the
+  sequence's state (`llama_state_seq_get_data`), restored before the next chunk, so a cache stays
+  reusable however often it is continued.
+- `trace` reads the tensors of llama.cpp's compute graph as they are computed, through the eval
+  callback of the context params (`cb_eval`), by the names llama.cpp's graph gives them
+  (`ffn_gelu-0`) and, where one name is given to several tensors, the op that computes it: the
+  residual stream, the norms, Llama's q, k, v before and after RoPE (reordered from llama.cpp's
+  interleaved pairs), attention's probabilities and output, and the MLP's stages. The scores are
+  left out (llama.cpp scales them inside its softmax), as are GPT-2's q, k, v (strided views). llama-cpp-python
+  exposes the callback but no tensor type, so the start of ggml's `struct ggml_tensor` (type,
+  buffer, ne[4]) is declared here as ggml.h of the vendored llama.cpp lays it out, and every
+  tensor read is checked against ggml's own byte count.
+
+`build_q8_0` runs a file whose matrices are Q8_0, judged by a greedy agreement rate until precision
+classes exist.
+Where llama-cpp-python is not installed, the factories raise `Unsupported` with the way to install it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib
+import tempfile
+import threading
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from verifier.formats.errors import CheckpointError
+from verifier.model import stages
+from verifier.model.config import ModelConfig
+from verifier.model.weights import Weights
+from verifier.plugin.interface import Unsupported
+
+INSTALL = "pip install 'lm-verifier[llamacpp]' (pip compiles llama.cpp: several minutes)"
+_GGML_TYPE_F32 = 0
+_LOG_LINES = 20
+
+
+class _TensorHead(ctypes.Structure):
+    """The leading fields of ggml's `struct ggml_tensor` (ggml/include/ggml.h, GGML_MAX_DIMS 4)."""
+
+    _fields_ = [("type", ctypes.c_int), ("buffer", ctypes.c_void_p), ("ne", ctypes.c_int64 * 4)]
+
+
+def _llama_cpp() -> Any:
+    try:
+        return importlib.import_module("llama_cpp")
+    except ImportError as e:
+        raise Unsupported(f"llama-cpp-python is not installed here ({e}): {INSTALL}") from None
+
+
+class _Log:
+    """llama.cpp's log, kept (its last lines) instead of printed, to quote in errors."""
+
+    def __init__(self, llama_cpp: Any) -> None:
+        self.lines: list[str] = []
+        self._lock = threading.Lock()
+
+        def log(level: int, text: bytes, user_data: Any) -> None:
+            with self._lock:
+                self.lines = [*self.lines[-_LOG_LINES:], text.decode("utf-8", errors="replace")]
+
+        self.callback = llama_cpp.llama_log_callback(log)  # kept alive as long as this object
+        llama_cpp.llama_log_set(self.callback, ctypes.c_void_p(0))
+
+    def tail(self) -> str:
+        with self._lock:
+            return "".join(self.lines).strip() or "(llama.cpp logged nothing)"
+
+
+_LOG: _Log | None = None
+
+
+def _library() -> tuple[Any, _Log]:
+    """llama_cpp with its backend initialised and its log captured, once per process."""
+    global _LOG
+    llama_cpp = _llama_cpp()
+    if _LOG is None:
+        _LOG = _Log(llama_cpp)
+        llama_cpp.llama_backend_init()
+    return llama_cpp, _LOG
+
+
+@dataclass(frozen=True)
+class Cache:
+    """A snapshot of llama.cpp's KV cache for one sequence: `n_past` positions, its state bytes."""
+
+    n_past: int
+    state: bytes
+
+
+class LlamaCppModel:
+    """A GGUF model on llama.cpp's CPU backend behind the suite's model interface."""
+
+    def __init__(self, config: ModelConfig, weights: Weights, threads: int = 1, tensor_type: str = "F32") -> None:
+        """`tensor_type`: the GGUF type of the matrices (`verifier.formats.gguf.TENSOR_TYPES`).
+        `threads`: llama.cpp's CPU threads. One by default: its threads spin while they wait, so
+        more threads than idle cores (parallel test workers) make it hundreds of times slower."""
+        from verifier.formats.gguf import write_gguf
+
+        self._lib, self._log = _library()
+        self.config = config
+        self._threads = threads
+        self._dir = tempfile.TemporaryDirectory(prefix="verifier-llamacpp-")
+        self.model_path = Path(self._dir.name) / "model.gguf"
+        write_gguf(self.model_path, config, weights, tensor_type=tensor_type)
+        params = self._lib.llama_model_default_params()
+        params.n_gpu_layers = 0
+        # No repacked or AMX copies of quantized weights: on this project's machines the CPU
+        # advertises AMX and ggml's AMX matmul faults at its first instruction (ldtilecfg), a crash
+        # on any Q8_0 batch of 2 or more tokens. F32 weights are never repacked.
+        params.use_extra_bufts = False
+        self._model = self._lib.llama_model_load_from_file(str(self.model_path).encode(), params)
+        if not self._model:
+            raise RuntimeError(f"llama.cpp could not load {self.model_path}: {self._log.tail()}")
+        self._ctx = self._context()
+        self._contexts = [self._ctx]  # freed before the model, when this object goes
+        self._trace_ctx: Any = None
+        self._recorder: _Recorder | None = None
+        weakref.finalize(self, _free, self._lib, self._model, self._contexts)
+
+    def _context(self, callback: Any = None) -> Any:
+        lib = self._lib
+        params = lib.llama_context_default_params()
+        params.n_ctx = params.n_batch = params.n_ubatch = self.config.n_ctx
+        params.n_seq_max = 1
+        params.n_threads = params.n_threads_batch = self._threads
+        params.type_k = params.type_v = _GGML_TYPE_F32
+        params.flash_attn_type = lib.LLAMA_FLASH_ATTN_TYPE_DISABLED
+        params.no_perf = True
+        if callback is not None:
+            params.cb_eval = callback
+        ctx = lib.llama_init_from_model(self._model, params)
+        if not ctx:
+            raise RuntimeError(f"llama.cpp could not create a context for {self.model_path}: {self._log.tail()}")
+        return ctx
+
+    def _run(self, ctx: Any, tokens: list[int], start: int) -> np.ndarray:
+        """Decode `tokens` at positions start.. in sequence 0 of `ctx`; their logits [T, V]."""
+        lib, T, V = self._lib, len(tokens), self.config.vocab_size
+        if start + T > self.config.n_ctx:
+            raise ValueError(f"{start} cached + {T} new tokens exceed n_ctx={self.config.n_ctx}")
+        batch = lib.llama_batch_init(T, 0, 1)
+        try:
+            for i, token in enumerate(tokens):
+                batch.token[i] = token
+                batch.pos[i] = start + i
+                batch.n_seq_id[i] = 1
+                batch.seq_id[i][0] = 0
+                batch.logits[i] = True
+            batch.n_tokens = T
+            status = lib.llama_decode(ctx, batch)
+            if status != 0:
+                raise RuntimeError(f"llama_decode returned {status} on {T} tokens at {start}: {self._log.tail()}")
+            return np.ctypeslib.as_array(lib.llama_get_logits(ctx), shape=(T, V)).copy()
+        finally:
+            lib.llama_batch_free(batch)
+
+    def _clear(self, ctx: Any) -> None:
+        self._lib.llama_memory_clear(self._lib.llama_get_memory(ctx), True)
+
+    def _one(self, tokens: np.ndarray) -> np.ndarray:
+        self._clear(self._ctx)
+        return self._run(self._ctx, [int(t) for t in tokens], 0)
+
+    def logits(self, tokens: np.ndarray) -> np.ndarray:
+        """[T] -> [T, V] or [B, T] -> [B, T, V], one sequence at a time."""
+        array = np.asarray(tokens)
+        return np.stack([self._one(row) for row in array]) if array.ndim == 2 else self._one(array)
+
+    def decode(self, tokens: np.ndarray, cache: Any = None) -> tuple[np.ndarray, Any]:
+        """Logits of a chunk after `cache` (None, a Cache, or a tuple of them for [B, T]) and the new cache."""
+        array = np.asarray(tokens)
+        if array.ndim == 2:
+            rows = [self._decode_row(row, None if cache is None else cache[b]) for b, row in enumerate(array)]
+            return np.stack([logits for logits, _ in rows]), tuple(c for _, c in rows)
+        return self._decode_row(array, cache)
+
+    def _decode_row(self, tokens: np.ndarray, cache: Cache | None) -> tuple[np.ndarray, Cache]:
+        lib, ctx = self._lib, self._ctx
+        self._clear(ctx)
+        start = 0
+        if cache is not None:
+            buffer = (ctypes.c_uint8 * len(cache.state)).from_buffer_copy(cache.state)
+            if lib.llama_state_seq_set_data(ctx, buffer, len(cache.state), 0) == 0:
+                raise RuntimeError(f"llama.cpp refused a cache of {cache.n_past} positions: {self._log.tail()}")
+            start = cache.n_past
+        logits = self._run(ctx, [int(t) for t in tokens], start)
+        size = lib.llama_state_seq_get_size(ctx, 0)
+        state = (ctypes.c_uint8 * size)()
+        lib.llama_state_seq_get_data(ctx, state, size, 0)
+        return logits, Cache(start + len(tokens), bytes(state))
+
+    def greedy(self, prompt: np.ndarray, n_new: int) -> np.ndarray:
+        """The n_new argmax tokens after `prompt` [T], generated through llama.cpp's KV cache."""
+        ids = [int(t) for t in np.asarray(prompt).reshape(-1)]
+        if len(ids) + n_new - 1 > self.config.n_ctx:
+            raise ValueError(f"{len(ids)} + {n_new} new tokens need more than n_ctx={self.config.n_ctx} positions")
+        self._clear(self._ctx)
+        logits = self._run(self._ctx, ids, 0)
+        out: list[int] = []
+        while len(out) < n_new:
+            out.append(int(np.argmax(logits[-1])))
+            if len(out) < n_new:
+                logits = self._run(self._ctx, out[-1:], len(ids) + len(out) - 1)
+        return np.array(out, dtype=np.int64)
+
+    def trace(self, tokens: np.ndarray) -> dict[str, np.ndarray]:
+        """The stages llama.cpp's graph names (see the module docstring) of one sequence [T]."""
+        if np.ndim(tokens) != 1:
+            raise ValueError(f"trace takes one sequence [T], found shape {np.shape(tokens)}")
+        if self._trace_ctx is None:
+            self._recorder = _Recorder(self._lib, graph_names(self.config))
+            self._trace_ctx = self._context(self._recorder.callback)
+            self._contexts.append(self._trace_ctx)
+        recorder = self._recorder
+        assert recorder is not None
+        recorder.captured = {}
+        self._clear(self._trace_ctx)
+        logits = self._run(self._trace_ctx, [int(t) for t in tokens], 0)
+        recorder.captured[stages.LOGITS] = logits
+        trace = {}
+        for stage, shape in stages.stage_shapes(self.config, len(tokens)).items():
+            value = _as_stage(stage, recorder.captured.get(stage), shape)
+            if value is not None:
+                trace[stage] = value
+        return trace
+
+
+def _as_stage(stage: str, value: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray | None:
+    """A captured tensor as `stage` of `shape`, or None where it cannot be one.
+
+    Attention probabilities come over every cell of llama.cpp's KV cache, [n_heads, T, n_kv] with
+    n_kv padded past T: this sequence's cells are the first T (the cache is cleared before), and
+    the rest must hold probability 0 to be cut off.
+    """
+    if value is None:
+        return None
+    op = stages.split_stage(stage)[1]
+    if op in ("q", "k", "v", "q_rope", "k_rope"):  # [T, heads * d_head] -> [heads, T, d_head]
+        heads, T, d_head = shape
+        if value.size != heads * T * d_head:
+            return None
+        value = value.reshape(T, heads, d_head).transpose(1, 0, 2)
+        if op == "v":
+            return value
+        # llama.cpp rotates adjacent pairs (2i, 2i + 1); the stage is in rotate-half order (i, i + d/2).
+        return value.reshape(heads, T, d_head // 2, 2).transpose(0, 1, 3, 2).reshape(shape)
+    if op == "probs":
+        n_heads, T, _ = shape
+        if value.size % (n_heads * T):
+            return None
+        value = value.reshape(n_heads, T, -1)
+        return value[..., :T] if value.shape[-1] >= T and not value[..., T:].any() else None
+    return value.reshape(shape) if value.size == int(np.prod(shape)) else None
+
+
+def graph_names(config: ModelConfig) -> dict[str, dict[str | None, str]]:
+    """llama.cpp's name of a graph tensor -> {the op that computes it (None: any): the stage it is}.
+
+    Llama's `Qcur-0` names the projection (MUL_MAT), its reshape and the rotated result (ROPE).
+    """
+    gpt2 = config.family == "gpt2"
+    names = {"inpL" if gpt2 else "embd": stages.EMBED, "result_norm": stages.FINAL_NORM}
+    per_layer = {
+        "attn_norm": "attn_norm",
+        "kq_soft_max": "probs",
+        "kqv_out": "attn",  # the heads merged, before the output projection
+        "ffn_inp": "resid_attn",
+        "ffn_norm": "mlp_norm",
+        "ffn_up_b" if gpt2 else "ffn_up": "mlp_up",
+        "ffn_gelu" if gpt2 else "ffn_swiglu": "mlp_act",
+        "ffn_out": "mlp_out",
+        "l_out": "resid_mlp",
+    }
+    if not gpt2:  # GPT-2's graph names no tensor after the output projection and its bias
+        per_layer |= {"attn_out": "attn_out", "ffn_gate": "mlp_gate"}
+    found: dict[str, dict[str | None, str]] = {name: {None: stage} for name, stage in names.items()}
+    for i in range(config.n_layers):
+        found |= {f"{name}-{i}": {None: stages.layer_stage(i, op)} for name, op in per_layer.items()}
+        if not gpt2:  # GPT-2's q, k, v are strided views into the fused qkv
+            found[f"Qcur-{i}"] = {"MUL_MAT": stages.layer_stage(i, "q"), "ROPE": stages.layer_stage(i, "q_rope")}
+            found[f"Kcur-{i}"] = {"MUL_MAT": stages.layer_stage(i, "k"), "ROPE": stages.layer_stage(i, "k_rope")}
+            found[f"Vcur-{i}"] = {"MUL_MAT": stages.layer_stage(i, "v")}
+    return found
+
+
+class _Recorder:
+    """The eval callback: asks for the named tensors and copies each as it is computed."""
+
+    def __init__(self, lib: Any, names: dict[str, dict[str | None, str]]) -> None:
+        ggml = importlib.import_module("llama_cpp._ggml").libggml
+        for fn, restype, argtypes in (
+            ("ggml_get_name", ctypes.c_char_p, [ctypes.c_void_p]),
+            ("ggml_nbytes", ctypes.c_size_t, [ctypes.c_void_p]),
+            ("ggml_is_contiguous", ctypes.c_bool, [ctypes.c_void_p]),
+            ("ggml_op_desc", ctypes.c_char_p, [ctypes.c_void_p]),
+            ("ggml_backend_tensor_get", None, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t]),
+        ):
+            getattr(ggml, fn).restype, getattr(ggml, fn).argtypes = restype, argtypes
+        self._ggml = ggml
+        self._names = names
+        self.captured: dict[str, np.ndarray] = {}
+        self.callback = lib.ggml_backend_sched_eval_callback(self._eval)
+
+    def _eval(self, tensor: int, ask: bool, user_data: Any) -> bool:
+        ggml = self._ggml
+        by_op = self._names.get((ggml.ggml_get_name(tensor) or b"").decode())
+        if ask or by_op is None:
+            return by_op is not None
+        stage = by_op.get(None) or by_op.get((ggml.ggml_op_desc(tensor) or b"").decode())
+        if stage is None:
+            return True
+        head = _TensorHead.from_address(tensor)
+        out = np.empty(tuple(int(n) for n in reversed(head.ne)), np.float32)  # numpy order: ne[0] is fastest
+        if head.type == _GGML_TYPE_F32 and ggml.ggml_is_contiguous(tensor) and ggml.ggml_nbytes(tensor) == out.nbytes:
+            ggml.ggml_backend_tensor_get(tensor, out.ctypes.data, 0, out.nbytes)
+            self.captured[stage] = out
+        return True  # a layout this reader does not know is left out of the trace
+
+
+def _free(lib: Any, model: Any, contexts: list[Any]) -> None:
+    for ctx in contexts:
+        lib.llama_free(ctx)
+    lib.llama_model_free(model)
+
+
+def build(config: ModelConfig, weights: Weights) -> LlamaCppModel:
+    """llama.cpp (llama-cpp-python) on an F32 GGUF file of `config`, KV cache in F32."""
+    _llama_cpp()
+    return LlamaCppModel(config, weights)
+
+
+def build_q8_0(config: ModelConfig, weights: Weights) -> LlamaCppModel:
+    """llama.cpp on a GGUF file with its matrices in Q8_0 (rows a multiple of 32), KV cache in F32.
+
+    It quantizes, so it is judged by its agreement with the reference on the dequantized weights
+    (`verifier.analysis.agreement`), not by the float32 properties."""
+    _llama_cpp()
+    try:
+        return LlamaCppModel(config, weights, tensor_type="Q8_0")
+    except CheckpointError as e:
+        raise Unsupported(f"the Q8_0 GGUF file cannot hold this model: {e}") from None
