@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import huggingface_hub.constants
 import numpy as np
 import pytest
 
@@ -26,6 +25,7 @@ from verifier.analysis.audit.inputs import (
     STORY_TEXT,
 )
 from verifier.formats import load_checkpoint, map_checkpoint, save_checkpoint
+from verifier.formats.hf_cache import cached_file
 from verifier.formats.sources import SourceError, locate
 from verifier.formats.tokenizer import GPT2_HF_REPOS, find_tokenizer
 from verifier.model.presets import preset
@@ -49,10 +49,8 @@ def _stories15m() -> Path:
     path = os.environ.get(STORIES15M_ENV)
     if path:
         return Path(path)
-    from huggingface_hub import try_to_load_from_cache
-
-    cached = try_to_load_from_cache(*STORIES15M_HF)
-    if not isinstance(cached, str):
+    cached = cached_file(*STORIES15M_HF)
+    if cached is None:
         pytest.skip(
             f"no trained stories15M.bin (never downloaded): set {STORIES15M_ENV} to its path, or have "
             f"{STORIES15M_HF[0]} in the Hugging Face cache"
@@ -95,7 +93,7 @@ def test_trained_gpt2_says_the_capital_of_france_is_paris() -> None:
 
 def test_the_gpt2_pipeline_runs_on_a_stand_in_in_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """GPT-2's vocabulary and tokenizer, small seeded layers, cached as openai-community/gpt2."""
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
     config = preset("gpt2").replace(d_model=64, n_heads=4, n_kv_heads=4, n_layers=2, d_ff=128)
     save_checkpoint(tmp_path / "model", config, init_weights(config, seed=3, scale=0.2))
     _fake_hf_cache(tmp_path / "hub", "openai-community/gpt2", tmp_path / "model")

@@ -20,7 +20,8 @@ from pathlib import Path
 
 from verifier.formats import load_checkpoint, map_checkpoint
 from verifier.formats.digest import checkpoint_sha256
-from verifier.formats.sources import locate
+from verifier.formats.hf_cache import cached_snapshot, hub_cache
+from verifier.formats.sources import SourceError
 from verifier.model.config import ModelConfig
 from verifier.model.weights import WeightMap, weight_shapes
 
@@ -40,7 +41,15 @@ class FixedCheckpoint:
     def open(cls, spec: str) -> FixedCheckpoint:
         """The checkpoint `spec` names, its layout checked (no weight read yet); SourceError or CheckpointError
         (naming the file and the fault) if it names none."""
-        path = locate(spec)
+        path = Path(spec)
+        if not path.exists():
+            snapshot = cached_snapshot(spec)
+            if snapshot is None:
+                raise SourceError(
+                    f"{spec!r} is no file or directory, nor a repo id in the local Hugging Face cache "
+                    f"({hub_cache()}; nothing is downloaded)"
+                )
+            path = snapshot
         return cls(spec, path, map_checkpoint(path).config)
 
     @property
