@@ -37,3 +37,17 @@ def describe() -> str:
         f"Python {platform.python_version()}, NumPy {numpy.__version__}, torch {torch.__version__} "
         f"({torch.get_num_threads()} threads), transformers {transformers.__version__}"
     )
+
+
+def high_water_kib(pid: int | str = "self") -> int:
+    """VmHWM, the peak resident set of a process's current program (0 once it has exited).
+
+    Not getrusage's ru_maxrss: Linux carries that over fork and exec, so a child would report its
+    parent's peak.
+    """
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0
+    match = re.search(r"^VmHWM:\s+(\d+) kB", status, re.MULTILINE)
+    return int(match.group(1)) if match else 0

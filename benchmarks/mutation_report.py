@@ -201,7 +201,7 @@ def render(results: list[MutantResult], correct: MutantResult, seconds: float) -
         "## Mutation report",
         "",
         f"Machine: {describe()}.  ",
-        f"Command: `python benchmarks/mutation_report.py --write` ({time.strftime('%Y-%m-%d')}), "
+        f"Command: `python benchmarks/mutation_report.py {' '.join(sys.argv[1:])}` ({time.strftime('%Y-%m-%d')}), "
         f"{seconds / 60:.0f} min; Hypothesis profile `ci`.",
         "",
         summary,
@@ -243,7 +243,7 @@ def render_classes(by_class: dict[str, tuple[list[MutantResult], MutantResult]],
         SECTION_CLASSES,
         "",
         f"Machine: {describe()}.  ",
-        f"Command: `python benchmarks/mutation_report.py --write` ({time.strftime('%Y-%m-%d')}), "
+        f"Command: `python benchmarks/mutation_report.py {' '.join(sys.argv[1:])}` ({time.strftime('%Y-%m-%d')}), "
         f"{seconds / 60:.0f} min for these classes; Hypothesis profile `ci`. Each mutant computes at the class "
         "(weights and stage outputs rounded as the format rounds them, `tests/meta/mutants/base.py`) and declares "
         "it. A cell is the time to the first failing example of the fastest property; a mutant no property kills "

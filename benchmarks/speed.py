@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
+from benchmarks._machine import high_water_kib
 from benchmarks.results_file import write_section
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -130,27 +131,13 @@ def decode_run_c(program: str) -> dict:
         with subprocess.Popen(command, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as proc:
             peak_kib = 0
             while proc.poll() is None:  # run.c's own high-water mark, sampled until it exits
-                peak_kib = max(peak_kib, _high_water_kib(proc.pid))
+                peak_kib = max(peak_kib, high_water_kib(proc.pid))
                 time.sleep(0.01)
             stdout = proc.stdout.read() if proc.stdout else b""
     match = re.search(rb"achieved tok/s: ([0-9.]+)", stdout)
     if proc.returncode != 0 or not match:
         raise RuntimeError(f"run.c exited {proc.returncode} and printed no speed: {stdout[-200:]!r}")
     return {"tok_s": float(match.group(1)), "peak_rss_mib": peak_kib / 1024}
-
-
-def _high_water_kib(pid: int | str = "self") -> int:
-    """VmHWM, the peak resident set of a process's current program (0 once it has exited).
-
-    Not getrusage's ru_maxrss: Linux carries that over fork and exec, so a child would report its
-    parent's peak.
-    """
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return 0
-    match = re.search(r"^VmHWM:\s+(\d+) kB", status, re.MULTILINE)
-    return int(match.group(1)) if match else 0
 
 
 def prefill(engine: str, T: int) -> dict:
@@ -204,7 +191,7 @@ def measure_in_subprocess(peer: str) -> dict:
 
 def _peer_main(peer: str) -> None:
     result = PEERS[peer]()
-    result.setdefault("peak_rss_mib", _high_water_kib() / 1024)
+    result.setdefault("peak_rss_mib", high_water_kib() / 1024)
     print(json.dumps(result))
 
 

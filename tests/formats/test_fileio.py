@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from verifier.formats import CheckpointError
+from verifier.formats import CheckpointError, fileio
 from verifier.formats.fileio import atomic_write, open_bounded
 
 
@@ -41,3 +41,23 @@ def test_atomic_write_replaces_only_on_success(tmp_path: Path) -> None:
         raise RuntimeError("interrupted")
     assert path.read_bytes() == b"first"
     assert [p.name for p in tmp_path.iterdir()] == ["out.bin"]
+
+
+def test_read_ahead_asks_for_the_following_tensors_within_the_window_once_per_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked: list[int] = []
+    monkeypatch.setattr(fileio, "read_ahead", lambda path, offset, length: asked.append(offset))
+    extents = {f"w{i}": (tmp_path / "f", 100 * i, 100) for i in range(6)}  # six tensors of 100 bytes
+    ahead = fileio.ReadAhead(extents, window=250)
+    ahead.after("w0")
+    assert asked == [100, 200, 300]  # up to 250 bytes ahead (the last one crosses it)
+    ahead.after("w1")
+    assert asked == [100, 200, 300, 400]  # w2, w3 were asked already: only what tops up the window
+    ahead.after("w2")
+    ahead.after("w3")
+    assert asked == [100, 200, 300, 400, 500]  # each once
+    ahead.after("w5")
+    asked.clear()
+    ahead.after("w0")  # a new pass asks again
+    assert asked == [100, 200, 300]

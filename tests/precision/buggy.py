@@ -48,10 +48,12 @@ class InterleavedV2Reader(llama2c.V2Reader):
 
     def __init__(self, config: ModelConfig, weights: Weights) -> None:
         super().__init__(config, weights)
-        for name, w in self.weights.items():
+        resident = self.weights
+        assert isinstance(resident, dict)  # a resident (not streamed) model holds its converted weights
+        for name, w in resident.items():
             if name.endswith(("q_proj.weight", "k_proj.weight")):
                 heads = config.n_heads if name.endswith("q_proj.weight") else config.n_kv_heads
-                self.weights[name] = np.asfortranarray(to_interleaved(np.ascontiguousarray(w), heads))
+                resident[name] = to_interleaved(np.ascontiguousarray(w), heads)
 
 
 def v2_reader_keeping_interleaved_rows(config: ModelConfig, weights: Weights) -> Any:

@@ -7,12 +7,15 @@ beyond its bound is named with the error there and at the stages before it:
     layer 0 scores: max |diff| 3.1e-01 at [1, 3, 2] (tolerance 2.0e-05, 1.6e+04x);
     before it, within tolerance: embed 1.2e-08; layer 0: attn_norm 3.0e-08, q 1.1e-08, ...
 
-Stages a model does not trace are skipped; a stage of the wrong shape diverges there.
+Stages a model does not trace are skipped; a stage of the wrong shape diverges there. The oracle's
+trace (and its neighbours') may come as a stream of groups in compute order, one layer's stages at a
+time (`NumpyModel.trace_layers`): each group is compared and dropped, so a full-size model's
+localization never holds all stages of all layers of the oracle at once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +27,10 @@ from verifier.model import stages
 
 # Stages before the divergent one listed in full; earlier ones are summarised.
 _LISTED_BEFORE = 12
+
+Trace = Mapping[str, np.ndarray]
+# A whole trace, or its groups of stages in compute order (e.g. `NumpyModel.trace_layers`).
+Stages = Trace | Iterable[Trace]
 
 
 @dataclass(frozen=True)
@@ -120,10 +127,14 @@ def _comparable(stage: str, array: np.ndarray) -> np.ndarray:
     return np.asarray(array, np.float64)
 
 
+def _groups(stages: Stages) -> Iterator[Trace]:
+    return iter([stages]) if isinstance(stages, Mapping) else iter(stages)
+
+
 def localize(
-    trace: Mapping[str, np.ndarray],
-    expected: Mapping[str, np.ndarray],
-    neighbours: Sequence[Mapping[str, np.ndarray]] = (),
+    trace: Trace,
+    expected: Stages,
+    neighbours: Sequence[Stages] = (),
     *,
     rope_positions: int = 0,
     precision: Precision = FLOAT32,
@@ -133,24 +144,26 @@ def localize(
     bounds of `precision` (`verifier.analysis.precision`).
 
     `neighbours` are the traces the tolerance policy measures conditioning with (see
-    `verifier.analysis.tolerance`); `rope_positions` is the largest position for RoPE models, else 0.
+    `verifier.analysis.tolerance`), given as `expected` is (whole, or as groups read in step with
+    it); `rope_positions` is the largest position for RoPE models, else 0.
     """
     compared: list[StageError] = []
     untraced: list[str] = []
-    for stage, want in expected.items():
-        if stage not in trace:
-            untraced.append(stage)
-            continue
-        got = np.asarray(trace[stage])
-        if got.shape != want.shape:
-            problem = f"shape {list(got.shape)} where the oracle has {list(want.shape)}"
-            compared.append(StageError(stage, float("inf"), 0.0, problem=problem))
-            continue
-        others = [_comparable(stage, n[stage]) for n in neighbours if stage in n]
-        oracle_value = _comparable(stage, want)
-        error, index = tolerance.worst(_comparable(stage, got), oracle_value)
-        limit = precision.bound(oracle_value, others, rope_positions=rope_positions, n_layers=n_layers)
-        compared.append(StageError(stage, error, limit, index))
+    for group, *around in zip(_groups(expected), *map(_groups, neighbours), strict=True):
+        for stage, want in group.items():
+            if stage not in trace:
+                untraced.append(stage)
+                continue
+            got = np.asarray(trace[stage])
+            if got.shape != want.shape:
+                problem = f"shape {list(got.shape)} where the oracle has {list(want.shape)}"
+                compared.append(StageError(stage, float("inf"), 0.0, problem=problem))
+                continue
+            others = [_comparable(stage, n[stage]) for n in around if stage in n]
+            oracle_value = _comparable(stage, want)
+            error, index = tolerance.worst(_comparable(stage, got), oracle_value)
+            limit = precision.bound(oracle_value, others, rope_positions=rope_positions, n_layers=n_layers)
+            compared.append(StageError(stage, error, limit, index))
     return Divergence(tuple(compared), tuple(untraced), precision.label)
 
 

@@ -66,7 +66,7 @@ import numpy as np
 
 from verifier.analysis import tolerance
 from verifier.model.config import ModelConfig
-from verifier.model.weights import Weights
+from verifier.model.weights import WeightMap, Weights
 from verifier.reference import NumpyModel
 from verifier.reference import rounding as R
 
@@ -149,13 +149,13 @@ class Precision:
         """The relative error an exact law may show in this class (identity floor / max |expected|)."""
         return self.eps * self.identity_ulps + tolerance.EPS32 * rope_positions
 
-    def oracle_weights(self, weights: Weights) -> Weights:
+    def oracle_weights(self, weights: WeightMap) -> WeightMap:
         """The weights the oracle runs on: the dequantized ones for a quantized class, else `weights`."""
         if not self.quantized or self.rounding is None:
             return weights
         return {name: self.rounding.weights(name, np.asarray(w, np.float32)) for name, w in weights.items()}
 
-    def perturbed(self, weights: Weights, seed: int) -> Weights:
+    def perturbed(self, weights: WeightMap, seed: int) -> WeightMap:
         """The oracle's weights nudged at this class's precision: a neighbour of the oracle."""
         return tolerance.perturbed(self.oracle_weights(weights), seed=seed, eps=self.eps)
 

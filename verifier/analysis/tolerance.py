@@ -33,25 +33,32 @@ narrower classes (tf32, float16, bfloat16, q8_0), each in its own eps.
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from verifier.model.weights import Weights
+from verifier.model.weights import LazyWeights, WeightMap
 
 EPS32 = float(np.finfo(np.float32).eps)
 ULPS = 128
 CONDITIONING = 32
 
 
-def perturbed(weights: Weights, seed: int = 0, eps: float = EPS32) -> Weights:
-    """float64 weights, each entry times (1 + eps z) with z ~ N(0, 1): a float32-sized nudge (or, with
-    another `eps`, one of that format's size)."""
-    rng = np.random.default_rng(seed)
-    return {
-        name: np.asarray(w, np.float64) * (1.0 + eps * rng.standard_normal(np.shape(w))) for name, w in weights.items()
-    }
+def perturb(name: str, w: np.ndarray, seed: int = 0, eps: float = EPS32) -> np.ndarray:
+    """Weight `name` in float64, each entry times (1 + eps z) with z ~ N(0, 1): a float32-sized nudge (or,
+    with another `eps`, one of that format's size). z is drawn from (seed, name), so a weight gets the
+    same nudge whether the set is held or streamed."""
+    rng = np.random.default_rng([seed, zlib.crc32(name.encode())])
+    return np.asarray(w, np.float64) * (1.0 + eps * rng.standard_normal(np.shape(w)))
+
+
+def perturbed(weights: WeightMap, seed: int = 0, eps: float = EPS32) -> WeightMap:
+    """Every weight perturbed (`perturb`): a dict, or for `LazyWeights` a view perturbing each on lookup."""
+    if isinstance(weights, LazyWeights):
+        return weights.map(lambda name, w: perturb(name, w, seed, eps))
+    return {name: perturb(name, w, seed, eps) for name, w in weights.items()}
 
 
 def max_error(actual: np.ndarray, expected: np.ndarray) -> float:

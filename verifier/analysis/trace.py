@@ -22,7 +22,7 @@ from verifier.analysis import tolerance
 from verifier.formats.tokenizer import Tokenizer
 from verifier.model import stages
 from verifier.model.config import ModelConfig, describe
-from verifier.model.weights import Weights, weight_shapes
+from verifier.model.weights import WeightMap, weight_shapes
 from verifier.reference import NumpyModel
 from verifier.reference.layers import rope_tables
 
@@ -280,7 +280,7 @@ def padding_effect(model: NumpyModel, tokens: np.ndarray, length: int) -> Paddin
 def life_of_a_tensor(
     model_name: str,
     config: ModelConfig,
-    weights: Weights,
+    weights: WeightMap,
     tokens: Sequence[int],
     *,
     weights_source: str,

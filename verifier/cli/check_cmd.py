@@ -65,6 +65,13 @@ def add_parser(subparsers: Any) -> None:
         help=f"how long one run of the --command program may take (default {DEFAULT_TIMEOUT_S:g})",
     )
     p.add_argument(
+        "--checkpoint",
+        metavar="PATH|REPO_ID",
+        help="run the properties on this checkpoint's config and weights: a Hugging Face directory or file, a "
+        "llama2.c .bin, or a repo id in the local Hugging Face cache (never downloaded); Hypothesis then draws "
+        "only tokens, lengths, chunkings, batches and edits, and the report names the checkpoint and its sha256",
+    )
+    p.add_argument(
         "--suite",
         metavar="DIR",
         help=f"the properties/ folder (default: ${suite.SUITE_ENV_VAR}, else next to the package)",
@@ -79,10 +86,11 @@ def add_parser(subparsers: Any) -> None:
 
 
 def _command_options(args: argparse.Namespace) -> list[str]:
-    """The pytest options for a --command program (checked by the pytest plugin)."""
+    """The pytest options of a --command program and a --checkpoint (checked by the pytest plugin)."""
     options = {"--command": args.command_template, "--command-format": args.format, "--command-gives": args.gives}
     options["--command-timeout"] = None if args.timeout is None else str(args.timeout)
     options["--command-precision"] = args.precision
+    options["--checkpoint"] = args.checkpoint
     return [f"{name}={value}" for name, value in options.items() if value is not None]
 
 

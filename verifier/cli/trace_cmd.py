@@ -17,7 +17,7 @@ from verifier.formats.sources import locate
 from verifier.formats.tokenizer import Tokenizer, TokenizerNotFound, find_tokenizer
 from verifier.model.config import ModelConfig
 from verifier.model.presets import PRESETS
-from verifier.model.weights import Weights, init_weights
+from verifier.model.weights import WeightMap, init_weights
 
 DEFAULT_TEXT = {"gpt2": "The capital of France is", "llama": "Once upon a time"}
 
@@ -69,7 +69,7 @@ def parse_tokens(text: str) -> list[int]:
     return [int(p) for p in parts]
 
 
-def _model(args: argparse.Namespace) -> tuple[ModelConfig, Weights, str, Path | None]:
+def _model(args: argparse.Namespace) -> tuple[ModelConfig, WeightMap, str, Path | None]:
     """The config, the weights, where the weights come from, and the model's directory (None for a preset).
 
     A preset or a `config.json` gets seeded random weights; any other file, directory or repo id is a

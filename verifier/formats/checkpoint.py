@@ -2,10 +2,14 @@
 
 `check_canonical` is the one validation of a weight set against its config that every reader ends
 with: the names, shapes and dtypes of `verifier.model.weights.weight_shapes`, and finite values.
+A mapped checkpoint checks names and shapes up front (`check_shapes`) and each array when it is
+read (`check_array`).
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,7 +17,7 @@ import numpy as np
 
 from verifier.formats.errors import CheckpointError
 from verifier.model.config import ModelConfig
-from verifier.model.weights import Weights, weight_shapes
+from verifier.model.weights import WeightMap, weight_shapes
 
 
 @dataclass(frozen=True)
@@ -31,7 +35,8 @@ class Checkpoint:
 
     `format` is `hf-safetensors`, `hf-safetensors-sharded`, `hf-pytorch`, `hf-pytorch-sharded`,
     `llama2c` or `gguf`; `version` is llama2.c's format version (0, 1 or 2), GGUF's (3), None for HF.
-    `weights` is the canonical set (float32, HF names and layouts); `tensors` lists what the file
+    `weights` is the canonical set (float32, HF names and layouts): a dict when loaded, a
+    `LazyWeights` reading the file on each lookup when mapped; `tensors` lists what the file
     itself holds, in file order; `findings` are the validation notes that did not stop loading
     (conversions, assumed constants, dropped buffers).
     """
@@ -40,7 +45,7 @@ class Checkpoint:
     format: str
     version: int | None
     config: ModelConfig
-    weights: Weights
+    weights: WeightMap
     tensors: tuple[TensorInfo, ...]
     findings: tuple[str, ...]
 
@@ -51,32 +56,42 @@ class Checkpoint:
     @property
     def parameter_total(self) -> int:
         """Learned parameters of the canonical weights (a shared classifier once)."""
-        return sum(int(w.size) for w in self.weights.values())
+        return sum(math.prod(shape) for shape in weight_shapes(self.config).values())
 
 
-def check_canonical(path: Path, config: ModelConfig, weights: Weights) -> None:
+def check_canonical(path: Path, config: ModelConfig, weights: WeightMap) -> None:
     """Raise CheckpointError unless `weights` is exactly the canonical set of `config`, all finite."""
+    check_shapes(path, config, {name: np.shape(w) for name, w in weights.items()})
+    for name, array in weights.items():
+        check_array(path, name, array)
+
+
+def check_shapes(path: Path, config: ModelConfig, shapes: Mapping[str, tuple[int, ...]]) -> None:
+    """Raise CheckpointError unless `shapes` names exactly the canonical weights of `config`, in their shapes."""
     expected = weight_shapes(config)
-    missing = [name for name in expected if name not in weights]
+    missing = [name for name in expected if name not in shapes]
     if missing:
         raise CheckpointError(
             path, f"tensor {missing[0]}", f"missing ({len(missing)} missing in all: {', '.join(missing[:5])})"
         )
-    extra = [name for name in weights if name not in expected]
+    extra = [name for name in shapes if name not in expected]
     if extra:
         raise CheckpointError(
             path, f"tensor {extra[0]}", f"not a weight of this config ({len(extra)} unexpected: {', '.join(extra[:5])})"
         )
     for name, shape in expected.items():
-        array = weights[name]
-        if array.shape != shape:
-            raise CheckpointError(path, f"tensor {name}", "wrong shape", expected=list(shape), found=list(array.shape))
-        if array.dtype != np.float32:
-            raise CheckpointError(path, f"tensor {name}", "wrong dtype", expected="float32", found=array.dtype)
+        if tuple(shapes[name]) != shape:
+            raise CheckpointError(path, f"tensor {name}", "wrong shape", expected=list(shape), found=list(shapes[name]))
+
+
+def check_array(path: Path, name: str, array: np.ndarray) -> None:
+    """Raise CheckpointError unless the canonical weight `name` is float32 and finite."""
+    if array.dtype != np.float32:
+        raise CheckpointError(path, f"tensor {name}", "wrong dtype", expected="float32", found=array.dtype)
+    if not np.isfinite(array).all():
         finite = np.isfinite(array)
-        if not finite.all():
-            index = tuple(int(i) for i in np.argwhere(~finite)[0])
-            raise CheckpointError(
-                path, f"tensor {name}", f"holds {int((~finite).sum())} non-finite values, the first at {list(index)}",
-                expected="finite values", found=array[index],
-            )  # fmt: skip
+        index = tuple(int(i) for i in np.argwhere(~finite)[0])
+        raise CheckpointError(
+            path, f"tensor {name}", f"holds {int((~finite).sum())} non-finite values, the first at {list(index)}",
+            expected="finite values", found=array[index],
+        )  # fmt: skip

@@ -1,8 +1,10 @@
-"""Bounded reads and all-or-nothing writes, shared by every format.
+"""Bounded reads, mapped reads and all-or-nothing writes, shared by every format.
 
 Readers never trust a size they read from a file: `BoundedReader` knows the file size and
 refuses to read (or allocate for) more bytes than remain, so a hostile header fails before any
-large allocation. Writers go through `atomic_write`: a temporary file beside the target,
+large allocation. `map_array` maps a checked byte range read-only (pages are read when touched
+and leave memory with the array); `read_ahead` asks the kernel to start reading a range the
+caller will need next. Writers go through `atomic_write`: a temporary file beside the target,
 renamed over it only once complete, so a failed write leaves nothing half-written.
 """
 
@@ -57,6 +59,56 @@ class BoundedReader:
         if self.handle.readinto(out.data.cast("B")) != out.nbytes:
             raise CheckpointError(self.path, what, "short read: the file changed while it was read")
         return out
+
+
+def map_array(path: Path, offset: int, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+    """A read-only array of `shape` mapped from the file at byte `offset` (a range its reader checked)."""
+    try:
+        return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape)
+    except (OSError, ValueError) as e:  # the file vanished, shrank or cannot be mapped since it was checked
+        raise CheckpointError(path, f"bytes {offset:,}+", f"cannot be mapped: {e}") from None
+
+
+def read_ahead(path: Path, offset: int, length: int) -> None:
+    """Ask the kernel to read `length` bytes at `offset` into the page cache in the background."""
+    if not hasattr(os, "posix_fadvise"):
+        return
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, offset, length, os.POSIX_FADV_WILLNEED)
+        finally:
+            os.close(fd)
+
+
+READ_AHEAD_BYTES = 512 * 2**20
+
+
+class ReadAhead:
+    """Keeps the disk reading ahead of a pass that looks up tensors in a known order: after each
+    lookup, the tensors that follow it, up to `window` bytes, are asked for (`read_ahead`), each once
+    per pass. `extents` maps each name, in that order, to (file, offset, length)."""
+
+    def __init__(self, extents: dict[str, tuple[Path, int, int]], window: int = READ_AHEAD_BYTES) -> None:
+        self._extents = list(extents.values())
+        self._index = {name: i for i, name in enumerate(extents)}
+        self._window = window
+        self._last = -1  # the index looked up last
+        self._asked = 0  # the tensors before this index have been asked for in this pass
+
+    def after(self, name: str) -> None:
+        """`name` is being read: ask for what follows it."""
+        i = self._index[name]
+        if i <= self._last:  # back to an earlier tensor: a new pass
+            self._asked = 0
+        self._last = i
+        ahead = sum(length for _, _, length in self._extents[i + 1 : self._asked])
+        while self._asked < len(self._extents) and ahead < self._window:
+            if self._asked > i:
+                path, offset, length = self._extents[self._asked]
+                read_ahead(path, offset, length)
+                ahead += length
+            self._asked += 1
 
 
 @contextlib.contextmanager

@@ -14,7 +14,7 @@ import numpy as np
 
 from verifier import extra
 from verifier.model.config import ModelConfig
-from verifier.model.weights import CLASSIFIER, EMBEDDING, Weights
+from verifier.model.weights import CLASSIFIER, WeightMap, classifier_name
 
 
 def model_class(config: ModelConfig) -> Any:
@@ -37,23 +37,36 @@ def _skipping_init() -> contextlib.AbstractContextManager[None]:
     return no_init_weights()
 
 
-def build_model(config: ModelConfig, weights: Weights, dtype: Any = None, attn_implementation: str = "eager") -> Any:
+def build_model(config: ModelConfig, weights: WeightMap, dtype: Any = None, attn_implementation: str = "eager") -> Any:
     """A `transformers` model on the CPU holding exactly `weights`, in eval mode.
 
-    `dtype` is a torch dtype (default float32). Eager attention is the default because it is
-    the plain math (and the only implementation that returns attention probabilities).
+    `dtype` is a torch dtype (default float32): the model is built in it, and each weight is looked
+    up and converted into its parameter one at a time, so a `LazyWeights` read from a file larger
+    than memory needs the model's own size plus one weight. Eager attention is the default because
+    it is the plain math (and the only implementation that returns attention probabilities).
     """
     extra.require("a transformers model")
     import torch
 
     hf_config = config.to_transformers()
-    hf_config._attn_implementation = attn_implementation
     with _skipping_init():
-        model = model_class(config)(hf_config).to(dtype or torch.float32)
-    state = {name: torch.from_numpy(np.ascontiguousarray(array)) for name, array in weights.items()}
-    if config.tie_embeddings:
-        state[CLASSIFIER] = state[EMBEDDING[config.family]]
-    model.load_state_dict(state, strict=True)
+        model = model_class(config)._from_config(
+            hf_config, dtype=dtype or torch.float32, attn_implementation=attn_implementation
+        )
+    parameters = dict(model.named_parameters())
+    # A tied classifier is read from the embedding (a parameter of its own, or the embedding's, listed once).
+    source = {name: classifier_name(config) if name == CLASSIFIER else name for name in parameters}
+    if set(source.values()) != set(weights):
+        missing, unexpected = set(source.values()) - set(weights), set(weights) - set(source.values())
+        raise ValueError(
+            f"weights do not fit {type(model).__name__}: "
+            f"missing {sorted(missing)[:5]}, unexpected {sorted(unexpected)[:5]}"
+        )
+    with torch.no_grad():
+        for name, parameter in parameters.items():
+            array = np.asarray(weights[source[name]])
+            # torch refuses to share a read-only (memory-mapped) array: copy that one first.
+            parameter.copy_(torch.from_numpy(array if array.flags.writeable else array.copy()))
     return model.eval()
 
 

@@ -22,6 +22,7 @@ every llama2.c runtime, which the format cannot change.
 from __future__ import annotations
 
 import itertools
+import math
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,11 +32,11 @@ from typing import BinaryIO
 import numpy as np
 
 from verifier.analysis.precision import Precision, q8_0
-from verifier.formats.checkpoint import Checkpoint, TensorInfo, check_canonical
+from verifier.formats.checkpoint import Checkpoint, TensorInfo, check_array, check_canonical, check_shapes
 from verifier.formats.errors import CheckpointError
-from verifier.formats.fileio import BoundedReader, atomic_write, open_bounded
+from verifier.formats.fileio import BoundedReader, ReadAhead, atomic_write, map_array, open_bounded
 from verifier.model.config import ConfigError, ModelConfig
-from verifier.model.weights import Weights
+from verifier.model.weights import LazyWeights, Weights, weight_shapes
 
 MAGIC = 0x616B3432
 HEADER_BYTES = 256  # versions 1 and 2
@@ -367,10 +368,15 @@ def _read_segment(reader: BoundedReader, seg: Segment, group_size: int) -> np.nd
         return reader.array(_F32, seg.shape, f"tensor {seg.name}").astype(np.float32, copy=False)
     values = reader.array(_I8, seg.shape, f"tensor {seg.name}")
     scales = reader.array(_F32, (seg.count // group_size,), f"scales of {seg.name}")
+    return dequantize(reader.path, seg, values, scales, group_size)
+
+
+def dequantize(path: Path, seg: Segment, values: np.ndarray, scales: np.ndarray, group_size: int) -> np.ndarray:
+    """Q8_0 int8 `values` times their group's float32 scale, as float32 of the segment's shape."""
     if not (np.isfinite(scales).all() and (scales >= 0).all()):
         bad = int(np.argwhere(~(np.isfinite(scales) & (scales >= 0)))[0][0])
         raise CheckpointError(
-            reader.path,
+            path,
             f"scales of {seg.name}",
             f"group {bad} has an invalid scale",
             expected="a finite scale >= 0",
@@ -388,10 +394,27 @@ def read_llama2c(path: str | Path) -> Checkpoint:
         h = read_header(reader)
         segments = list(layout(h))
         stored = {seg.name: _read_segment(reader, seg, h.group_size) for seg in segments}
+    theta, findings = _theta_and_findings(path, h, stored.pop("freq_cis_real", None), stored.pop("freq_cis_imag", None))
+    config = _config_of(h, theta)
+    weights = _canonical(config, stored)
+    check_canonical(path, config, weights)
+    return Checkpoint(path, "llama2c", h.version, config, weights, _infos(segments), tuple(findings))
+
+
+def _infos(segments: list[Segment]) -> tuple[TensorInfo, ...]:
+    return tuple(
+        TensorInfo(seg.name, seg.shape, "int8+float32 scales" if seg.quantized else "float32") for seg in segments
+    )
+
+
+def _theta_and_findings(
+    path: Path, h: Header, cos: np.ndarray | None, sin: np.ndarray | None
+) -> tuple[float, list[str]]:
+    """RoPE theta (from version 0's tables `cos`, `sin`, else llama2.c's) and what reading the file implied."""
     findings = []
     theta = ROPE_THETA
-    if h.version == 0:
-        theta, finding = _infer_rope_theta(path, h, stored.pop("freq_cis_real"), stored.pop("freq_cis_imag"))
+    if cos is not None and sin is not None:
+        theta, finding = _infer_rope_theta(path, h, cos, sin)
         findings.append(finding)
     else:
         findings.append(f"RoPE theta is not stored in version {h.version}; llama2.c's {ROPE_THETA:g} assumed")
@@ -401,13 +424,71 @@ def read_llama2c(path: str | Path) -> Checkpoint:
         )
         findings += partial_group_findings(h)
     findings.append(f"RMSNorm eps is not stored; llama2.c's {NORM_EPS:g} assumed")
+    return theta, findings
+
+
+def map_llama2c(path: str | Path) -> Checkpoint:
+    """`read_llama2c`'s checkpoint with weights mapped from the file, read at each lookup.
+
+    The header and the file size are checked here (and version 0's RoPE tables read); each
+    weight's values when read: one layer's slice of a stacked tensor, q/k rows reordered to
+    rotate-half, int8 groups dequantized.
+    """
+    path = Path(path)
+    with open_bounded(path) as reader:
+        h = read_header(reader)
+    segments = list(layout(h))
+    at: dict[str, tuple[Segment, int]] = {}  # llama2.c's name -> (segment, byte offset)
+    offset = _header_bytes(h.version)
+    for seg in segments:
+        at[seg.name] = (seg, offset)
+        offset += seg.nbytes(h.group_size)
+    cos, sin = (map_array(path, at[key][1], _F32, at[key][0].shape) if key in at else None for key in _ROPE_KEYS)
+    theta, findings = _theta_and_findings(path, h, cos, sin)
     config = _config_of(h, theta)
-    weights = _canonical(config, stored)
-    check_canonical(path, config, weights)
-    tensors = tuple(
-        TensorInfo(seg.name, seg.shape, "int8+float32 scales" if seg.quantized else "float32") for seg in segments
-    )
-    return Checkpoint(path, "llama2c", h.version, config, weights, tensors, tuple(findings))
+    stored: dict[str, tuple[str, int | None]] = {
+        _CANONICAL[key].format(i): (key, i) for key in _LAYER_KEYS for i in range(h.n_layers)
+    }
+    stored |= {_CANONICAL[key]: (key, None) for key in ("tok_embeddings", "rms_final", "wcls") if key in at}
+
+    def extent(name: str) -> tuple[Segment, int, tuple[int, ...]]:
+        """The segment holding weight `name`, the offset of its bytes, its shape as stored."""
+        key, layer = stored[name]
+        if layer is None or f"layers.{layer}.{key}" in at:  # whole, or one layer of version 2
+            seg, start = at[key if layer is None else f"layers.{layer}.{key}"]
+            return seg, start, seg.shape
+        seg, start = at[key]  # stacked [n_layers, ...]: one layer's slice
+        return seg, start + layer * 4 * (seg.count // h.n_layers), seg.shape[1:]
+
+    def read(name: str) -> np.ndarray:
+        seg, start, shape = extent(name)
+        if seg.quantized:
+            values = map_array(path, start, _I8, shape)
+            scales = map_array(path, start + seg.count, _F32, (seg.count // h.group_size,))
+            w = dequantize(path, seg, values, scales, h.group_size)
+        else:
+            w = map_array(path, start, _F32, shape)
+        key = stored[name][0]
+        if key in ("wq", "wk"):
+            w = to_rotate_half(w, config.n_heads if key == "wq" else config.n_kv_heads)
+        return w
+
+    def nbytes(name: str) -> int:
+        seg, _, shape = extent(name)
+        count = math.prod(shape)
+        return count + 4 * (count // h.group_size) if seg.quantized else 4 * count
+
+    ahead = ReadAhead({name: (path, extent(name)[1], nbytes(name)) for name in weight_shapes(config)})
+
+    def fetch(name: str) -> np.ndarray:
+        ahead.after(name)  # the disk reads the next weights while the caller uses this one
+        w = read(name)
+        check_array(path, name, w)
+        return w
+
+    check_shapes(path, config, {name: extent(name)[2] for name in stored})
+    weights = LazyWeights(weight_shapes(config), fetch)
+    return Checkpoint(path, "llama2c", h.version, config, weights, _infos(segments), tuple(findings))
 
 
 def _canonical(config: ModelConfig, stored: dict[str, np.ndarray]) -> Weights:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import os
 import struct
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +19,8 @@ from verifier.formats.checkpoint import Checkpoint
 from verifier.formats.config_json import read_config_json
 from verifier.formats.errors import CheckpointError
 from verifier.formats.fileio import read_head
-from verifier.formats.hf_dir import check_weight_headers, read_hf_dir, write_hf_dir
-from verifier.formats.llama2c import MAGIC, read_llama2c, read_llama2c_config, write_llama2c
+from verifier.formats.hf_dir import check_weight_headers, map_hf_dir, read_hf_dir, write_hf_dir
+from verifier.formats.llama2c import MAGIC, map_llama2c, read_llama2c, read_llama2c_config, write_llama2c
 from verifier.model.config import ModelConfig
 from verifier.model.weights import Weights
 
@@ -106,7 +107,7 @@ def _has_llama2c_header(path: Path) -> bool:
     return all(0 < size <= _LARGEST_SIZE for size in sizes)
 
 
-def _hf_parts(path: Path) -> tuple[Path, Path | None]:
+def hf_parts(path: Path) -> tuple[Path, Path | None]:
     """(model directory, the weight file the user named, if any)."""
     if path.is_dir():
         return path, None
@@ -129,16 +130,27 @@ def _is_config(path: Path) -> bool:
 
 def load_checkpoint(path: str | Path) -> Checkpoint:
     """Config and canonical weights of a model directory or file, in any supported format."""
-    path = Path(path)
+    return _read(Path(path), read_llama2c, read_hf_dir)
+
+
+def map_checkpoint(path: str | Path) -> Checkpoint:
+    """`load_checkpoint`'s checkpoint, its weights mapped from the file instead of read: each weight is
+    read (and converted, and checked finite) when looked up, and nothing is kept. Layout, names and
+    shapes are checked here. For models larger than memory; pickled HF weights and GGUF are loaded whole."""
+    return _read(Path(path), map_llama2c, map_hf_dir)
+
+
+def _read(
+    path: Path, llama2c: Callable[[Path], Checkpoint], hf: Callable[[Path, Path | None], Checkpoint]
+) -> Checkpoint:
     fmt = detect_format(path)
     if fmt == TOKENIZER:
         raise CheckpointError(path, "file", "is a llama2.c tokenizer, not a model (read it with read_tokenizer)")
     if fmt == LLAMA2C:
-        return read_llama2c(path)
-    if fmt == GGUF:
+        return llama2c(path)
+    if fmt == GGUF:  # read whole, mapped or not
         return _gguf(path).read_gguf(path)
-    directory, weights_file = _hf_parts(path)
-    return read_hf_dir(directory, weights_file)
+    return hf(*hf_parts(path))
 
 
 def checkpoint_config(path: str | Path) -> ModelConfig:
@@ -154,7 +166,7 @@ def checkpoint_config(path: str | Path) -> ModelConfig:
         return _gguf(path).read_gguf_config(path)
     if _is_config(path):
         return read_config_json(path)
-    directory, weights_file = _hf_parts(path)
+    directory, weights_file = hf_parts(path)
     config = read_config_json(directory)
     check_weight_headers(directory, weights_file)
     return config

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from verifier.formats.errors import CheckpointError
-from verifier.formats.fileio import BoundedReader, atomic_write, open_bounded
+from verifier.formats.fileio import BoundedReader, atomic_path, map_array, open_bounded
 
 MAX_HEADER_BYTES = 100_000_000  # the safetensors library's own limit
 # dtype name -> (numpy dtype of the stored bytes, float dtype it converts to, or None for non-floats)
@@ -130,14 +130,27 @@ def read_header(reader: BoundedReader) -> SafetensorsFile:
 
 def read_tensor(reader: BoundedReader, file: SafetensorsFile, entry: Entry) -> np.ndarray:
     """One tensor, converted to float32 (BF16 and F16 exactly); non-float dtypes are returned as stored."""
-    stored, as_float = DTYPES[entry.dtype]
     reader.handle.seek(file.data_start + entry.begin)
-    array = reader.array(stored, entry.shape, f"tensor {entry.name}")
+    return as_float32(entry, reader.array(DTYPES[entry.dtype][0], entry.shape, f"tensor {entry.name}"))
+
+
+def map_tensor(file: SafetensorsFile, entry: Entry) -> np.ndarray:
+    """One tensor mapped from the file and converted as `read_tensor` converts it (F32: no copy)."""
+    return as_float32(entry, map_array(file.path, file.data_start + entry.begin, DTYPES[entry.dtype][0], entry.shape))
+
+
+def as_float32(entry: Entry, stored: np.ndarray) -> np.ndarray:
+    """A tensor's stored values as float32 (BF16 and F16 exactly); non-float dtypes as stored."""
     if entry.dtype == "BF16":
-        return (array.astype(np.uint32) << 16).view(np.float32)
-    if as_float is None:
-        return array
-    return array.astype(np.float32, copy=False)
+        return (stored.astype(np.uint32) << 16).view(np.float32)
+    if DTYPES[entry.dtype][1] is None:
+        return stored
+    return stored.astype(np.float32, copy=False)
+
+
+def byte_range(file: SafetensorsFile, entry: Entry) -> tuple[int, int]:
+    """(offset, length) of a tensor's bytes in the file."""
+    return file.data_start + entry.begin, entry.end - entry.begin
 
 
 def read_safetensors(path: Path) -> tuple[SafetensorsFile, dict[str, np.ndarray]]:
@@ -148,9 +161,8 @@ def read_safetensors(path: Path) -> tuple[SafetensorsFile, dict[str, np.ndarray]
 
 
 def write_safetensors(path: Path, tensors: dict[str, np.ndarray], metadata: dict[str, str]) -> None:
-    """Write tensors with the `safetensors` library, all or nothing."""
-    from safetensors.numpy import save
+    """Write tensors with the `safetensors` library, all or nothing (straight from the arrays: no copy)."""
+    from safetensors.numpy import save_file
 
-    data = save({name: np.ascontiguousarray(t) for name, t in tensors.items()}, metadata=metadata)
-    with atomic_write(path) as handle:
-        handle.write(data)
+    with atomic_path(path) as tmp:
+        save_file({name: np.ascontiguousarray(t) for name, t in tensors.items()}, tmp, metadata=metadata)

@@ -8,12 +8,16 @@ Llama's are `nn.Linear` weights, [d_out, d_in], with q/k rows in HF's rotate-hal
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Mapping
+
 import numpy as np
 import numpy.typing as npt
 
 from verifier.model.config import ModelConfig
 
 Weights = dict[str, np.ndarray]
+# Any read-only view of a canonical weight set: a `Weights` dict, or `LazyWeights` read on access.
+WeightMap = Mapping[str, np.ndarray]
 
 EMBEDDING = {"gpt2": "transformer.wte.weight", "llama": "model.embed_tokens.weight"}
 CLASSIFIER = "lm_head.weight"
@@ -73,9 +77,14 @@ def weight_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def classifier(config: ModelConfig, weights: Weights) -> np.ndarray:
+def classifier_name(config: ModelConfig) -> str:
+    """The name of the [vocab_size, d_model] classifier: `lm_head.weight`, or the embedding's when tied."""
+    return EMBEDDING[config.family] if config.tie_embeddings else CLASSIFIER
+
+
+def classifier(config: ModelConfig, weights: WeightMap) -> np.ndarray:
     """The [vocab_size, d_model] classifier: `lm_head.weight`, or the embedding when tied."""
-    return weights[EMBEDDING[config.family] if config.tie_embeddings else CLASSIFIER]
+    return weights[classifier_name(config)]
 
 
 def input_axis(name: str, ndim: int) -> int | None:
@@ -101,16 +110,48 @@ def init_weights(
     bias shows). Norm gains are 1 + N(0, 0.1^2), so that a norm which ignores its gain shows.
     The result depends only on (config, seed, scale); `dtype` only sets the storage type.
     """
+    return dict(iter_init_weights(config, seed=seed, scale=scale, dtype=dtype))
+
+
+def iter_init_weights(
+    config: ModelConfig, *, seed: int = 0, scale: float = 0.02, dtype: npt.DTypeLike = np.float32
+) -> Iterator[tuple[str, np.ndarray]]:
+    """`init_weights` one tensor at a time, in state-dict order: for models too large to hold."""
     rng = np.random.default_rng(seed)
-    weights: Weights = {}
     for name, shape in weight_shapes(config).items():
         # Drawn in float32 whatever `dtype` is, so a float64 copy holds the same values.
         noise = rng.standard_normal(shape, dtype=np.float32)
-        values = 1.0 + np.float32(0.1) * noise if _is_norm_gain(name) else np.float32(scale) * noise
-        weights[name] = values.astype(dtype, copy=False)
-    return weights
+        if _is_norm_gain(name):
+            noise *= np.float32(0.1)
+            noise += np.float32(1.0)
+        else:
+            noise *= np.float32(scale)
+        yield name, noise.astype(dtype, copy=False)
 
 
-def cast(weights: Weights, dtype: npt.DTypeLike) -> Weights:
-    """The same weights with every array converted to `dtype`."""
-    return {name: np.asarray(w, dtype=dtype) for name, w in weights.items()}
+class LazyWeights(Mapping[str, np.ndarray]):
+    """A canonical weight set whose arrays are made when looked up: `fetch(name)` runs at every
+    lookup and nothing is kept, so a forward pass that uses each weight once holds one at a time
+    (a memory-mapped checkpoint, weights perturbed on the fly). `shapes` names every weight."""
+
+    def __init__(self, shapes: Mapping[str, tuple[int, ...]], fetch: Callable[[str], np.ndarray]) -> None:
+        self.shapes = dict(shapes)
+        self._fetch = fetch
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name not in self.shapes:
+            raise KeyError(name)
+        return self._fetch(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.shapes)
+
+    def __len__(self) -> int:
+        return len(self.shapes)
+
+    def __repr__(self) -> str:
+        return f"LazyWeights({len(self.shapes)} tensors, read on access)"
+
+    def map(self, change: Callable[[str, np.ndarray], np.ndarray]) -> LazyWeights:
+        """The same weights with `change(name, array)` applied at each lookup."""
+        return LazyWeights(self.shapes, lambda name: change(name, self._fetch(name)))

@@ -10,17 +10,18 @@ import numpy as np
 
 from verifier.model.config import ModelConfig
 from verifier.model.stages import layer_stage
-from verifier.model.weights import Weights
+from verifier.model.weights import WeightMap
 from verifier.reference import layers as L
 from verifier.reference.recorder import Stage
 
 
-def embed(w: Weights, c: ModelConfig, tokens: np.ndarray, positions: np.ndarray) -> np.ndarray:
-    """tokens, positions [B, T] -> token embedding + position embedding [B, T, d_model]."""
-    return w["transformer.wte.weight"][tokens] + w["transformer.wpe.weight"][positions]
+def embed(w: WeightMap, c: ModelConfig, tokens: np.ndarray, positions: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """tokens, positions [B, T] -> token embedding + position embedding [B, T, d_model] in `dtype`."""
+    wte, wpe = w["transformer.wte.weight"], w["transformer.wpe.weight"]
+    return L.lookup(wte, tokens, dtype) + L.lookup(wpe, positions, dtype)
 
 
-def norm(w: Weights, c: ModelConfig, i: int, which: str, x: np.ndarray) -> np.ndarray:
+def norm(w: WeightMap, c: ModelConfig, i: int, which: str, x: np.ndarray) -> np.ndarray:
     """ln_1 (before attention) or ln_2 (before the MLP) of layer i: [B, T, d_model]."""
     p = f"transformer.h.{i}.{'ln_1' if which == 'attn' else 'ln_2'}."
     return L.layer_norm(x, w[p + "weight"], w[p + "bias"], c.norm_eps)
@@ -32,7 +33,7 @@ def rope(c: ModelConfig, positions: np.ndarray, dtype: np.dtype) -> None:
 
 
 def qkv(
-    w: Weights, c: ModelConfig, i: int, h: np.ndarray, rope: None, stage: Stage
+    w: WeightMap, c: ModelConfig, i: int, h: np.ndarray, rope: None, stage: Stage
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """[B, T, d_model] -> c_attn [B, T, 3 d_model] -> q, k, v, each [B, n_heads, T, d_head]."""
     p = f"transformer.h.{i}.attn.c_attn."
@@ -42,13 +43,13 @@ def qkv(
     return q, k, v
 
 
-def attn_out(w: Weights, c: ModelConfig, i: int, attn: np.ndarray) -> np.ndarray:
+def attn_out(w: WeightMap, c: ModelConfig, i: int, attn: np.ndarray) -> np.ndarray:
     """Output projection c_proj: [B, T, d_model] -> [B, T, d_model]."""
     p = f"transformer.h.{i}.attn.c_proj."
     return L.linear(attn, w[p + "weight"], w[p + "bias"])
 
 
-def mlp(w: Weights, c: ModelConfig, i: int, h: np.ndarray, stage: Stage) -> np.ndarray:
+def mlp(w: WeightMap, c: ModelConfig, i: int, h: np.ndarray, stage: Stage) -> np.ndarray:
     """[B, T, d_model] -> c_fc [B, T, d_ff] -> GELU (tanh form) -> c_proj [B, T, d_model]."""
     p = f"transformer.h.{i}.mlp."
     up = stage(layer_stage(i, "mlp_up"), L.linear(h, w[p + "c_fc.weight"], w[p + "c_fc.bias"]))
@@ -56,6 +57,6 @@ def mlp(w: Weights, c: ModelConfig, i: int, h: np.ndarray, stage: Stage) -> np.n
     return L.linear(act, w[p + "c_proj.weight"], w[p + "c_proj.bias"])
 
 
-def final_norm(w: Weights, c: ModelConfig, x: np.ndarray) -> np.ndarray:
+def final_norm(w: WeightMap, c: ModelConfig, x: np.ndarray) -> np.ndarray:
     """ln_f: [B, T, d_model] -> [B, T, d_model]."""
     return L.layer_norm(x, w["transformer.ln_f.weight"], w["transformer.ln_f.bias"], c.norm_eps)

@@ -12,6 +12,12 @@ from collections.abc import Callable
 import numpy as np
 
 
+def lookup(table: np.ndarray, ids: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Rows of an embedding table [N, d] at integer ids [...] -> [..., d], converted to `dtype`
+    (after indexing: a memory-mapped table is read only where the ids point)."""
+    return np.asarray(table[ids], dtype=dtype)
+
+
 def layer_norm(x: np.ndarray, gain: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
     """[..., d] -> [..., d]: (x - mean) / sqrt(var + eps) * gain + bias, biased variance."""
     mean = x.mean(axis=-1, keepdims=True)
@@ -47,8 +53,12 @@ def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
 
 
 def linear(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
-    """[..., d_in] @ [d_in, d_out] (+ [d_out]) -> [..., d_out]."""
-    y = x @ w
+    """[..., d_in] @ [d_in, d_out] (+ [d_out]) -> [..., d_out].
+
+    The leading axes are flattened into one matrix product, which reads `w` once for the whole
+    batch (a [B, T, d_in] product would read it B times: the cost of a full-size layer).
+    """
+    y = (x.reshape(-1, x.shape[-1]) @ w).reshape(*x.shape[:-1], w.shape[-1])
     return y if b is None else y + b
 
 

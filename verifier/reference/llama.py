@@ -11,17 +11,17 @@ import numpy as np
 
 from verifier.model.config import ModelConfig
 from verifier.model.stages import layer_stage
-from verifier.model.weights import Weights
+from verifier.model.weights import WeightMap
 from verifier.reference import layers as L
 from verifier.reference.recorder import RopeTables, Stage
 
 
-def embed(w: Weights, c: ModelConfig, tokens: np.ndarray, positions: np.ndarray) -> np.ndarray:
-    """tokens [B, T] -> token embedding [B, T, d_model]; positions enter later, through RoPE."""
-    return w["model.embed_tokens.weight"][tokens]
+def embed(w: WeightMap, c: ModelConfig, tokens: np.ndarray, positions: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """tokens [B, T] -> token embedding [B, T, d_model] in `dtype`; positions enter later, through RoPE."""
+    return L.lookup(w["model.embed_tokens.weight"], tokens, dtype)
 
 
-def norm(w: Weights, c: ModelConfig, i: int, which: str, x: np.ndarray) -> np.ndarray:
+def norm(w: WeightMap, c: ModelConfig, i: int, which: str, x: np.ndarray) -> np.ndarray:
     """RMSNorm before attention (input_layernorm) or before the MLP: [B, T, d_model]."""
     name = "input_layernorm" if which == "attn" else "post_attention_layernorm"
     return L.rms_norm(x, w[f"model.layers.{i}.{name}.weight"], c.norm_eps)
@@ -34,33 +34,33 @@ def rope(c: ModelConfig, positions: np.ndarray, dtype: np.dtype) -> RopeTables:
 
 
 def qkv(
-    w: Weights, c: ModelConfig, i: int, h: np.ndarray, rope: RopeTables, stage: Stage
+    w: WeightMap, c: ModelConfig, i: int, h: np.ndarray, rope: RopeTables, stage: Stage
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """[B, T, d_model] -> q [B, n_heads, T, d_head], k, v [B, n_kv_heads, T, d_head]; RoPE on q, k."""
     p = f"model.layers.{i}.self_attn."
-    q = stage(layer_stage(i, "q"), L.split_heads(h @ w[p + "q_proj.weight"].T, c.n_heads))
-    k = stage(layer_stage(i, "k"), L.split_heads(h @ w[p + "k_proj.weight"].T, c.n_kv_heads))
-    v = stage(layer_stage(i, "v"), L.split_heads(h @ w[p + "v_proj.weight"].T, c.n_kv_heads))
+    q = stage(layer_stage(i, "q"), L.split_heads(L.linear(h, w[p + "q_proj.weight"].T), c.n_heads))
+    k = stage(layer_stage(i, "k"), L.split_heads(L.linear(h, w[p + "k_proj.weight"].T), c.n_kv_heads))
+    v = stage(layer_stage(i, "v"), L.split_heads(L.linear(h, w[p + "v_proj.weight"].T), c.n_kv_heads))
     cos, sin = rope
     q = stage(layer_stage(i, "q_rope"), L.apply_rope(q, cos, sin))
     k = stage(layer_stage(i, "k_rope"), L.apply_rope(k, cos, sin))
     return q, k, v
 
 
-def attn_out(w: Weights, c: ModelConfig, i: int, attn: np.ndarray) -> np.ndarray:
+def attn_out(w: WeightMap, c: ModelConfig, i: int, attn: np.ndarray) -> np.ndarray:
     """Output projection o_proj: [B, T, d_model] -> [B, T, d_model]."""
-    return attn @ w[f"model.layers.{i}.self_attn.o_proj.weight"].T
+    return L.linear(attn, w[f"model.layers.{i}.self_attn.o_proj.weight"].T)
 
 
-def mlp(w: Weights, c: ModelConfig, i: int, h: np.ndarray, stage: Stage) -> np.ndarray:
+def mlp(w: WeightMap, c: ModelConfig, i: int, h: np.ndarray, stage: Stage) -> np.ndarray:
     """SwiGLU, down(silu(gate(h)) * up(h)): [B, T, d_model] -> [B, T, d_ff] -> [B, T, d_model]."""
     p = f"model.layers.{i}.mlp."
-    gate = stage(layer_stage(i, "mlp_gate"), h @ w[p + "gate_proj.weight"].T)
-    up = stage(layer_stage(i, "mlp_up"), h @ w[p + "up_proj.weight"].T)
+    gate = stage(layer_stage(i, "mlp_gate"), L.linear(h, w[p + "gate_proj.weight"].T))
+    up = stage(layer_stage(i, "mlp_up"), L.linear(h, w[p + "up_proj.weight"].T))
     act = stage(layer_stage(i, "mlp_act"), L.silu(gate) * up)
-    return act @ w[p + "down_proj.weight"].T
+    return L.linear(act, w[p + "down_proj.weight"].T)
 
 
-def final_norm(w: Weights, c: ModelConfig, x: np.ndarray) -> np.ndarray:
+def final_norm(w: WeightMap, c: ModelConfig, x: np.ndarray) -> np.ndarray:
     """model.norm, an RMSNorm: [B, T, d_model] -> [B, T, d_model]."""
     return L.rms_norm(x, w["model.norm.weight"], c.norm_eps)

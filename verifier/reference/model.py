@@ -3,10 +3,23 @@
 Data flow of one call: tokens [B, T] -> embeddings [B, T, d_model] -> n_layers pre-norm blocks
 (attention then MLP, each added to the residual stream) -> final norm -> classifier
 [B, T, vocab_size]. Every intermediate the trace records is named in `verifier.model.stages`.
+
+Weights come from any mapping of canonical names to arrays. Each weight is converted to the
+model's dtype by one mapping (`_Converted`) and looked up where the layer uses it. A resident
+model converts them all once; a streaming one (`stream=True`) converts each when the pass reaches
+it and drops it after, so a model read from a memory-mapped file holds one weight matrix (in
+float64 for the oracle) plus activations and the KV cache, whatever its size. Both run the same
+code on the same converted arrays, so their outputs are bit for bit the same.
+
+With a `rounding` (`verifier.reference.rounding`) the model runs at a narrower precision: float32
+arithmetic, its weights and the outputs of the stages the rounding names rounded to the format.
+Every stage's output passes through one callback (`Stage`), which records it for a trace and
+returns the value the pass goes on with.
 """
 
 from __future__ import annotations
 
+from collections.abc import Generator, Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -14,11 +27,14 @@ import numpy.typing as npt
 
 from verifier.model import stages
 from verifier.model.config import ModelConfig
-from verifier.model.weights import Weights, cast, classifier
+from verifier.model.weights import EMBEDDING, WeightMap, classifier_name
 from verifier.reference import gpt2, llama
 from verifier.reference import layers as L
 from verifier.reference.recorder import Rope, Stage, passing
 from verifier.reference.rounding import Rounding
+
+# Tables the forward pass indexes by token or position: kept as given (converted row by row in `embed`).
+_TABLES = frozenset({*EMBEDDING.values(), "transformer.wpe.weight"})
 
 
 class InputError(ValueError):
@@ -51,35 +67,69 @@ class KVCache:
         return sum(k.nbytes + v.nbytes for k, v in self.layers)
 
 
+class _Converted(Mapping[str, np.ndarray]):
+    """`weights` as the forward pass uses them: each array converted to `dtype` when looked up,
+    except the tables indexed by token or position, which `embed` converts row by row; with a
+    `rounding`, every weight (tables too) converted and rounded to its format."""
+
+    def __init__(self, weights: WeightMap, dtype: np.dtype, rounding: Rounding | None = None) -> None:
+        self._weights = weights
+        self._dtype = dtype
+        self._rounding = rounding
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        w = self._weights[name]
+        if self._rounding is not None:
+            return self._rounding.weights(name, np.asarray(w, dtype=self._dtype)).astype(self._dtype)
+        return np.asarray(w) if name in _TABLES else np.asarray(w, dtype=self._dtype)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._weights)
+
+    def __len__(self) -> int:
+        return len(self._weights)
+
+
 class NumpyModel:
     """The reference model for one config and weight set, in float32 or float64.
 
     `logits(tokens)` takes [T] or [B, T] int tokens and returns [T, V] or [B, T, V];
     `decode(tokens, cache)` continues a KVCache with a chunk of new tokens;
-    `trace(tokens)` returns every stage of one sequence [T] (see `verifier.model.stages`).
-    With `rounding` (`verifier.reference.rounding`), it runs at a narrower precision: float32
-    arithmetic, its weights and the outputs of the stages the rounding names rounded to the format.
+    `trace(tokens)` returns every stage of one sequence [T] (see `verifier.model.stages`), and
+    `trace_layers(tokens)` the same stages one layer at a time.
+
+    `weights` maps canonical names to arrays (a dict, or `verifier.model.weights.LazyWeights`).
+    With `stream=True` each weight is looked up and converted when a pass needs it, never held.
+    With `rounding`, it runs at a narrower precision (see the module's docstring).
     """
 
     def __init__(
         self,
         config: ModelConfig,
-        weights: Weights,
+        weights: WeightMap,
         dtype: npt.DTypeLike = np.float32,
         rounding: Rounding | None = None,
+        *,
+        stream: bool = False,
     ) -> None:
         self.config = config
         self.dtype = np.dtype(dtype)
         self.rounding = rounding
-        self.weights = cast(weights, self.dtype)
-        if rounding is not None:
-            self.weights = {name: rounding.weights(name, w).astype(self.dtype) for name, w in self.weights.items()}
+        self.stream = stream
         self._family = gpt2 if config.family == "gpt2" else llama
-        if config.family == "llama":
-            # `h @ W.T` reads a [d_out, d_in] weight fastest (1.5x in a decode step here) when W.T is a
-            # contiguous [d_in, d_out] array: hold the projections column-major. Same values.
-            self.weights = {k: np.asfortranarray(w) if "layers." in k else w for k, w in self.weights.items()}
-        self._classifier = np.asfortranarray(classifier(config, self.weights))  # [V, d_model]; likewise
+        converted = _Converted(weights, self.dtype, rounding)
+        self._weights: WeightMap = converted if stream else dict(converted)
+        self._resident_classifier = None if stream else self._classifier()
+
+    @property
+    def weights(self) -> WeightMap:
+        """The weights as the forward pass uses them: converted (and rounded, at a class); a dict
+        when resident, a converting view when streamed."""
+        return self._weights
+
+    def _classifier(self) -> np.ndarray:
+        """The classifier [V, d_model] in the model's dtype (a tied one is the embedding table, converted)."""
+        return np.asarray(self._weights[classifier_name(self.config)], dtype=self.dtype)
 
     def logits(self, tokens: np.ndarray, attention_mask: np.ndarray | None = None) -> np.ndarray:
         """Logits of every position: [T] -> [T, V], [B, T] -> [B, T, V].
@@ -106,16 +156,26 @@ class NumpyModel:
 
     def trace(self, tokens: np.ndarray) -> dict[str, np.ndarray]:
         """Every stage's output for one sequence [T], keyed by stage name, batch axis removed."""
+        record: dict[str, np.ndarray] = {}
+        for group in self.trace_layers(tokens):
+            record |= group
+        return record
+
+    def trace_layers(self, tokens: np.ndarray) -> Iterator[dict[str, np.ndarray]]:
+        """The stages of `trace`, one group at a time: `embed`, then each layer's, then `final_norm`
+        and `logits`. Each group is computed when asked for; a consumer that drops it holds one."""
         if np.ndim(tokens) != 1:
             raise InputError(f"trace takes one sequence [T], found shape {np.shape(tokens)}")
-        record: dict[str, np.ndarray] = {}
+        groups: list[dict[str, np.ndarray]] = [{}]
 
         def keep(stage: str, value: np.ndarray) -> np.ndarray:
-            record[stage] = value[0]
+            groups[-1][stage] = value[0]
             return value
 
-        self._forward(self._check_tokens(tokens, past=0), None, keep)
-        return record
+        for _ in self._steps(self._check_tokens(tokens, past=0), None, keep):
+            yield groups.pop()
+            groups.append({})
+        yield groups.pop()
 
     def _check_tokens(self, tokens: np.ndarray, past: int) -> np.ndarray:
         t = np.asarray(tokens)
@@ -153,6 +213,17 @@ class NumpyModel:
         self, tokens: np.ndarray, cache: KVCache | None, record: Stage, key_mask: np.ndarray | None = None
     ) -> tuple[np.ndarray, KVCache]:
         """tokens [B, T] after `cache` -> (logits [B, T, V], cache + this chunk)."""
+        steps = self._steps(tokens, cache, record, key_mask)
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                return done.value
+
+    def _steps(
+        self, tokens: np.ndarray, cache: KVCache | None, record: Stage, key_mask: np.ndarray | None = None
+    ) -> Generator[None, None, tuple[np.ndarray, KVCache]]:
+        """The forward pass of `_forward`, pausing after the embedding and after each block."""
         stage = self._stage(record)
         B, T = tokens.shape
         past = cache.length if cache is not None else 0
@@ -162,16 +233,19 @@ class NumpyModel:
             positions = np.maximum(np.cumsum(key_mask, axis=1) - 1, 0)
             # A padded query still sees itself, so its (unused) softmax row is never all -inf.
             allowed = allowed & (key_mask[:, None, None, :] | np.eye(T, dtype=bool))
-        f, w, c = self._family, self.weights, self.config
-        x = stage(stages.EMBED, f.embed(w, c, tokens, positions))
+        f, w, c = self._family, self._weights, self.config
+        x = stage(stages.EMBED, f.embed(w, c, tokens, positions, self.dtype))
+        yield
         new_layers = []
         rope = f.rope(c, positions, self.dtype)
         for i in range(c.n_layers):
             past_kv = cache.layers[i] if cache is not None else None
             x, kv = self._block(i, x, rope, allowed, past_kv, stage)
             new_layers.append(kv)
+            yield
         x = stage(stages.FINAL_NORM, f.final_norm(w, c, x))
-        logits = stage(stages.LOGITS, x @ self._classifier.T)
+        classifier = self._classifier() if self._resident_classifier is None else self._resident_classifier
+        logits = stage(stages.LOGITS, L.linear(x, classifier.T))
         return logits, KVCache(tuple(new_layers))
 
     def _block(
@@ -187,7 +261,7 @@ class NumpyModel:
 
         Also returns this layer's keys and values, [B, S, n_kv_heads, d_head] each, cache included.
         """
-        f, w, c = self._family, self.weights, self.config
+        f, w, c = self._family, self._weights, self.config
 
         def at(op: str, value: np.ndarray) -> np.ndarray:
             return stage(stages.layer_stage(i, op), value)

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from verifier.plugin import contract, registry
+from verifier.plugin import checkpoint, contract, registry
 from verifier.plugin.registry import PluginError
 from verifier.report import render
 from verifier.report.output import write_atomic
@@ -253,4 +253,5 @@ def header(config: pytest.Config) -> Header:
         hypothesis_settings={name: str(getattr(current, name)) for name in ("max_examples", "derandomize", "deadline")},
         suite=" ".join(str(arg) for arg in config.args) or str(config.rootpath),
         created=datetime.now(UTC).isoformat(timespec="seconds"),
+        checkpoint=fixed.describe() if (fixed := checkpoint.current()) is not None else None,
     )

@@ -128,6 +128,8 @@ def header_lines(report: Report) -> list[tuple[str, str]]:
         ("hypothesis", f"profile {h.hypothesis_profile} ({settings})"),
         ("versions", ", ".join(f"{name} {version}" for name, version in h.versions.items())),
     ]
+    if h.checkpoint:
+        lines.insert(1, ("checkpoint", h.checkpoint))
     for card in h.models:
         lines.append(("model", f"{card.name} ({card.origin})"))
         lines.append(("", f"  precision: {card.precision}" + ("" if card.declared else " (declares none)")))

@@ -120,6 +120,7 @@ class Header:
     suite: str
     created: str
     unavailable: dict[str, str] = field(default_factory=dict)  # models left out (cannot run here) -> why
+    checkpoint: str | None = None  # what every model ran on (--checkpoint), with its sha256; None: drawn weights
 
 
 @dataclass

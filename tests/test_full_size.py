@@ -1,0 +1,69 @@
+"""At real scale (slow tier): full-size GPT-2 124M and stories15M-shaped checkpoints written in each
+format the suite reads, the streamed oracle bit for bit the resident one on each."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from verifier.formats import load_checkpoint, map_checkpoint, save_checkpoint
+from verifier.formats.hf_dir import write_hf_dir
+from verifier.model.presets import preset
+from verifier.model.weights import init_weights
+from verifier.reference import NumpyModel
+
+pytestmark = pytest.mark.slow
+
+# (name, preset, format, llama2.c version or shard size)
+FILES = [
+    ("gpt2-hf", "gpt2", "hf", None),
+    ("gpt2-sharded", "gpt2", "hf", 100 * 2**20),
+    ("stories15M-hf", "llama2c-stories15M", "hf", None),
+    ("stories15M-sharded", "llama2c-stories15M", "hf", 20 * 2**20),
+    ("stories15M-v0.bin", "llama2c-stories15M", "llama2c", 0),
+    ("stories15M-v1.bin", "llama2c-stories15M", "llama2c", 1),
+    ("stories15M-v2.bin", "llama2c-stories15M", "llama2c", 2),
+]
+
+
+def write(directory: Path, name: str, preset_name: str, fmt: str, option: int | None) -> Path:
+    """The preset's seeded weights written as `name` in `directory`."""
+    config = preset(preset_name)
+    weights = init_weights(config, seed=0)
+    path = directory / name
+    if fmt == "hf":
+        write_hf_dir(path, config, weights, max_shard_bytes=option)
+    else:
+        save_checkpoint(path, config, weights, format="llama2c", version=option or 0)
+    return path
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    directory = tmp_path_factory.mktemp("full-size")
+    return {name: write(directory, name, *spec) for name, *spec in FILES}
+
+
+@pytest.mark.parametrize("name", [name for name, *_ in FILES])
+def test_the_streamed_oracle_is_bit_for_bit_the_resident_one_at_full_size(
+    checkpoints: dict[str, Path], name: str
+) -> None:
+    path = checkpoints[name]
+    loaded, mapped = load_checkpoint(path), map_checkpoint(path)
+    config = loaded.config
+    tokens = np.random.default_rng(0).integers(0, config.vocab_size, (2, 48))
+    resident = NumpyModel(config, loaded.weights, np.float64)
+    streamed = NumpyModel(config, mapped.weights, np.float64, stream=True)
+    np.testing.assert_array_equal(streamed.logits(tokens), resident.logits(tokens))
+    _, cache = resident.decode(tokens[0, :40])
+    _, streamed_cache = streamed.decode(tokens[0, :40])
+    np.testing.assert_array_equal(streamed.decode(tokens[0, 40:], streamed_cache)[0],
+                                  resident.decode(tokens[0, 40:], cache)[0])  # fmt: skip
+    for group, expected in zip(
+        streamed.trace_layers(tokens[0, :16]), resident.trace_layers(tokens[0, :16]), strict=True
+    ):
+        assert list(group) == list(expected)
+        for stage, value in expected.items():
+            np.testing.assert_array_equal(group[stage], value, err_msg=f"{name}: {stage}")

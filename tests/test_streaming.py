@@ -1,0 +1,227 @@
+"""The streaming oracle: checkpoints mapped, not loaded, and a reference that holds one weight at a time.
+
+`map_checkpoint` must give exactly `load_checkpoint`'s weights in every format; a streamed
+`NumpyModel` must give bit for bit the resident one's logits, cached decoding and trace; a streamed
+trace compared group by group must localize as the whole one does. Full-size checkpoints are
+checked the same way in the slow tier (`tests/test_full_size.py`).
+"""
+
+from __future__ import annotations
+
+import json
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from verifier.analysis import tolerance
+from verifier.analysis.divergence import localize
+from verifier.formats import CheckpointError, load_checkpoint, map_checkpoint, save_checkpoint
+from verifier.formats.hf import build_model
+from verifier.formats.hf_dir import write_hf_dir, write_hf_shards
+from verifier.model import stages
+from verifier.model.config import ModelConfig
+from verifier.model.presets import preset
+from verifier.model.weights import LazyWeights, Weights, init_weights, iter_init_weights, weight_shapes
+from verifier.reference import NumpyModel
+
+GPT2 = preset("gpt2").replace(vocab_size=97, n_ctx=32, d_model=48, n_layers=2, n_heads=4, n_kv_heads=4, d_ff=80)
+LLAMA = preset("llama2c-stories260K").replace(n_layers=2, vocab_size=90, n_ctx=32)  # GQA: 8 heads over 4
+LLAMA_UNTIED = LLAMA.replace(tie_embeddings=False)
+
+
+def _files(tmp_path: Path) -> list[tuple[Path, ModelConfig, Weights]]:
+    """The same weights written in every format the suite maps."""
+    written = []
+    for config in (GPT2, LLAMA, LLAMA_UNTIED):
+        weights = init_weights(config, seed=7, scale=0.3)
+        name = f"{config.family}-{'tied' if config.tie_embeddings else 'untied'}"
+        write_hf_dir(tmp_path / f"{name}-hf", config, weights)
+        written.append((tmp_path / f"{name}-hf", config, weights))
+        write_hf_dir(tmp_path / f"{name}-sharded", config, weights, max_shard_bytes=20_000)
+        written.append((tmp_path / f"{name}-sharded" / "model.safetensors.index.json", config, weights))
+        if config.family == "llama":
+            for version in (0, 1, 2):
+                path = tmp_path / f"{name}-v{version}.bin"
+                save_checkpoint(path, config, weights, format="llama2c", version=version)
+                written.append((path, config, weights))
+    return written
+
+
+def test_a_mapped_checkpoint_reads_what_loading_reads_in_every_format(tmp_path: Path) -> None:
+    for path, _, _ in _files(tmp_path):
+        loaded, mapped = load_checkpoint(path), map_checkpoint(path)
+        assert isinstance(mapped.weights, LazyWeights), path
+        assert (mapped.config, mapped.format, mapped.version) == (loaded.config, loaded.format, loaded.version)
+        assert (mapped.tensors, mapped.findings, mapped.parameter_total) == (
+            loaded.tensors,
+            loaded.findings,
+            loaded.parameter_total,
+        )
+        assert list(mapped.weights) == list(weight_shapes(loaded.config))
+        for name, expected in loaded.weights.items():
+            got = mapped.weights[name]
+            assert got.dtype == np.float32 and got.shape == expected.shape, (path, name)
+            np.testing.assert_array_equal(got, expected, err_msg=f"{path}: {name}")
+
+
+def test_bfloat16_and_openai_layout_files_map_as_they_load(tmp_path: Path) -> None:
+    import torch
+    from safetensors.numpy import save_file
+
+    build_model(LLAMA, init_weights(LLAMA, seed=3)).to(torch.bfloat16).save_pretrained(tmp_path / "bf16")
+    weights = init_weights(GPT2, seed=5)
+    stored = {name.removeprefix("transformer."): w for name, w in weights.items()}
+    stored |= {f"h.{i}.attn.bias": np.ones((1, 1, 4, 4), np.float32) for i in range(GPT2.n_layers)}
+    stored["lm_head.weight"] = weights["transformer.wte.weight"]  # tied, stored anyway
+    (tmp_path / "openai").mkdir()
+    save_file(stored, tmp_path / "openai" / "model.safetensors", metadata={"format": "pt"})
+    (tmp_path / "openai" / "config.json").write_text(json.dumps(GPT2.to_hf_dict()))
+    for directory in (tmp_path / "bf16", tmp_path / "openai"):
+        loaded, mapped = load_checkpoint(directory), map_checkpoint(directory)
+        assert mapped.findings == loaded.findings and mapped.tensors == loaded.tensors
+        for name, expected in loaded.weights.items():
+            np.testing.assert_array_equal(mapped.weights[name], expected, err_msg=f"{directory}: {name}")
+
+
+def _tokens(config: ModelConfig, shape: tuple[int, ...], seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, config.vocab_size, shape)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_the_streamed_reference_is_bit_for_bit_the_resident_one(tmp_path: Path, dtype: type) -> None:
+    """From the same file: logits of a batch (with a mask), cached decoding in chunks, the trace."""
+    for path, config, _ in _files(tmp_path):
+        resident = NumpyModel(config, load_checkpoint(path).weights, dtype)
+        streamed = NumpyModel(config, map_checkpoint(path).weights, dtype, stream=True)
+        batch = _tokens(config, (2, 12))
+        mask = np.ones_like(batch)
+        mask[1, :5] = 0
+        np.testing.assert_array_equal(streamed.logits(batch), resident.logits(batch), err_msg=str(path))
+        np.testing.assert_array_equal(
+            streamed.logits(batch, attention_mask=mask), resident.logits(batch, attention_mask=mask), err_msg=str(path)
+        )
+        cache_r = cache_s = None
+        for chunk in np.split(batch[0], [5, 6]):
+            logits_r, cache_r = resident.decode(chunk, cache_r)
+            logits_s, cache_s = streamed.decode(chunk, cache_s)
+            np.testing.assert_array_equal(logits_s, logits_r, err_msg=str(path))
+        trace_r, trace_s = resident.trace(batch[0]), streamed.trace(batch[0])
+        assert list(trace_s) == list(trace_r)
+        for stage, value in trace_r.items():
+            np.testing.assert_array_equal(trace_s[stage], value, err_msg=f"{path}: {stage}")
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_streamed_pass_holds_about_one_weight_in_float64(family: str, stream: bool) -> None:
+    """NumPy reports its allocations to tracemalloc: a streamed float64 pass over 8 layers must peak
+    at a few of its largest weight in float64 (plus small activations); a resident model at all of them."""
+    config = (GPT2 if family == "gpt2" else LLAMA_UNTIED).replace(
+        d_model=128, n_heads=4, n_kv_heads=4, n_layers=8, d_ff=512
+    )
+    weights = init_weights(config, seed=1)
+    largest = 8 * max(w.size for w in weights.values())
+    total = 8 * sum(w.size for w in weights.values())
+    tracemalloc.start()
+    try:
+        model = NumpyModel(config, LazyWeights(weight_shapes(config), weights.__getitem__), np.float64, stream=stream)
+        model.logits(_tokens(config, (4,)))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    if stream:
+        assert peak < 3 * largest < total / 4, f"peak {peak:,} bytes; largest weight {largest:,}, all {total:,}"
+    else:  # what the bound above is a bound against
+        assert peak > total, f"peak {peak:,} bytes; all weights {total:,}"
+
+
+def test_a_trace_streams_one_layer_at_a_time_and_localizes_as_the_whole_trace() -> None:
+    config = LLAMA_UNTIED
+    weights = init_weights(config, seed=2, scale=0.3)
+    tokens = _tokens(config, (9,))
+    oracle = NumpyModel(config, weights, np.float64)
+    groups = list(oracle.trace_layers(tokens))
+    assert [list(g) for g in groups] == [
+        [stages.EMBED],
+        *([stages.layer_stage(i, op) for op in stages.layer_ops("llama")] for i in range(config.n_layers)),
+        [stages.FINAL_NORM, stages.LOGITS],
+    ]
+    broken = dict(NumpyModel(config, weights).trace(tokens))
+    broken["layers.1.mlp_act"] = broken["layers.1.mlp_act"] * 1.01
+    neighbours = [NumpyModel(config, tolerance.perturbed(weights, seed=s), np.float64) for s in (0, 1)]
+    whole = localize(broken, oracle.trace(tokens), [m.trace(tokens) for m in neighbours], rope_positions=8)
+    streamed = localize(
+        broken, oracle.trace_layers(tokens), [m.trace_layers(tokens) for m in neighbours], rope_positions=8
+    )
+    assert streamed == whole
+    assert whole.first is not None and whole.first.stage == "layers.1.mlp_act"
+
+
+def test_perturbed_weights_are_the_same_held_or_streamed() -> None:
+    weights = init_weights(GPT2, seed=4)
+    lazy = LazyWeights(weight_shapes(GPT2), weights.__getitem__)
+    held, streamed = tolerance.perturbed(weights, seed=1), tolerance.perturbed(lazy, seed=1)
+    assert isinstance(streamed, LazyWeights)
+    for name, w in held.items():
+        np.testing.assert_array_equal(streamed[name], w)
+        assert not np.array_equal(w, weights[name]), name  # nudged
+    other_seed = tolerance.perturbed(weights, seed=2)
+    assert not np.array_equal(held["transformer.h.0.ln_1.weight"], other_seed["transformer.h.0.ln_1.weight"])
+
+
+def test_sharded_writing_one_tensor_at_a_time_writes_what_write_hf_dir_writes(tmp_path: Path) -> None:
+    write_hf_dir(tmp_path / "whole", LLAMA_UNTIED, init_weights(LLAMA_UNTIED, seed=3), max_shard_bytes=30_000)
+    write_hf_shards(
+        tmp_path / "streamed", LLAMA_UNTIED, iter_init_weights(LLAMA_UNTIED, seed=3), max_shard_bytes=30_000
+    )
+    names = sorted(p.name for p in (tmp_path / "whole").iterdir())
+    assert names == sorted(p.name for p in (tmp_path / "streamed").iterdir()) and len(names) > 3
+    for name in names:
+        assert (tmp_path / "whole" / name).read_bytes() == (tmp_path / "streamed" / name).read_bytes(), name
+
+
+def test_sharded_writing_refuses_tensors_out_of_order_or_extra(tmp_path: Path) -> None:
+    tensors = list(iter_init_weights(GPT2, seed=0))
+    with pytest.raises(CheckpointError, match=r"tensor transformer\.wte\.weight: missing, or not in state-dict order"):
+        write_hf_shards(tmp_path / "a", GPT2, tensors[::-1], max_shard_bytes=10_000)
+    with pytest.raises(CheckpointError, match=r"tensor extra: not a weight of this config"):
+        write_hf_shards(tmp_path / "b", GPT2, [*tensors, ("extra", np.zeros(3))], max_shard_bytes=10_000)
+    wrong = [(n, w[:1] if n.endswith("ln_f.bias") else w) for n, w in tensors]
+    with pytest.raises(CheckpointError, match=r"tensor transformer\.ln_f\.bias: wrong shape"):
+        write_hf_shards(tmp_path / "c", GPT2, wrong, max_shard_bytes=10_000)
+
+
+def test_a_mapped_weight_is_checked_when_it_is_read(tmp_path: Path) -> None:
+    """Mapping checks the layout up front; a non-finite value is found, and named, when its weight is read."""
+    weights = init_weights(LLAMA_UNTIED, seed=0)
+    path = tmp_path / "model.bin"
+    save_checkpoint(path, LLAMA_UNTIED, weights, format="llama2c", version=1)
+    data = bytearray(path.read_bytes())
+    offset = len(data) - 4 * LLAMA_UNTIED.vocab_size * LLAMA_UNTIED.d_model  # the classifier, last
+    data[offset : offset + 4] = np.float32(np.nan).tobytes()
+    path.write_bytes(bytes(data))
+    mapped = map_checkpoint(path)  # nothing read yet
+    with pytest.raises(
+        CheckpointError, match=r"tensor lm_head\.weight: holds 1 non-finite values, the first at \[0, 0\]"
+    ):
+        NumpyModel(mapped.config, mapped.weights, np.float64, stream=True).logits(np.arange(3))
+    path.write_bytes(bytes(data[:-4]))
+    with pytest.raises(CheckpointError, match="file is truncated"):
+        map_checkpoint(path)
+
+
+def test_transformers_builds_from_mapped_weights_in_its_dtype(tmp_path: Path) -> None:
+    import torch
+
+    weights = init_weights(LLAMA_UNTIED, seed=6)
+    write_hf_dir(tmp_path, LLAMA_UNTIED, weights)
+    mapped = map_checkpoint(tmp_path).weights
+    model = build_model(LLAMA_UNTIED, mapped, dtype=torch.bfloat16)
+    for name, parameter in model.named_parameters():
+        assert parameter.dtype == torch.bfloat16, name
+        expected = torch.from_numpy(weights[name]).to(torch.bfloat16)
+        assert torch.equal(parameter, expected), name
+    tied = build_model(GPT2, init_weights(GPT2, seed=6))
+    assert torch.equal(tied.lm_head.weight, tied.transformer.wte.weight)
