@@ -181,18 +181,14 @@ def compare(found: np.ndarray, oracle: np.ndarray, *, rope_positions: int, role:
         figures["bound"] = "the float32 floor"
     else:
         bound = bfloat16_floor(oracle, rope_positions, n_layers)
-        if bound is not None:
-            figures["bound_ratio"], figures["bound"] = diff / bound, "the bfloat16 class's floor"
+        figures["bound_ratio"], figures["bound"] = diff / bound, "the bfloat16 class's floor"
     return figures
 
 
-def bfloat16_floor(oracle: np.ndarray, rope_positions: int, n_layers: int) -> float | None:
-    """The bfloat16 precision class's floor for `oracle` (its bound without neighbours), or None
-    while the suite has no precision classes (issue 13)."""
-    try:
-        from verifier.analysis.precision import resolve  # type: ignore[import-not-found]
-    except ImportError:
-        return None
+def bfloat16_floor(oracle: np.ndarray, rope_positions: int, n_layers: int) -> float:
+    """The bfloat16 precision class's floor for `oracle` (its bound without neighbours)."""
+    from verifier.analysis.precision import resolve
+
     return float(resolve("bfloat16").bound(oracle, rope_positions=rope_positions, n_layers=n_layers))
 
 
@@ -303,11 +299,14 @@ def render(results: list[dict], command: str, disk_bps: float, cache_bps: float)
             if role == "oracle-warm":
                 continue
             per_token = (run["load_seconds"] + run["seconds"]) / r["tokens"]
-            figures = "| - | - | - | the oracle" if role == "oracle" else (
-                f"| {run['max_diff']:.3g} | {run['relative']:.3g} | {run['top1']:.1%} | "
-                + (f"{run['bound_ratio']:.3g}x {run['bound']}" if "bound_ratio" in run
-                   else "bfloat16 class bound pending (precision classes, issue 13, not in the suite yet)")
-            )  # fmt: skip
+            figures = (
+                "| - | - | - | the oracle"
+                if role == "oracle"
+                else (
+                    f"| {run['max_diff']:.3g} | {run['relative']:.3g} | {run['top1']:.1%} | "
+                    + f"{run['bound_ratio']:.3g}x {run['bound']}"
+                )
+            )
             lines.append(
                 f"| {r['name']} | {role} | {run['peak_rss_kib'] / 2**20:.2f} GiB | {run['load_seconds']:.1f} s "
                 f"| {run['seconds']:.1f} s | {run['cpu_seconds']:.1f} s | {per_token:.2f} s {figures} "
