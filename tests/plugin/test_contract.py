@@ -107,6 +107,30 @@ def test_every_rule_is_proved_by_a_broken_factory() -> None:
     assert {rule for _, _, rule, _ in CASES.values()} == set(RULES) - RULES_OF_PROPERTIES
 
 
+class _NaNWherePadded:
+    """A masked model whose padded positions' logits are NaN (transformers in float16 gives such
+    rows): undefined there, so no breach; a NaN at a real position still is one."""
+
+    def __init__(self, config: ModelConfig, weights: dict, *, at_real: bool = False) -> None:
+        self.ref, self.at_real = reference.build(config, weights), at_real
+
+    def logits(self, tokens: np.ndarray, attention_mask: np.ndarray | None = None) -> np.ndarray:
+        out = self.ref.logits(tokens, attention_mask).copy()
+        if attention_mask is not None:
+            out[np.asarray(attention_mask, dtype=bool) == self.at_real] = np.nan
+        return out
+
+
+def test_the_finite_rule_holds_at_real_positions_only() -> None:
+    tokens, mask = np.array([TOKENS, TOKENS]), np.array([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]])
+    logits = checked(_NaNWherePadded).logits(tokens, mask)
+    assert np.isnan(logits[0, :2]).all() and np.isfinite(logits[mask.astype(bool)]).all()
+    with pytest.raises(ContractViolation) as excinfo:
+        checked(lambda c, w: _NaNWherePadded(c, w, at_real=True)).logits(tokens, mask)
+    assert_violation(excinfo, "finite", "logits(tokens int64 [2, 5], attention_mask int64 [2, 5])")
+    assert "first non-finite entry at [0, 2, 0]" in str(excinfo.value)
+
+
 def test_an_exception_inside_the_model_is_kept_as_the_cause() -> None:
     with pytest.raises(ContractViolation) as excinfo:
         checked(broken.logits_raise).logits(TOKENS)

@@ -145,7 +145,8 @@ def test_the_variable_chooses_and_a_broken_model_fails_by_the_rule_name(project:
     assert "1 failed, 4 passed" in done.stdout, done
     assert (
         "ContractViolation: model 'tests.plugin.broken:nan_logits' broke the contract rule 'finite' "
-        "(logits hold no NaN or Inf for finite weights) in logits(tokens int64 [4]): first non-finite entry at [3, 0]"
+        "(logits hold no NaN or Inf for finite weights, at every position that is not padding) "
+        "in logits(tokens int64 [4]): first non-finite entry at [3, 0]"
     ) in done.stdout, done
 
 

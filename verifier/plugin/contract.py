@@ -49,7 +49,7 @@ RULES = {
     "no-exception": "the model does not raise on valid input",
     "shape": "logits(tokens [T]) is [T, V] and logits(tokens [B, T]) is [B, T, V] ([V] and [B, V] for 'last_logits')",
     "dtype": "logits are a floating-point array",
-    "finite": "logits hold no NaN or Inf for finite weights",
+    "finite": "logits hold no NaN or Inf for finite weights, at every position that is not padding",
     "decode-returns-pair": "decode(tokens, cache) returns (logits, cache)",
     "trace-returns-dict": "trace(tokens) returns a dict of stage name -> array",
     "trace-stages": "trace(tokens [T]) names its stages as verifier.model.stages does",
@@ -189,8 +189,11 @@ class CheckedModel:
             return self._declare("if the model takes one sequence at a time", "unbatched")
         return ""
 
-    def _check_logits(self, logits: Any, tokens: np.ndarray, call: str, *, last: bool = False) -> np.ndarray:
-        """The model's logits of `tokens`, checked: every position, or the last one if `last`."""
+    def _check_logits(
+        self, logits: Any, tokens: np.ndarray, call: str, *, last: bool = False, mask: np.ndarray | None = None
+    ) -> np.ndarray:
+        """The model's logits of `tokens`, checked: every position, or the last one if `last`; with an
+        attention `mask`, finite where it is 1 (a padded position's logits mean nothing)."""
         __tracebackhide__ = True
         array = self._as_array(logits, "dtype", call, "the logits")
         expected = (*tokens.shape[: -1 if last else None], self.config.vocab_size)
@@ -201,8 +204,12 @@ class CheckedModel:
             )  # fmt: skip
         if not np.issubdtype(array.dtype, np.floating):
             raise ContractViolation(self.name, "dtype", call, f"returned dtype {array.dtype}, expected a float dtype")
-        if not np.isfinite(array).all():
-            bad = np.argwhere(~np.isfinite(array))[0].tolist()
+        real = np.ones(array.shape[:-1], dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
+        if last and mask is not None:
+            real = real[..., -1]
+        non_finite = ~np.isfinite(array) & real[..., None]
+        if non_finite.any():
+            bad = np.argwhere(non_finite)[0].tolist()
             raise ContractViolation(self.name, "finite", call, f"first non-finite entry at {bad}: {array[tuple(bad)]}")
         return array
 
@@ -218,7 +225,7 @@ class CheckedModel:
             self._require("attention_mask")
             call = f"logits(tokens {describe_array(tokens)}, attention_mask {describe_array(attention_mask)})"
             out = self._call("logits", call, tokens, attention_mask=np.asarray(attention_mask, dtype=np.int64))
-        return self._check_logits(out, tokens, call, last=not self.every_position)
+        return self._check_logits(out, tokens, call, last=not self.every_position, mask=attention_mask)
 
     def logits(self, tokens: np.ndarray, attention_mask: np.ndarray | None = None) -> np.ndarray:
         """Checked logits of every position: [T] -> [T, V], [B, T] -> [B, T, V] (rows one at a time for
