@@ -146,14 +146,15 @@ def property_name() -> str:
     return record.property if record else "property"
 
 
-def judge_at(model: CheckedModel, case: Case) -> None:
+def judge_at(model: CheckedModel, case: Case | None = None) -> None:
     """Judge what follows at `model`'s precision class; reject `case` (Hypothesis draws another)
-    where the oracle's values exceed what the class's format can hold (float16 beyond 65,504)."""
+    where the oracle's values exceed what the class's format can hold (float16 beyond 65,504).
+    Without a case (a test of fixed inputs, not drawn), only the class is set."""
     oracles.judge_at(model.precision)
     record = _current()
     if record is not None:
         record.precision = model.precision.label
-    if math.isinf(model.precision.max_value):
+    if case is None or math.isinf(model.precision.max_value):
         return
     reason = model.precision.out_of_range(oracles.oracle(case).trace(case.token_array()), case.config.d_head)
     if reason is not None:

@@ -75,6 +75,7 @@ def _gpt2_small(model_spec: ModelSpec) -> CheckedModel:
         model = build_checked(model_spec, config, init_weights(config, seed=0))
     except Unsupported as e:
         pytest.skip(f"model {model_spec.name!r} does not run GPT-2 124M: {e}")
+    checks.judge_at(model)  # the fixed input's comparisons use the model's precision class
     checks.record_example()
     return model
 
