@@ -98,9 +98,12 @@ def support(spec: ModelSpec) -> Support:
     if key not in _SUPPORT:
         probes = probe(spec)
         built = next((p for p in probes if p.precision), None)
-        found = Support(spec.name, constraints=spec.constraints or _inferred(probes))
-        if built is not None:
-            found = dataclasses.replace(found, precision=built.precision, quantized=built.quantized)
+        found = Support(
+            spec.name,
+            constraints=spec.constraints or _inferred(probes),
+            precision=built.precision if built else "float32",
+            quantized=built.quantized if built else False,
+        )
         for p in probes:
             if p.unsupported is not None:
                 found.refused[p.kind] = p.unsupported
