@@ -29,8 +29,9 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "requires(*capabilities, family=None): the property needs these model capabilities and configs of this "
-        "family; models without them skip with the reason (see properties/models.py)",
+        "requires(*capabilities, family=None, quantized=False, drawn=None): the property needs these model "
+        "capabilities, configs of this family (a quantized class; configs or weights of its own, not a fixed "
+        "checkpoint's); models without them skip with the reason (see properties/models.py)",
     )
     # Installed, the suite runs without the clone's pyproject.toml, which registers these and deselects `slow`.
     config.addinivalue_line("markers", "slow: long-running (full-size presets); run only when -m selects it")
@@ -50,8 +51,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     marker = item.get_closest_marker("requires")
     spec = getattr(item, "callspec", None) and item.callspec.params.get("model_spec")
     if marker is not None and spec is not None:
+        kwargs = marker.kwargs
         reason = models.skip_reason(
-            spec, marker.args, marker.kwargs.get("family"), quantized=marker.kwargs.get("quantized", False)
+            spec, marker.args, kwargs.get("family"), quantized=kwargs.get("quantized", False), drawn=kwargs.get("drawn")
         )
         if reason:
             pytest.skip(reason)

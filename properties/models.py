@@ -11,6 +11,10 @@ draws others.
 
 A property declares what it needs with `@requires("trace", family="llama")`; the hook in
 `properties/conftest.py` turns that into a skip with the reason before any example runs.
+
+With a fixed checkpoint (`--checkpoint`), every model is built from its config and weights, once per
+model (a full-size model is read and built in seconds, an example runs in less); properties about
+the other family, or needing configs or weights of their own (`requires(drawn=...)`), skip saying so.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ import pytest
 from hypothesis import note, reject
 
 from verifier.model.config import FAMILIES, Family, ModelConfig
+from verifier.plugin import checkpoint
+from verifier.plugin.checkpoint import FixedCheckpoint
 from verifier.plugin.contract import FREE_SHAPE, CheckedModel, Probe, build_checked, probe
 from verifier.plugin.interface import Constraints, Unsupported, lacking
 from verifier.plugin.registry import ModelSpec
@@ -115,18 +121,31 @@ def support(spec: ModelSpec) -> Support:
     return _SUPPORT[key]
 
 
-def requires(*capabilities: str, family: Family | None = None, quantized: bool = False) -> Callable[[F], F]:
+def requires(
+    *capabilities: str, family: Family | None = None, quantized: bool = False, drawn: str | None = None
+) -> Callable[[F], F]:
     """Mark a property as needing each of `capabilities` ("logits" in either form, "batch", or any
-    capability of `verifier.plugin.interface.CAPABILITIES`), configs of `family`, and (if
-    `quantized`) a model of a quantized precision class; others skip with the reason."""
-    return pytest.mark.requires(*capabilities, family=family, quantized=quantized)  # type: ignore[no-any-return]
+    capability of `verifier.plugin.interface.CAPABILITIES`), configs of `family`, (if `quantized`) a
+    model of a quantized precision class, and (`drawn`, saying what) configs or weights of its own, not
+    a fixed checkpoint's; others skip with the reason."""
+    return pytest.mark.requires(*capabilities, family=family, quantized=quantized, drawn=drawn)  # type: ignore[no-any-return]
 
 
 def skip_reason(
-    spec: ModelSpec, capabilities: tuple[str, ...], family: Family | None, *, quantized: bool = False
+    spec: ModelSpec,
+    capabilities: tuple[str, ...],
+    family: Family | None,
+    *,
+    quantized: bool = False,
+    drawn: str | None = None,
 ) -> str | None:
-    """Why a property marked `requires(*capabilities, family=family, quantized=quantized)` cannot run
-    on `spec`, or None."""
+    """Why a property marked `requires(*capabilities, family=family, quantized=quantized, drawn=drawn)`
+    cannot run on `spec`, or None."""
+    fixed = checkpoint.current()
+    if fixed is not None and drawn is not None:
+        return f"needs {drawn}; with --checkpoint every model runs on {fixed.spec}'s config and weights"
+    if fixed is not None and family is not None and family != fixed.config.family:
+        return f"about {family} models; the checkpoint {fixed.spec} is a {fixed.config.family} model"
     found = support(spec)
     reason = found.why_not(family, capabilities)
     if reason is None and quantized and not found.quantized and found.capabilities:
@@ -136,14 +155,17 @@ def skip_reason(
 
 def build(spec: ModelSpec, case: Case, *capabilities: str) -> CheckedModel:
     """`spec`'s model for `case`, checked; rejects the case (Hypothesis draws another) when the
-    model does not run its config, and skips when the built model lacks one of `capabilities`."""
+    model does not run its config, or when a fixed checkpoint is in use and `case` is not on it (a
+    pinned case); skips when the built model lacks one of `capabilities`."""
     note(f"model {spec.name!r}; case:\n{case.describe()}")
+    if case.checkpoint is not checkpoint.current():
+        reject()
     refusal = support(spec).refusal(case.config)
     if refusal is not None:
         checks.record_refusal(refusal, by_model=False)
         reject()
     try:
-        model = build_checked(spec, case.config, case.weights())
+        model = _built(spec, case.checkpoint) if case.checkpoint else build_checked(spec, case.config, case.weights())
     except Unsupported as e:
         note(f"the factory refused this config: {e}")
         checks.record_refusal(f"the factory: {e}")
@@ -155,3 +177,15 @@ def build(spec: ModelSpec, case: Case, *capabilities: str) -> CheckedModel:
     checks.judge_at(model, case)  # the model's precision class; rejects a case beyond its format's range
     checks.record_example()
     return model
+
+
+_BUILT: dict[tuple[str, int, FixedCheckpoint], CheckedModel] = {}
+
+
+def _built(spec: ModelSpec, fixed: FixedCheckpoint) -> CheckedModel:
+    """`spec`'s model on the checkpoint's weights, built once (the last model built is kept)."""
+    key = (spec.name, id(spec.factory), fixed)
+    if key not in _BUILT:
+        _BUILT.clear()  # one full-size model at a time
+        _BUILT[key] = build_checked(spec, fixed.config, fixed.weights)
+    return _BUILT[key]

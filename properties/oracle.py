@@ -23,7 +23,8 @@ from verifier.analysis import tolerance
 from verifier.analysis.divergence import Divergence, localize
 from verifier.analysis.precision import FLOAT32, Precision
 from verifier.model.config import ModelConfig
-from verifier.model.weights import Weights
+from verifier.model.weights import WeightMap
+from verifier.plugin.checkpoint import FixedCheckpoint
 from verifier.properties.strategies import Case
 from verifier.reference import NumpyModel
 
@@ -119,12 +120,16 @@ def exact(value: np.ndarray, rope_positions: int = 0) -> Expected:
 
 
 class Oracle:
-    """The float64 reference for one config and weight set at a precision class, and its neighbours."""
+    """The float64 reference for one config and weight set at a precision class, and its neighbours;
+    with `stream`, each runs layer by layer from `weights` (a mapped checkpoint too large to hold)."""
 
-    def __init__(self, config: ModelConfig, weights: Weights, precision: Precision = FLOAT32) -> None:
+    def __init__(
+        self, config: ModelConfig, weights: WeightMap, precision: Precision = FLOAT32, *, stream: bool = False
+    ) -> None:
         self.config = config
         self.precision = precision
-        self.model = NumpyModel(config, precision.oracle_weights(weights), np.float64)
+        self.stream = stream
+        self.model = NumpyModel(config, precision.oracle_weights(weights), np.float64, stream=stream)
         self._weights = weights
         self._neighbour_models: dict[tuple[str, str], tuple[NumpyModel, ...]] = {}
 
@@ -132,11 +137,11 @@ class Oracle:
         """The oracle on weights nudged at `precision` (two seeds) and the reference run at it;
         built on first use: most comparisons never need them."""
         if precision.key not in self._neighbour_models:
-            c, w = self.config, self._weights
+            c, w, stream = self.config, self._weights, self.stream
             self._neighbour_models[precision.key] = (
-                NumpyModel(c, precision.perturbed(w, seed=0), np.float64),
-                NumpyModel(c, precision.perturbed(w, seed=1), np.float64),
-                precision.emulation(c, w),
+                NumpyModel(c, precision.perturbed(w, seed=0), np.float64, stream=stream),
+                NumpyModel(c, precision.perturbed(w, seed=1), np.float64, stream=stream),
+                precision.emulation(c, w, stream=stream),
             )
         return self._neighbour_models[precision.key]
 
@@ -159,13 +164,19 @@ class Oracle:
         )
 
     def localize(self, trace: dict[str, np.ndarray], tokens: np.ndarray) -> Divergence:
-        """Where a model's trace of `tokens` [T] first departs from the oracle's."""
-        expected, rope_positions = self.model.trace(tokens), self._rope_positions(len(tokens))
-        p, n_layers = self.precision, self.config.n_layers
+        """Where a model's trace of `tokens` [T] first departs from the oracle's. The oracle's trace and
+        its neighbours' are streamed a layer at a time (at full size, all stages of all layers of four
+        traces would not fit: GPT-2 124M's attention scores and probabilities of 1,024 tokens are 2.4 GB
+        a trace)."""
+        rope_positions, p, n_layers = self._rope_positions(len(tokens)), self.precision, self.config.n_layers
+        expected = self.model.trace_layers(tokens)
         floor_only = localize(trace, expected, rope_positions=rope_positions, precision=p, n_layers=n_layers)
         if max((s.ratio for s in floor_only.stages), default=0.0) <= 0.25:  # as in Expected.compare
             return floor_only
-        neighbours = [m.trace(tokens) for m in self.neighbour_models(p)]
+        expected, neighbours = (
+            self.model.trace_layers(tokens),
+            [m.trace_layers(tokens) for m in self.neighbour_models(p)],
+        )
         return localize(trace, expected, neighbours, rope_positions=rope_positions, precision=p, n_layers=n_layers)
 
     def trace(self, tokens: np.ndarray) -> dict[str, np.ndarray]:
@@ -182,17 +193,19 @@ class Oracle:
         """The float64 reference on the weights as given (for a quantized class: not dequantized)."""
         if not self.precision.quantized:
             return self.model
-        return NumpyModel(self.config, self._weights, np.float64)
+        return NumpyModel(self.config, self._weights, np.float64, stream=self.stream)
 
 
-_last: dict[tuple[ModelConfig, int, float, tuple[str, str]], Oracle] = {}
+_last: dict[tuple[ModelConfig, int, float, FixedCheckpoint | None, tuple[str, str]], Oracle] = {}
 
 
 def oracle(case: Case) -> Oracle:
-    """The oracle of `case`'s config and weights at the precision judged now, remembered for the last case."""
+    """The oracle of `case`'s config and weights at the precision judged now, remembered for the last
+    case; a checkpoint too large to hold in float64 streams (`FixedCheckpoint.streams`)."""
     p = precision()
-    key = (case.config, case.seed, case.scale, p.key)
+    key = (case.config, case.seed, case.scale, case.checkpoint, p.key)
     if key not in _last:
         _last.clear()
-        _last[key] = Oracle(case.config, case.weights(), p)
+        stream = case.checkpoint is not None and case.checkpoint.streams
+        _last[key] = Oracle(case.config, case.weights(), p, stream=stream)
     return _last[key]

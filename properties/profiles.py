@@ -1,8 +1,13 @@
-"""Hypothesis settings profiles of the suite: `ci` (the suite's default), `dev`, `thorough`, `ci-shrink`.
+"""Hypothesis settings profiles of the suite: `ci` (the suite's default), `dev`, `thorough`, `ci-shrink`,
+`checkpoint`.
 
 Choose one with `pytest --hypothesis-profile NAME` or the HYPOTHESIS_PROFILE environment variable.
 `ci-shrink` is `ci` without the pinned `@example`s: generated examples only, shrunk, for measuring
-the minimal counterexample a bug leaves (`benchmarks/mutation_report.py`).
+the minimal counterexample a bug leaves (`benchmarks/mutation_report.py`). `checkpoint` is `ci` with
+3 examples a property and no shrinking: for `--checkpoint` at full size, where one example is an
+oracle pass over every weight (GPT-2 124M: the `ci` profile's 20 took 8 minutes on one core, 4.4 of
+them in the 20 full contexts of 1,024 tokens) and every shrinking step is another; a failure shows
+the example as drawn.
 
 The plugin registers the profiles in every pytest run (so that `--hypothesis-profile` knows them),
 but loads one only for the suite: `use_suite_default` runs when the suite's conftest is imported,
@@ -18,7 +23,7 @@ from hypothesis import HealthCheck, Phase, settings
 
 PROFILE_ENV_VAR = "HYPOTHESIS_PROFILE"
 DEFAULT_PROFILE = "ci"
-PROFILES = ("ci", "ci-shrink", "dev", "thorough")
+PROFILES = ("ci", "ci-shrink", "dev", "thorough", "checkpoint")
 
 # Models are built and run per example, so examples are slower than Hypothesis expects; and a
 # model that runs only some configs (one family, no grouped-query attention, one norm eps) rejects
@@ -32,6 +37,9 @@ def register_profiles() -> None:
         suppress_health_check=_SLOW_OK,
     )  # fmt: skip
     settings.register_profile("ci-shrink", settings.get_profile("ci"), phases=[Phase.generate, Phase.shrink])
+    settings.register_profile(
+        "checkpoint", settings.get_profile("ci"), max_examples=3, phases=[Phase.explicit, Phase.generate]
+    )
     settings.register_profile("dev", deadline=None, max_examples=8, suppress_health_check=_SLOW_OK)
     settings.register_profile(
         "thorough", deadline=None, print_blob=True, max_examples=1000, suppress_health_check=_SLOW_OK

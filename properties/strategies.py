@@ -19,6 +19,12 @@ feature on, so a bug fails on the first example), then published shapes of both 
 models that run nothing else), small activations, large logits, length 1, full context, a single
 head, grouped-query attention with one kv head, and the real presets where the cost allows. A
 pinned case the model under test does not run is rejected (skipped) for it.
+
+With a fixed checkpoint (`pytest --checkpoint`, `verifier.plugin.checkpoint`), `cases` draws only
+what is still free: the checkpoint's config and weights are fixed, token sequences are real text
+(where the checkpoint's tokenizer is known: "The capital of France is" first) or drawn ids, of
+lengths up to the context limit; chunkings, batches, edits and prompts are drawn on them as usual.
+Pinned cases are not the checkpoint's, so they are rejected then.
 """
 
 from __future__ import annotations
@@ -34,7 +40,9 @@ from hypothesis import strategies as st
 
 from verifier.model.config import Family, ModelConfig
 from verifier.model.presets import gpt2_d_ff, llama2c_hidden_dim, preset
-from verifier.model.weights import Weights, init_weights
+from verifier.model.weights import WeightMap, Weights, init_weights
+from verifier.plugin import checkpoint
+from verifier.plugin.checkpoint import FixedCheckpoint
 from verifier.plugin.contract import FREE_SHAPE
 from verifier.plugin.interface import Constraints
 
@@ -46,17 +54,27 @@ MAX_N_CTX = 256
 SHORT_N_CTX = 48
 MAX_D_MODEL = 128  # head sizes up to 64 with 1 or 2 heads
 MULTIPLES_OF = (32, 4, 256)  # llama2.c's multiple_of: train.py's default, stories260K's, model.py's default
+# Real text for a fixed checkpoint whose tokenizer is known; the articles' prompt first (drawn first).
+REAL_TEXTS = (
+    "The capital of France is",
+    "Once upon a time, there was a little girl named Lily. She loved to play outside in the sunshine.",
+    "def softmax(x):\n    e = np.exp(x - x.max())\n    return e / e.sum()\n",
+    "In 1905, Albert Einstein published four papers that changed physics: on the photoelectric effect, "
+    "Brownian motion, special relativity and the equivalence of mass and energy.",
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 class Case(NamedTuple):
-    """One reproducible input: `init_weights(config, seed=seed, scale=scale)` run on `tokens`."""
+    """One reproducible input: `init_weights(config, seed=seed, scale=scale)` run on `tokens`, or
+    the weights of a fixed `checkpoint` (whose config `config` is)."""
 
     config: ModelConfig
     seed: int
     scale: float
     tokens: tuple[int, ...]
+    checkpoint: FixedCheckpoint | None = None
 
     @property
     def T(self) -> int:  # noqa: N802 - the suite's name for the sequence length
@@ -66,11 +84,19 @@ class Case(NamedTuple):
         """The tokens as int64 [T]."""
         return np.array(self.tokens, dtype=np.int64)
 
-    def weights(self) -> Weights:
+    def weights(self) -> WeightMap:
+        if self.checkpoint is not None:
+            return self.checkpoint.weights
         return _weights(self.config, self.seed, self.scale)
 
     def describe(self) -> str:
         """A snippet that rebuilds this case, for `hypothesis.note`."""
+        if self.checkpoint is not None:
+            return (
+                f"checkpoint = {self.checkpoint.describe()}\n"
+                f"weights = verifier.formats.load_checkpoint({str(self.checkpoint.path)!r}).weights\n"
+                f"tokens = np.array({list(self.tokens)})"
+            )
         return (
             f"config = {self.config!r}\n"
             f"weights = init_weights(config, seed={self.seed}, scale={self.scale})\n"
@@ -195,7 +221,18 @@ def cases(
     room: int = 0,
 ) -> Case:
     """A config, weights and a sequence of T tokens, min_T <= T <= n_ctx - room (T = n_ctx - room
-    when `full_context`); `room` leaves positions free for tokens the property adds later."""
+    when `full_context`); `room` leaves positions free for tokens the property adds later. With a
+    fixed checkpoint, its config and weights and `checkpoint_tokens` (`max_n_ctx` caps T unless
+    `full_context`)."""
+    fixed = checkpoint.current()
+    if fixed is not None:
+        if fixed.config.family not in families:
+            reject()  # the property's `requires(family=...)` skips it first, saying so
+        longest = fixed.config.n_ctx - room if full_context else min(max_n_ctx, fixed.config.n_ctx) - room
+        if longest < min_T:
+            reject()
+        tokens = draw(checkpoint_tokens(fixed, min_T, longest, exactly=full_context), label="checkpoint tokens")
+        return Case(fixed.config, seed=0, scale=0.0, tokens=tokens, checkpoint=fixed)
     config = draw(configs(families, max_n_ctx=max_n_ctx, min_n_ctx=min_T + room), label="config")
     longest = config.n_ctx - room
     T = longest if full_context else draw(st.integers(min_T, longest), label="T")
@@ -205,6 +242,34 @@ def cases(
         scale=draw(st.sampled_from(scales), label="weight scale"),
         tokens=draw(token_lists(config, T), label="tokens"),
     )
+
+
+@st.composite
+def checkpoint_tokens(
+    draw: st.DrawFn, fixed: FixedCheckpoint, min_T: int, max_T: int, *, exactly: bool
+) -> tuple[int, ...]:
+    """Tokens for `fixed`'s config, min_T <= T <= max_T (T = max_T if `exactly`): one of REAL_TEXTS (its
+    ids repeated or cut to fit), where the checkpoint's tokenizer is known, or ids drawn uniformly."""
+    texts = _encoded(fixed)
+    if texts and draw(st.sampled_from(("real text", "drawn ids")), label="tokens are") == "real text":
+        ids = draw(st.sampled_from(texts), label="text")
+        T = max_T if exactly else min(max(len(ids), min_T), max_T)
+        return tuple(itertools.islice(itertools.cycle(ids), T))
+    # Short sequences are cheap at full size; one draw in two reaches up to max_T.
+    short = st.integers(min_T, max(min_T, min(SHORT_N_CTX, max_T)))
+    T = max_T if exactly else draw(st.one_of(short, st.integers(min_T, max_T)), label="T")
+    return draw(token_lists(fixed.config, T), label="tokens")
+
+
+_ENCODED: dict[FixedCheckpoint, tuple[tuple[int, ...], ...]] = {}
+
+
+def _encoded(fixed: FixedCheckpoint) -> tuple[tuple[int, ...], ...]:
+    """REAL_TEXTS in `fixed`'s tokenizer, encoded once; none without a tokenizer."""
+    if fixed not in _ENCODED:
+        tokenizer = fixed.tokenizer
+        _ENCODED[fixed] = () if tokenizer is None else tuple(tuple(tokenizer.encode(t)) for t in REAL_TEXTS)
+    return _ENCODED[fixed]
 
 
 @st.composite

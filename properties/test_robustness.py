@@ -28,7 +28,7 @@ LARGE = (RICH_LLAMA._replace(scale=10.0), LARGE_LOGITS, RICH_GPT2._replace(scale
 LONG_LLAMA = FULL_CONTEXT._replace(config=FULL_CONTEXT.config.replace(family="llama", n_kv_heads=1))
 
 
-@requires("logits")
+@requires("logits", drawn="weights drawn at large scales (1 to 10)")
 @pinned(*LARGE)
 @given(case=cases(scales=LARGE_SCALES))
 def test_large_logit_weights_give_finite_logits_within_tolerance(model_spec: ModelSpec, case: Case) -> None:

@@ -10,7 +10,7 @@ from hypothesis import given
 
 from verifier.model import stages
 from verifier.model.presets import preset
-from verifier.model.weights import init_weights
+from verifier.plugin import checkpoint
 from verifier.plugin.contract import CheckedModel, build_checked
 from verifier.plugin.interface import Unsupported
 from verifier.plugin.registry import ModelSpec
@@ -66,18 +66,24 @@ def test_logits_are_t_by_vocab_for_a_sequence_and_b_by_t_by_vocab_for_a_batch(
     checks.agree(batch[0], expected, what="row 0 of a batch", model=model, against=single, slack=2)
 
 
-def _gpt2_small(model_spec: ModelSpec) -> CheckedModel:
-    config = preset("gpt2")
+def _gpt2_small(model_spec: ModelSpec) -> tuple[CheckedModel, Case]:
+    """`model_spec`'s model of GPT-2 124M, and its weights as a Case without tokens: seeded (seed 0,
+    scale 0.02), or with --checkpoint the checkpoint's, where it is GPT-2 124M."""
+    config, fixed = preset("gpt2"), checkpoint.current()
+    if fixed is not None and fixed.config != config:
+        pytest.skip(f"about GPT-2 124M; the checkpoint {fixed.spec} is another model ({fixed.config.family}, "
+                    f"d_model {fixed.config.d_model}, {fixed.config.n_layers} layers)")  # fmt: skip
     reason = models.skip_reason(model_spec, ("trace",), "gpt2") or models.support(model_spec).refusal(config)
     if reason:
         pytest.skip(reason)
+    weights = Case(config, 0, 0.02, (), fixed)
     try:
-        model = build_checked(model_spec, config, init_weights(config, seed=0))
+        model = build_checked(model_spec, config, weights.weights())
     except Unsupported as e:
         pytest.skip(f"model {model_spec.name!r} does not run GPT-2 124M: {e}")
     checks.judge_at(model)  # the fixed input's comparisons use the model's precision class
     checks.record_example()
-    return model
+    return model, weights
 
 
 # The table of the articles: tokens [5] -> embedding [5, 768] -> per head q, k, v [5, 64] x 12 ->
@@ -99,7 +105,7 @@ ARTICLES_TABLE = {
 
 
 def test_gpt2_124m_on_5_tokens_reproduces_the_articles_table(model_spec: ModelSpec) -> None:
-    model = _gpt2_small(model_spec)
+    model, _ = _gpt2_small(model_spec)
     trace = model.trace(np.array([464, 3139, 286, 4881, 318]))  # "The capital of France is"
     # A trace may hold any subset of the stages: the table is checked on the stages it has.
     if not set(ARTICLES_TABLE) & set(trace):
@@ -114,15 +120,14 @@ def test_gpt2_124m_on_5_tokens_reproduces_the_articles_table(model_spec: ModelSp
 def test_padding_gpt2_124m_to_1024_tokens_gives_1024_by_768_and_changes_no_real_position(
     model_spec: ModelSpec,
 ) -> None:
-    model = _gpt2_small(model_spec)
+    model, weights = _gpt2_small(model_spec)
     real = np.array([464, 3139, 286, 4881, 318])
     padded = np.concatenate([real, np.full(1024 - 5, 50256)])  # <|endoftext|> after the real tokens
     trace = model.trace(padded)
     padded_shapes = {"embed": (1024, 768), "final_norm": (1024, 768), "logits": (1024, 50257)}
     _assert_shapes(model.name, trace, padded_shapes, every_stage=False)
     alone = model.trace(real)["logits"]
-    config = preset("gpt2")
-    o = oracle(Case(config, 0, 0.02, tuple(int(t) for t in real)))
+    o = oracle(weights._replace(tokens=tuple(int(t) for t in real)))
     checks.agree(
         trace["logits"][:5], o.logits(real), what="real positions after padding", model=model, against=alone, slack=2
     )

@@ -1,5 +1,7 @@
 """At real scale (slow tier): full-size GPT-2 124M and stories15M-shaped checkpoints written in each
-format the suite reads, the streamed oracle bit for bit the resident one on each."""
+format the suite reads, the streamed oracle bit for bit the resident one on each, and the property
+suite run on each through `--checkpoint` as a user runs it: the reference conforms on every one,
+`transformers` on one of each family, and a broken model fails at full size."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.meta.suite_runs import mutant_spec, run_suite
 from verifier.formats import load_checkpoint, map_checkpoint, save_checkpoint
 from verifier.formats.hf_dir import write_hf_dir
 from verifier.model.presets import preset
@@ -67,3 +70,42 @@ def test_the_streamed_oracle_is_bit_for_bit_the_resident_one_at_full_size(
         assert list(group) == list(expected)
         for stage, value in expected.items():
             np.testing.assert_array_equal(group[stage], value, err_msg=f"{name}: {stage}")
+
+
+# Properties that run on a model of each family at full size (of the 24): GPT-2 runs no RoPE property
+# and its 124M runs the articles' table; neither runs the large-scale weights or the quantized one.
+RUN = {"gpt2": 16, "llama": 21}
+
+
+def _conforms(model: str, path: Path, reports: Path, family: str) -> None:
+    report = run_suite(model, reports, "--checkpoint", str(path), profile="checkpoint")
+    verdict = next(v for v in report.verdicts() if v.model == model)
+    failed = [(r.property, r.detail[:500]) for r in report.results if r.outcome == "fail"]
+    assert verdict.verdict == "conforms" and not failed, failed
+    assert verdict.passed == RUN[family], [(r.property, r.outcome, r.detail[:100]) for r in report.results]
+    assert report.header.checkpoint is not None and report.header.checkpoint.startswith(str(path))
+
+
+@pytest.mark.parametrize("name", [name for name, *_ in FILES])
+def test_the_reference_conforms_on_each_full_size_checkpoint_through_the_checkpoint_option(
+    checkpoints: dict[str, Path], name: str, tmp_path: Path
+) -> None:
+    _conforms("numpy", checkpoints[name], tmp_path, "gpt2" if name.startswith("gpt2") else "llama")
+
+
+@pytest.mark.parametrize("name", ["gpt2-hf", "stories15M-v0.bin"])
+def test_transformers_conforms_at_full_size_through_the_checkpoint_option(
+    checkpoints: dict[str, Path], name: str, tmp_path: Path
+) -> None:
+    pytest.importorskip("transformers", reason="the transformers extra is not installed")
+    _conforms("transformers", checkpoints[name], tmp_path, "gpt2" if name.startswith("gpt2") else "llama")
+
+
+@pytest.mark.parametrize(("mutant", "name"), [("ScaleByDHead", "gpt2-sharded"), ("RopeTheta1000", "stories15M-v1.bin")])
+def test_a_broken_model_fails_at_full_size_through_the_checkpoint_option(
+    checkpoints: dict[str, Path], mutant: str, name: str, tmp_path: Path
+) -> None:
+    # Two properties: on a failure each localizes with the oracle's neighbours, four passes of 1,024 tokens.
+    report = run_suite(mutant_spec(mutant), tmp_path, "--checkpoint", str(checkpoints[name]),
+                       "-k", "logits_agree or decoding_in_chunks_gives", profile="checkpoint")  # fmt: skip
+    assert next(v.verdict for v in report.verdicts() if v.model == mutant_spec(mutant)) == "fails"

@@ -1,26 +1,98 @@
-"""`--checkpoint` names a checkpoint but the properties do not run on fixed weights yet: a run that
-names one stops with a usage error saying so, rather than reporting its own drawn configs under the
-checkpoint's name. A checkpoint that names nothing readable is a usage error naming the fault."""
+"""`--checkpoint` end to end, as a user runs it: every model is built from the checkpoint's weights and
+judged against the oracle on them; the report names the checkpoint and its sha256; properties that
+need drawn weights, or are about the other family, skip saying so; a broken model fails on a
+checkpoint as it fails on drawn weights; a model that cannot run the checkpoint is untested, never
+conforming; a checkpoint that names nothing readable is a usage error naming the fault."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
+import pytest
+
+from tests.meta.suite_runs import mutant_spec, run_suite
 from tests.plugin.project import ROOT, run
 from verifier.formats import save_checkpoint
+from verifier.formats.digest import checkpoint_sha256
 from verifier.model.config import ModelConfig
 from verifier.model.weights import init_weights
+from verifier.report.results import Report
 
-TINY = ModelConfig("gpt2", 11, 8, 8, 1, 2, 2, 32, norm_eps=1e-5, tie_embeddings=True)
+# GPT-2's vocabulary (its shipped tokenizer fits: real text is drawn), everything else small.
+GPT2 = ModelConfig("gpt2", 50257, 32, 16, 2, 2, 2, 64, norm_eps=1e-5, tie_embeddings=True)
+LLAMA = ModelConfig("llama", 32000, 32, 16, 2, 4, 2, 48, norm_eps=1e-5, tie_embeddings=True)
 
 
-def test_a_readable_checkpoint_stops_the_run_saying_the_properties_cannot_use_it_yet(tmp_path: Path) -> None:
-    save_checkpoint(tmp_path / "model", TINY, init_weights(TINY))
-    done = run(ROOT, "-m", "pytest", "properties", "-p", "no:cacheprovider", "--model", "numpy",
-               "--checkpoint", str(tmp_path / "model"), env={"HF_HUB_OFFLINE": "1"})  # fmt: skip
-    assert done.returncode == 4, done  # pytest's usage error: nothing ran, nothing was reported as tested
-    assert "gpt2, 1 layers), but running the properties on a fixed checkpoint is not available yet" in done.stderr
-    assert "passed" not in done.stdout, done
+@pytest.fixture(scope="module")
+def gpt2_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("checkpoints") / "gpt2"
+    save_checkpoint(path, GPT2, init_weights(GPT2, seed=7, scale=0.3))
+    return path
+
+
+@pytest.fixture(scope="module")
+def llama_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("checkpoints") / "llama.bin"
+    save_checkpoint(path, LLAMA, init_weights(LLAMA, seed=7, scale=0.3), format="llama2c")
+    return path
+
+
+def _verdict(report: Report, model: str) -> str:
+    return next(v.verdict for v in report.verdicts() if v.model == model)
+
+
+def test_a_correct_model_conforms_on_a_checkpoint_named_with_its_sha256(gpt2_dir: Path, tmp_path: Path) -> None:
+    report = run_suite(mutant_spec("correct"), tmp_path, "--checkpoint", str(gpt2_dir), profile="checkpoint")
+    assert report.exit_status == 0, [(r.property, r.detail) for r in report.results if r.outcome == "failed"]
+    assert _verdict(report, mutant_spec("correct")) == "conforms"
+    assert report.header.checkpoint == f"{gpt2_dir}, sha256 {checkpoint_sha256(gpt2_dir)}"
+    skipped = {r.property.split("::")[-1]: r.detail for r in report.results if r.outcome == "skip"}
+    assert (
+        "needs weights drawn at large scales" in skipped["test_large_logit_weights_give_finite_logits_within_tolerance"]
+    )
+    assert "is a gpt2 model" in skipped["test_rope_preserves_the_norm_of_every_pair_and_head_vector"]
+    ran = [r.property for r in report.results if r.outcome == "pass" and r.examples]
+    assert len(ran) == 15, ran  # of 24 properties on a model: all but the 6 RoPE, large scales, quantized, 124M table
+
+
+SLOW = pytest.mark.slow  # 8 s a run: the default tier has one bug of each family
+
+
+@pytest.mark.parametrize(
+    ("mutant", "family"),
+    [("ScaleByDHead", "gpt2"), pytest.param("MaskOneFutureToken", "gpt2", marks=SLOW),
+     pytest.param("CacheStaleReuse", "gpt2", marks=SLOW), ("RopePositionsFromOne", "llama"),
+     pytest.param("GQAModuloMapping", "llama", marks=SLOW)],
+)  # fmt: skip
+def test_a_broken_model_fails_on_a_checkpoint(
+    mutant: str, family: str, gpt2_dir: Path, llama_bin: Path, tmp_path: Path
+) -> None:
+    path = gpt2_dir if family == "gpt2" else llama_bin
+    report = run_suite(mutant_spec(mutant), tmp_path, "--checkpoint", str(path), profile="checkpoint")
+    assert _verdict(report, mutant_spec(mutant)) == "fails", [(r.property, r.outcome) for r in report.results]
+    assert report.exit_status == 1
+
+
+def test_a_model_that_refuses_the_checkpoints_config_is_untested_not_conforming(
+    llama_bin: Path, tmp_path: Path
+) -> None:
+    # The picoGPT-style adapter runs GPT-2 only: on a Llama checkpoint nothing can run.
+    report = run_suite("tests.adapters.picogpt:build", tmp_path, "--checkpoint", str(llama_bin), profile="checkpoint")
+    assert _verdict(report, "tests.adapters.picogpt:build") == "untested"
+
+
+def test_verifier_checks_own_option_names_the_checkpoint_in_pytests_header_and_the_report(
+    gpt2_dir: Path, tmp_path: Path
+) -> None:
+    done = run(ROOT, "-m", "verifier", "check", "--model", "numpy", "--checkpoint", str(gpt2_dir), "--reports",
+               str(tmp_path), "--hypothesis-profile", "checkpoint", "--", "-k", "logits_agree",
+               env={"HF_HUB_OFFLINE": "1"})  # fmt: skip
+    assert done.returncode == 0, done
+    named = f"{gpt2_dir}, sha256 {checkpoint_sha256(gpt2_dir)}"
+    assert f"checkpoint: {named}; gpt2, d_model 16, 2 layers" in done.stdout, done
+    assert re.search(rf"^checkpoint +{re.escape(named)}$", done.stdout, re.MULTILINE), done
+    assert "numpy: conforms (1 property run: 1 pass, 0 fail; 0 skip; 3 examples)" in done.stdout, done
 
 
 def test_a_checkpoint_that_names_nothing_is_a_usage_error_naming_it(tmp_path: Path) -> None:

@@ -66,7 +66,7 @@ import numpy as np
 
 from verifier.analysis import tolerance
 from verifier.model.config import ModelConfig
-from verifier.model.weights import WeightMap, Weights
+from verifier.model.weights import LazyWeights, WeightMap
 from verifier.reference import NumpyModel
 from verifier.reference import rounding as R
 
@@ -150,18 +150,23 @@ class Precision:
         return self.eps * self.identity_ulps + tolerance.EPS32 * rope_positions
 
     def oracle_weights(self, weights: WeightMap) -> WeightMap:
-        """The weights the oracle runs on: the dequantized ones for a quantized class, else `weights`."""
+        """The weights the oracle runs on: the dequantized ones for a quantized class, else `weights`
+        (for `LazyWeights`, a view dequantizing each on lookup)."""
         if not self.quantized or self.rounding is None:
             return weights
-        return {name: self.rounding.weights(name, np.asarray(w, np.float32)) for name, w in weights.items()}
+        rounding = self.rounding
+        if isinstance(weights, LazyWeights):
+            return weights.map(lambda name, w: rounding.weights(name, np.asarray(w, np.float32)))
+        return {name: rounding.weights(name, np.asarray(w, np.float32)) for name, w in weights.items()}
 
     def perturbed(self, weights: WeightMap, seed: int) -> WeightMap:
         """The oracle's weights nudged at this class's precision: a neighbour of the oracle."""
         return tolerance.perturbed(self.oracle_weights(weights), seed=seed, eps=self.eps)
 
-    def emulation(self, config: ModelConfig, weights: Weights) -> NumpyModel:
-        """The reference run at this precision: float32 arithmetic, rounded as the format rounds."""
-        return NumpyModel(config, weights, np.float32, rounding=self.rounding)
+    def emulation(self, config: ModelConfig, weights: WeightMap, *, stream: bool = False) -> NumpyModel:
+        """The reference run at this precision: float32 arithmetic, rounded as the format rounds
+        (`stream`: each weight converted when a pass needs it, see `NumpyModel`)."""
+        return NumpyModel(config, weights, np.float32, rounding=self.rounding, stream=stream)
 
     def out_of_range(self, trace: dict[str, np.ndarray], d_head: int) -> str | None:
         """Why the oracle's `trace` of a case cannot be held in this format, or None.

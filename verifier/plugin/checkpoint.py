@@ -22,6 +22,7 @@ from verifier.formats import load_checkpoint, map_checkpoint
 from verifier.formats.digest import checkpoint_sha256
 from verifier.formats.hf_cache import cached_snapshot, hub_cache
 from verifier.formats.sources import SourceError
+from verifier.formats.tokenizer import Tokenizer, TokenizerError, find_tokenizer
 from verifier.model.config import ModelConfig
 from verifier.model.weights import WeightMap, weight_shapes
 
@@ -70,6 +71,16 @@ class FixedCheckpoint:
     def sha256(self) -> str:
         """See `verifier.formats.digest` (read once, on first use)."""
         return checkpoint_sha256(self.path)
+
+    @functools.cached_property
+    def tokenizer(self) -> Tokenizer | None:
+        """The tokenizer of this checkpoint's family and vocabulary (its own files, the data directory, the
+        HF cache: `find_tokenizer`), or None where there is none: its properties then draw token ids only."""
+        directory = self.path if self.path.is_dir() else self.path.parent
+        try:
+            return find_tokenizer(self.config.family, self.config.vocab_size, model_dir=directory)
+        except TokenizerError:
+            return None
 
     def describe(self) -> str:
         """One line: what was given, where it is, its digest."""

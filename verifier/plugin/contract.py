@@ -26,7 +26,7 @@ from verifier.analysis.precision import FLOAT32, Precision, UnknownPrecision, re
 from verifier.model.config import Family, ModelConfig
 from verifier.model.presets import llama2c_hidden_dim
 from verifier.model.stages import stage_shapes
-from verifier.model.weights import Weights, init_weights
+from verifier.model.weights import LazyWeights, WeightMap, init_weights
 from verifier.plugin.interface import (
     CAPABILITIES,
     GPT2_PUBLISHED,
@@ -299,15 +299,20 @@ class CheckedModel:
         return out
 
 
-def build_checked(spec: ModelSpec, config: ModelConfig, weights: Weights) -> CheckedModel:
+def build_checked(spec: ModelSpec, config: ModelConfig, weights: WeightMap) -> CheckedModel:
     """Build `spec`'s model for (config, weights), checked; `Unsupported` passes through.
 
-    The factory gets its own float32 copy of the weights, so it cannot change the caller's.
+    The factory gets its own float32 copy of the weights, so it cannot change the caller's: a dict, or
+    for `LazyWeights` (a mapped checkpoint too large to hold) a view copying each weight when looked up.
     """
     __tracebackhide__ = True
     call = f"{spec.name} factory(config={config.family} d_model={config.d_model} n_layers={config.n_layers}, weights)"
+    if isinstance(weights, LazyWeights):
+        copy: WeightMap = weights.map(lambda name, w: np.array(w, dtype=np.float32))
+    else:
+        copy = {name: np.array(w, dtype=np.float32) for name, w in weights.items()}
     try:
-        model = spec.factory(config, {name: np.array(w, dtype=np.float32) for name, w in weights.items()})
+        model = spec.factory(config, copy)  # type: ignore[arg-type]  # a mapping where the checkpoint is mapped
     except Unsupported:
         raise
     except Exception as e:
