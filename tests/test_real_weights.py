@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.meta.suite_runs import run_suite
 from tests.test_audit_real_weights import _fake_hf_cache
 from verifier.analysis.audit.inputs import (
     CAPITAL_TEXT,
@@ -99,6 +100,34 @@ def test_the_gpt2_pipeline_runs_on_a_stand_in_in_the_cache(tmp_path: Path, monke
     _fake_hf_cache(tmp_path / "hub", "openai-community/gpt2", tmp_path / "model")
     logits = _gpt2_capital(_cached_gpt2())  # seeded weights: the next token is nobody's in particular
     assert set(logits) == {"oracle", "streamed", "transformers"}
+
+
+def _properties_conform_on(repo: str, reports: Path) -> None:
+    """The reference conforms on the checkpoint `repo` names through `--checkpoint`: the oracle's agreement,
+    greedy decoding after real text ("The capital of France is" first) and the articles' 124M table."""
+    report = run_suite("numpy", reports, "--checkpoint", repo, "-k", "logits_agree or greedy or articles_table",
+                       profile="checkpoint")  # fmt: skip
+    verdict = next(v for v in report.verdicts() if v.model == "numpy")
+    assert verdict.verdict == "conforms", [(r.property, r.outcome, r.detail[:300]) for r in report.results]
+    assert verdict.passed == 3 and report.header.checkpoint is not None
+    assert report.header.checkpoint.startswith(repo)
+
+
+@pytest.mark.slow
+def test_the_properties_run_on_trained_gpt2_from_the_cache_by_repo_id(tmp_path: Path) -> None:
+    _properties_conform_on(_cached_gpt2(), tmp_path)
+
+
+@pytest.mark.slow  # GPT-2 124M's shape, so that the articles' table runs on it
+def test_the_checkpoint_option_finds_a_stand_in_in_the_cache_by_repo_id(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GPT-2 124M's shape with seeded weights, cached as openai-community/gpt2 (run by the subprocess)."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    config = preset("gpt2")
+    save_checkpoint(tmp_path / "model", config, init_weights(config, seed=3))
+    _fake_hf_cache(tmp_path / "hub", "openai-community/gpt2", tmp_path / "model")
+    _properties_conform_on("openai-community/gpt2", tmp_path / "reports")
 
 
 def _greedy(path: Path, n_new: int) -> tuple[list[int], np.ndarray, np.ndarray]:
