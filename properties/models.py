@@ -30,7 +30,7 @@ from hypothesis import note, reject
 from verifier.model.config import FAMILIES, Family, ModelConfig
 from verifier.plugin import checkpoint
 from verifier.plugin.checkpoint import FixedCheckpoint
-from verifier.plugin.contract import FREE_SHAPE, CheckedModel, Probe, build_checked, probe
+from verifier.plugin.contract import FREE_SHAPE, CheckedModel, Probe, build_checked, probe, probe_kind
 from verifier.plugin.interface import Constraints, Unsupported, lacking
 from verifier.plugin.registry import ModelSpec
 from verifier.properties import checks
@@ -54,7 +54,7 @@ class Support:
 
     def refusal(self, config: ModelConfig) -> str | None:
         """None if the model runs configs like this one, else why not (the probes, or the constraints)."""
-        kind = "llama-gqa" if config.n_kv_heads != config.n_heads else config.family
+        kind = probe_kind(config)
         if kind not in self.capabilities:
             return f"the probes: {kind}: {self.refused.get(kind, 'not probed')}"
         reasons = [c.refusal(config) for c in self.constraints]

@@ -1,7 +1,8 @@
 """What the strategies draw on a fixed checkpoint: its config and weights only, lengths within the
 property's limits, real text first where its tokenizer is known ("The capital of France is" is the
 simplest case), drawn ids otherwise; a pinned case of the suite's own is rejected, not run; and a
-checkpoint too large to hold in float64 is streamed by the oracle and mapped for the factory."""
+checkpoint too large to hold in float64 is streamed by the oracle and mapped for the factory; a model
+refused on every tiny probe of the checkpoint's kind is probed on the checkpoint itself."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ from verifier.model.config import ModelConfig
 from verifier.model.weights import LazyWeights, init_weights
 from verifier.plugin import checkpoint
 from verifier.plugin.checkpoint import FixedCheckpoint
-from verifier.plugin.contract import build_checked
+from verifier.plugin.contract import build_checked, probe
+from verifier.plugin.interface import Unsupported
 from verifier.plugin.registry import ModelSpec
 from verifier.properties import models
 from verifier.properties.oracle import oracle
@@ -130,3 +132,22 @@ def test_a_checkpoint_too_large_to_hold_streams_the_oracle_and_maps_the_factorys
         np.testing.assert_array_equal(streamed.logits(case.token_array()).value, resident.logits(case.token_array()))
         build_checked(ModelSpec("streamed", factory, "test"), opened.config, opened.weights)
         assert isinstance(given_to_factory[0], LazyWeights)  # not a dict of every weight
+
+
+def test_a_model_refusing_every_tiny_probe_is_probed_on_the_checkpoint(tmp_path: Path) -> None:
+    """As llama.cpp's Q8_0 (rows of 32 only): refused on the tiny probes, it runs the checkpoint."""
+
+    def real_sizes_only(config: ModelConfig, weights: Mapping[str, np.ndarray]) -> NumpyModel:
+        if config.d_model % 32:
+            raise Unsupported(f"d_model {config.d_model} is no multiple of 32")
+        return NumpyModel(config, weights, np.float32)
+
+    spec = ModelSpec("real-sizes-only", real_sizes_only, "test")
+    assert all(p.unsupported for p in probe(spec))  # no checkpoint: the tiny probes only
+    with using(tmp_path, GPT2_VOCAB.replace(d_model=32)):
+        probes = {p.kind: p for p in probe(spec)}
+    assert probes["gpt2"].unsupported is None and "trace" in probes["gpt2"].capabilities
+    assert probes["llama"].unsupported is not None  # the other kinds keep their refusals
+    with using(tmp_path, GPT2_VOCAB):  # d_model 8: the checkpoint is refused too, and says so
+        refused = {p.kind: p for p in probe(spec)}["gpt2"].unsupported
+    assert refused is not None and "the checkpoint: d_model 8 is no multiple of 32" in refused

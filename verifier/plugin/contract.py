@@ -27,6 +27,7 @@ from verifier.model.config import Family, ModelConfig
 from verifier.model.presets import llama2c_hidden_dim
 from verifier.model.stages import stage_shapes
 from verifier.model.weights import LazyWeights, WeightMap, init_weights
+from verifier.plugin import checkpoint
 from verifier.plugin.interface import (
     CAPABILITIES,
     GPT2_PUBLISHED,
@@ -411,9 +412,37 @@ def _refusals(reasons: dict[str, str], shown: int = 3) -> str:
     return "; ".join(found[:shown]) + (f"; and {len(found) - shown} more shapes refused" if len(found) > shown else "")
 
 
+def probe_kind(config: ModelConfig) -> str:
+    """The probe kind configs like `config` belong to: "gpt2", "llama" or "llama-gqa"."""
+    return "llama-gqa" if config.n_kv_heads != config.n_heads else config.family
+
+
 def probe(spec: ModelSpec) -> list[Probe]:
     """Build `spec`'s model on each kind's probe configs (seeded weights), one per shape (its declared
-    Constraints, else PROBE_SHAPES) until one is accepted, and record what it offers."""
+    Constraints, else PROBE_SHAPES) until one is accepted, and record what it offers. With a fixed
+    checkpoint (`--checkpoint`) whose kind every tiny probe was refused, the model is built on the
+    checkpoint too: a model that runs only real sizes (llama.cpp's Q8_0 stores rows of 32) runs it."""
+    probes = _tiny_probes(spec)
+    fixed = checkpoint.current()
+    if fixed is None:
+        return probes
+    kind = probe_kind(fixed.config)
+    return [_on_checkpoint(spec, p, fixed) if p.kind == kind and p.unsupported is not None else p for p in probes]
+
+
+def _on_checkpoint(spec: ModelSpec, refused: Probe, fixed: checkpoint.FixedCheckpoint) -> Probe:
+    """`refused` probed again on the checkpoint's config and weights."""
+    try:
+        model = build_checked(spec, fixed.config, fixed.weights)
+    except Unsupported as e:
+        return dataclasses.replace(refused, unsupported=f"{refused.unsupported}; the checkpoint: {e}")
+    except ContractViolation as e:
+        return Probe(refused.kind, frozenset(), error=str(e))
+    return Probe(refused.kind, model.capabilities, precision=model.precision.label, declared=model.precision_declared,
+                 quantized=model.precision.distribution is not None)  # fmt: skip
+
+
+def _tiny_probes(spec: ModelSpec) -> list[Probe]:
     shapes = {c.describe(): c for c in spec.constraints} if spec.constraints else PROBE_SHAPES
     probes = []
     for kind in PROBE_KINDS:
