@@ -20,6 +20,7 @@ from verifier.formats import load_checkpoint, save_checkpoint
 from verifier.model.config import ModelConfig
 from verifier.model.weights import LazyWeights, init_weights
 from verifier.plugin import checkpoint
+from verifier.plugin.adapters import reference
 from verifier.plugin.checkpoint import FixedCheckpoint
 from verifier.plugin.contract import build_checked, probe
 from verifier.plugin.interface import Unsupported
@@ -132,6 +133,7 @@ def test_a_checkpoint_too_large_to_hold_streams_the_oracle_and_maps_the_factorys
         np.testing.assert_array_equal(streamed.logits(case.token_array()).value, resident.logits(case.token_array()))
         build_checked(ModelSpec("streamed", factory, "test"), opened.config, opened.weights)
         assert isinstance(given_to_factory[0], LazyWeights)  # not a dict of every weight
+        assert reference.build(opened.config, opened.weights).stream  # the built-in streams it too
 
 
 def test_a_model_refusing_every_tiny_probe_is_probed_on_the_checkpoint(tmp_path: Path) -> None:
