@@ -134,8 +134,8 @@ class Oracle:
         if precision.key not in self._neighbour_models:
             c, w = self.config, self._weights
             self._neighbour_models[precision.key] = (
-                NumpyModel(c, precision.perturbed(w, seed=0), np.float64),
-                NumpyModel(c, precision.perturbed(w, seed=1), np.float64),
+                precision.neighbour(c, w, seed=0),
+                precision.neighbour(c, w, seed=1),
                 precision.emulation(c, w),
             )
         return self._neighbour_models[precision.key]
