@@ -158,6 +158,12 @@ class Oracle:
             n_layers=self.config.n_layers,
         )
 
+    def continued(self, tokens: np.ndarray, n_new: int) -> np.ndarray:
+        """tokens [T] and the oracle's n_new greedy picks after them, [T + n_new]."""
+        for _ in range(n_new):
+            tokens = np.append(tokens, int(np.argmax(self.model.logits(tokens)[-1])))
+        return tokens
+
     def localize(self, trace: dict[str, np.ndarray], tokens: np.ndarray) -> Divergence:
         """Where a model's trace of `tokens` [T] first departs from the oracle's."""
         expected, rope_positions = self.model.trace(tokens), self._rope_positions(len(tokens))

@@ -167,3 +167,18 @@ def test_transformers_in_bfloat16_agrees_at_a_near_tie_its_rounding_closes() -> 
     with checks.recording("test"):
         model = _built("transformers-bfloat16", PRECISION_MODELS["transformers-bfloat16"], case)
         assert model is not None and _agree(model, case) <= 1
+
+
+def test_a_greedy_case_can_leave_float16_s_range_only_at_its_picks() -> None:
+    """The prompt (0,) is in float16's range but the oracle's first pick, 3, takes the scores to 1.4e5
+    before scaling (transformers in float16 gives NaN there): the greedy property checks the range
+    on the prompt and the oracle's picks (`Oracle.continued`), not on the prompt alone."""
+    config = ModelConfig(
+        "gpt2", vocab_size=6, n_ctx=3, d_model=110, n_layers=1, n_heads=1, n_kv_heads=1, d_ff=440, norm_eps=1e-5,
+        tie_embeddings=True,
+    )  # fmt: skip
+    o = oracles.Oracle(config, init_weights(config, seed=60912, scale=3.0), FLOAT16)
+    continued = o.continued(np.array([0]), 1)
+    assert continued.tolist() == [0, 3]
+    assert FLOAT16.out_of_range(o.trace(np.array([0])), config.d_head) is None
+    assert "scores reaches 1.41e+05" in str(FLOAT16.out_of_range(o.trace(continued), config.d_head))
