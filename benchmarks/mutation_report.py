@@ -305,7 +305,7 @@ def render_classes(
         "is its effect: below 1, the class cannot resolve the bug (undetectable at the class).",
     ]
     if kept:
-        lines += ["", f"Kept from an earlier run (`{kept_command}`): {', '.join(kept)}."]
+        lines += ["", f"Kept from earlier runs (the last: `{kept_command}`): {', '.join(kept)}."]
     lines += [
         "",
         "| class | killed | undetectable | survives | time to first failure, median / slowest (s) "

@@ -29,7 +29,7 @@ def test_a_run_of_one_class_keeps_the_columns_of_the_others_and_says_so() -> Non
     assert "| mutant | float32 | tf32 | bfloat16 |" in second
     assert "| GeluExactErf | 0.03 s | undetectable (0.5x the bound) | undetectable (0.26x the bound) |" in second
     assert "| bfloat16 | 1 of 2 | 1 | 0 | 0.02 / 0.02 | passes every property |" in second
-    assert "Kept from an earlier run" in second and ": float32, bfloat16." in second
+    assert "Kept from earlier runs" in second and ": float32, bfloat16." in second
     assert "- bfloat16: NoScale: agreement: logits" in second
     again = render_classes(
         {"bfloat16": ([_killed("NoScale", 0.07), _killed("GeluExactErf", 0.9)], correct)}, 60.0, earlier_columns(second)
