@@ -49,7 +49,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks._machine import describe  # noqa: E402
-from benchmarks.results_file import write_section  # noqa: E402
+from benchmarks.results_file import read_section, write_section  # noqa: E402
 from tests.meta.mutants.constrained import BATCH_BUGS, EXPLAINED  # noqa: E402
 from tests.meta.suite_runs import (  # noqa: E402
     CONSTRAINED_CORRECT,
@@ -236,42 +236,89 @@ def _cell(r: MutantResult) -> str:
     return f"undetectable ({r.effect:.2g}x the bound)"
 
 
-def render_classes(by_class: dict[str, tuple[list[MutantResult], MutantResult]], seconds: float) -> str:
-    """The per-class table: for each mutant and class, the time to its first failure, or why it survives."""
-    classes = list(by_class)
+@dataclass
+class Column:
+    """One class's part of the per-class section: its summary row, its cell per mutant, its details line."""
+
+    summary: str
+    cells: dict[str, str]
+    details: str
+
+
+def _row(line: str) -> list[str]:
+    return [cell.strip() for cell in line.strip().strip("|").split("|")]
+
+
+def earlier_columns(section: str) -> tuple[dict[str, Column], str]:
+    """The classes of a per-class section as written (`render_classes`), and its command line."""
+    lines = section.splitlines()
+    summaries = {_row(line)[0]: line for line in lines if line.startswith("| ") and _row(line)[0] in CLASSES}
+    header = next((_row(line)[1:] for line in lines if line.startswith("| mutant |")), [])
+    cells: dict[str, dict[str, str]] = {p: {} for p in header}
+    for line in lines:
+        row = _row(line)
+        if line.startswith("| ") and len(row) == len(header) + 1 and row[0] not in ("mutant", *CLASSES):
+            for p, cell in zip(header, row[1:], strict=True):
+                cells[p][row[0]] = cell
+    details = {line[2:].partition(":")[0]: line for line in lines if line.startswith("- ")}
+    command = next((line.partition("`")[2].partition("`")[0] for line in lines if line.startswith("Command:")), "")
+    columns = {p: Column(summaries[p], cells[p], details.get(p, f"- {p}: ")) for p in header if p in summaries}
+    return columns, command
+
+
+def column(p: str, results: list[MutantResult], correct: MutantResult) -> Column:
+    """A class's part of the per-class section, from this run's results."""
+    killed = [r for r in results if r.killers]
+    times = [r.fastest[1] for r in killed if r.fastest is not None]
+    hidden = [r for r in results if not r.killers and _cell(r).startswith("undetectable")]
+    timing = f"{statistics.median(times):.2f} / {max(times):.2f}" if times else "-"
+    verdict = "passes every property" if not correct.killers else "FAILS " + ", ".join(map(_short, correct.killers))
+    summary = (
+        f"| {p} | {len(killed)} of {len(results)} | {len(hidden)} | {len(results) - len(killed) - len(hidden)} "
+        f"| {timing} | {verdict} |"
+    )
+    fastest = [f"{r.name}: {_short(r.fastest[0])}" for r in results if r.fastest is not None]
+    return Column(summary, {r.name: _cell(r) for r in results}, f"- {p}: " + "; ".join(fastest))
+
+
+def render_classes(
+    by_class: dict[str, tuple[list[MutantResult], MutantResult]],
+    seconds: float,
+    earlier: tuple[dict[str, Column], str] = ({}, ""),
+) -> str:
+    """The per-class table: for each mutant and class, the time to its first failure, or why it survives.
+    The classes of `earlier` (`earlier_columns` of the section as it stands) that this run did not
+    measure are kept as they were, and said to be; a class this run measured is this run's alone."""
+    now = {p: column(p, *measured) for p, measured in by_class.items()}
+    kept_columns, kept_command = earlier
+    kept = {p: c for p, c in kept_columns.items() if p not in now}
+    columns = {p: now.get(p) or kept[p] for p in CLASSES if p in now or p in kept}
     lines = [
         SECTION_CLASSES,
         "",
         f"Machine: {describe()}.  ",
         f"Command: `python benchmarks/mutation_report.py {' '.join(sys.argv[1:])}` ({time.strftime('%Y-%m-%d')}), "
-        f"{seconds / 60:.0f} min for these classes; Hypothesis profile `ci`. Each mutant computes at the class "
+        f"{seconds / 60:.0f} min for {', '.join(now)}; Hypothesis profile `ci`. Each mutant computes at the class "
         "(weights and stage outputs rounded as the format rounds them, `tests/meta/mutants/base.py`) and declares "
         "it. A cell is the time to the first failing example of the fastest property; a mutant no property kills "
         "is then run in float32 arithmetic judged by the class's bounds, and its worst error / bound over the suite "
         "is its effect: below 1, the class cannot resolve the bug (undetectable at the class).",
+    ]
+    if kept:
+        lines += ["", f"Kept from earlier runs (the last: `{kept_command}`): {', '.join(kept)}."]
+    lines += [
         "",
         "| class | killed | undetectable | survives | time to first failure, median / slowest (s) "
         "| correct implementation |",
         "|---|---:|---:|---:|---:|---|",
+        *(c.summary for c in columns.values()),
     ]
-    for p, (results, correct) in by_class.items():
-        killed = [r for r in results if r.killers]
-        times = [r.fastest[1] for r in killed if r.fastest is not None]
-        hidden = [r for r in results if not r.killers and _cell(r).startswith("undetectable")]
-        timing = f"{statistics.median(times):.2f} / {max(times):.2f}" if times else "-"
-        verdict = "passes every property" if not correct.killers else "FAILS " + ", ".join(map(_short, correct.killers))
-        lines.append(
-            f"| {p} | {len(killed)} of {len(results)} | {len(hidden)} | {len(results) - len(killed) - len(hidden)} "
-            f"| {timing} | {verdict} |"
-        )
-    lines += ["", "| mutant | " + " | ".join(classes) + " |", "|---|" + "---:|" * len(classes)]
-    names = [r.name for r in next(iter(by_class.values()))[0]]
-    for i, name in enumerate(names):
-        lines.append(f"| {name} | " + " | ".join(_cell(by_class[p][0][i]) for p in classes) + " |")
+    lines += ["", "| mutant | " + " | ".join(columns) + " |", "|---|" + "---:|" * len(columns)]
+    names = list(dict.fromkeys(name for c in columns.values() for name in c.cells))
+    for name in names:
+        lines.append(f"| {name} | " + " | ".join(c.cells.get(name, "-") for c in columns.values()) + " |")
     lines += ["", "<details><summary>The fastest property per mutant and class</summary>", ""]
-    for p, (results, _) in by_class.items():
-        fastest = [f"{r.name}: {_short(r.fastest[0])}" for r in results if r.fastest is not None]
-        lines.append(f"- {p}: " + "; ".join(fastest))
+    lines += [c.details for c in columns.values()]
     lines += ["", "</details>"]
     return "\n".join(lines)
 
@@ -289,6 +336,7 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown classes {unknown}; the classes are {', '.join(CLASSES)}")
     by_class: dict[str, tuple[list[MutantResult], MutantResult]] = {}
+    earlier = earlier_columns(read_section(SECTION_CLASSES))
     start = time.perf_counter()
     with ThreadPoolExecutor(args.workers) as pool:
         for p in classes:
@@ -300,7 +348,7 @@ def main() -> None:
                 print(section)
                 if args.write:
                     write_section(section)
-            section = render_classes(by_class, time.perf_counter() - start)
+            section = render_classes(by_class, time.perf_counter() - start, earlier)
             if args.write:
                 write_section(section)
     print(section)

@@ -8,13 +8,24 @@ from pathlib import Path
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 
 
+def read_section(heading: str, path: Path = RESULTS) -> str:
+    """The section headed `heading` (a `## ` line) as it stands, or "" if there is none."""
+    text = path.read_text() if path.exists() else ""
+    found = _section(heading).search(text)
+    return found.group(0) if found else ""
+
+
+def _section(heading: str) -> re.Pattern[str]:
+    return re.compile(rf"^{re.escape(heading)}\n.*?(?=^## |\Z)", re.S | re.M)
+
+
 def write_section(text: str, path: Path = RESULTS) -> None:
     """Replace the section headed by `text`'s first line (a `## ` heading), or append it; atomically."""
     heading = text.splitlines()[0]
     if not heading.startswith("## "):
         raise ValueError(f"a section starts with a '## ' heading, found {heading!r}")
     old = path.read_text() if path.exists() else "# Benchmark results\n"
-    pattern = re.compile(rf"^{re.escape(heading)}\n.*?(?=^## |\Z)", re.S | re.M)
+    pattern = _section(heading)
     body = text.rstrip("\n") + "\n"
     new = pattern.sub(lambda _: body + "\n", old) if pattern.search(old) else old.rstrip("\n") + "\n\n" + body
     tmp = path.with_name(path.name + ".tmp")

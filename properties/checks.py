@@ -154,9 +154,17 @@ def judge_at(model: CheckedModel, case: Case | None = None) -> None:
     record = _current()
     if record is not None:
         record.precision = model.precision.label
-    if case is None or math.isinf(model.precision.max_value):
+    if case is not None:
+        reject_out_of_range(model, case, case.token_array())
+
+
+def reject_out_of_range(model: CheckedModel, case: Case, tokens: np.ndarray) -> None:
+    """Reject `case` (Hypothesis draws another) where the oracle's values over `tokens` [T] (the case's
+    own, or the longer sequence a property runs, e.g. a prompt and its greedy picks) exceed what the
+    model's class can hold."""
+    if math.isinf(model.precision.max_value):
         return
-    reason = model.precision.out_of_range(oracles.oracle(case).trace(case.token_array()), case.config.d_head)
+    reason = model.precision.out_of_range(oracles.oracle(case).trace(tokens), case.config.d_head)
     if reason is not None:
         note(f"outside the model's precision class: {reason}")
         record_refusal(f"a case outside {model.precision.name}'s range ({reason})")

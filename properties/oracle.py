@@ -139,8 +139,8 @@ class Oracle:
         if precision.key not in self._neighbour_models:
             c, w, stream = self.config, self._weights, self.stream
             self._neighbour_models[precision.key] = (
-                NumpyModel(c, precision.perturbed(w, seed=0), np.float64, stream=stream),
-                NumpyModel(c, precision.perturbed(w, seed=1), np.float64, stream=stream),
+                precision.neighbour(c, w, seed=0, stream=stream),
+                precision.neighbour(c, w, seed=1, stream=stream),
                 precision.emulation(c, w, stream=stream),
             )
         return self._neighbour_models[precision.key]
@@ -162,6 +162,12 @@ class Oracle:
             precision=self.precision,
             n_layers=self.config.n_layers,
         )
+
+    def continued(self, tokens: np.ndarray, n_new: int) -> np.ndarray:
+        """tokens [T] and the oracle's n_new greedy picks after them, [T + n_new]."""
+        for _ in range(n_new):
+            tokens = np.append(tokens, int(np.argmax(self.model.logits(tokens)[-1])))
+        return tokens
 
     def localize(self, trace: dict[str, np.ndarray], tokens: np.ndarray) -> Divergence:
         """Where a model's trace of `tokens` [T] first departs from the oracle's. The oracle's trace and

@@ -16,6 +16,7 @@ from verifier.analysis.precision import (
     FLOAT16,
     FLOAT32,
     Q8_0,
+    TF32,
     UnknownPrecision,
     q8_0,
     resolve,
@@ -77,3 +78,24 @@ def test_float16_calls_a_case_beyond_its_range_out_of_range() -> None:
     reason = FLOAT16.out_of_range(large, config.d_head)
     assert reason is not None and "float16's largest value 65504" in reason
     assert BFLOAT16.out_of_range(large, config.d_head) is None and math.isinf(BFLOAT16.max_value)
+
+
+def test_bfloat16_and_float16_neighbours_pull_scores_toward_near_ties_and_the_others_do_not() -> None:
+    """The nudged oracles of classes that hold scores in their format move each score toward its
+    row's largest by eps |score| (seen keys only): 511.5 and 514.9 in bfloat16 swap, as rounding can
+    make them; float32, tf32 and q8_0 hold scores in float32 and keep the oracle's scores."""
+    config, weights = RICH_LLAMA.config, RICH_LLAMA.weights()
+    tokens = RICH_LLAMA.token_array()[:3]
+    pull = BFLOAT16.neighbour(config, weights, seed=0).rounding
+    assert pull is not None and pull.rounds("layers.0.scores") and not pull.rounds("layers.0.probs")
+    scores = np.array([[[511.5, 514.9, 900.0], [100.0, 200.0, 400.0]]])  # [1, T=2, S=3]: key 2 is unseen by row 0
+    pulled = pull.activations(scores)
+    assert pulled[0, 0, 0] > pulled[0, 0, 1]  # the near-tie reversed, toward the seen largest, not 900
+    assert np.allclose(pulled[0, 1], [100 * (1 + 2**-7), 200 * (1 + 2**-7), 400 * (1 - 2**-7)])
+    assert FLOAT16.neighbour(config, weights, seed=0).rounding is not None
+    for p in (FLOAT32, TF32, Q8_0):
+        neighbour = p.neighbour(config, weights, seed=0)
+        assert neighbour.rounding is None
+        assert np.array_equal(
+            neighbour.logits(tokens), NumpyModel(config, p.perturbed(weights, 0), np.float64).logits(tokens)
+        )

@@ -78,6 +78,14 @@ class TransformersModel:
         self.model = build_model(config, weights, dtype=dtype)
         # The precision class it declares: its weights and activations are in `dtype`.
         self.precision = {torch.bfloat16: "bfloat16", torch.float16: "float16"}.get(dtype, "float32")
+        if dtype == torch.float16:
+            # No "attention_mask": transformers' eager attention adds finfo(float16).min = -65,504 to
+            # masked scores, which overflows to -inf for a score below -16; a padded query sees only
+            # masked keys, so its softmax row is all -inf and gives NaN, and the next layer reads that
+            # padded position's NaN key and value at the real positions (NaN x 0 is NaN). Measured:
+            # gpt2 d_model 6, 2 layers, weight scale 1, rows (0, 0) and (0,) left-padded: NaN at every
+            # real position of the padded row (bfloat16's min, -3.4e38, absorbs a score: no NaN).
+            self.capabilities = frozenset({"logits", "decode", "trace"})
 
     def _run(self, tokens: np.ndarray, **kwargs: Any) -> Any:
         torch = self._torch
@@ -189,7 +197,8 @@ def build_bfloat16(config: ModelConfig, weights: Weights) -> TransformersModel:
 
 
 def build_float16(config: ModelConfig, weights: Weights) -> TransformersModel:
-    """The same in float16 (on the CPU), precision class float16."""
+    """The same in float16 (on the CPU), precision class float16; without the attention mask (left
+    padding gives NaN at real positions there: see `TransformersModel.__init__`)."""
     import torch
 
     return TransformersModel(config, weights, dtype=torch.float16)
