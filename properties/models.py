@@ -13,7 +13,7 @@ A property declares what it needs with `@requires("trace", family="llama")`; the
 `properties/conftest.py` turns that into a skip with the reason before any example runs.
 
 With a fixed checkpoint (`--checkpoint`), every model is built from its config and weights, once per
-model (a full-size model is read and built in seconds, an example runs in less); properties about
+model (`on_checkpoint`: a full-size model is read and built in seconds, an example runs in less); properties about
 the other family, or needing configs or weights of their own (`requires(drawn=...)`), skip saying so.
 """
 
@@ -165,7 +165,11 @@ def build(spec: ModelSpec, case: Case, *capabilities: str) -> CheckedModel:
         checks.record_refusal(refusal, by_model=False)
         reject()
     try:
-        model = _built(spec, case.checkpoint) if case.checkpoint else build_checked(spec, case.config, case.weights())
+        model = (
+            on_checkpoint(spec, case.checkpoint)
+            if case.checkpoint
+            else build_checked(spec, case.config, case.weights())
+        )
     except Unsupported as e:
         note(f"the factory refused this config: {e}")
         checks.record_refusal(f"the factory: {e}")
@@ -182,8 +186,9 @@ def build(spec: ModelSpec, case: Case, *capabilities: str) -> CheckedModel:
 _BUILT: dict[tuple[str, int, FixedCheckpoint], CheckedModel] = {}
 
 
-def _built(spec: ModelSpec, fixed: FixedCheckpoint) -> CheckedModel:
-    """`spec`'s model on the checkpoint's weights, built once (the last model built is kept)."""
+def on_checkpoint(spec: ModelSpec, fixed: FixedCheckpoint) -> CheckedModel:
+    """`spec`'s model on the checkpoint's weights, built once (the last model built is kept);
+    `Unsupported` passes through."""
     key = (spec.name, id(spec.factory), fixed)
     if key not in _BUILT:
         _BUILT.clear()  # one full-size model at a time

@@ -78,7 +78,9 @@ def _gpt2_small(model_spec: ModelSpec) -> tuple[CheckedModel, Case]:
         pytest.skip(reason)
     weights = Case(config, 0, 0.02, (), fixed)
     try:
-        model = build_checked(model_spec, config, weights.weights())
+        model = (
+            models.on_checkpoint(model_spec, fixed) if fixed else build_checked(model_spec, config, weights.weights())
+        )
     except Unsupported as e:
         pytest.skip(f"model {model_spec.name!r} does not run GPT-2 124M: {e}")
     checks.judge_at(model)  # the fixed input's comparisons use the model's precision class
