@@ -13,7 +13,7 @@ A property declares what it needs with `@requires("trace", family="llama")`; the
 `properties/conftest.py` turns that into a skip with the reason before any example runs.
 
 With a fixed checkpoint (`--checkpoint`), every model is built from its config and weights, once per
-model (`on_checkpoint`: a full-size model is read and built in seconds, an example runs in less); properties about
+model (`build_on_checkpoint`: a full-size model is read and built in seconds, an example runs in less); properties about
 the other family, or needing configs or weights of their own (`requires(drawn=...)`), skip saying so.
 """
 
@@ -29,8 +29,15 @@ from hypothesis import note, reject
 
 from verifier.model.config import FAMILIES, Family, ModelConfig
 from verifier.plugin import checkpoint
-from verifier.plugin.checkpoint import FixedCheckpoint
-from verifier.plugin.contract import FREE_SHAPE, CheckedModel, Probe, build_checked, probe, probe_kind
+from verifier.plugin.contract import (
+    FREE_SHAPE,
+    CheckedModel,
+    Probe,
+    build_checked,
+    build_on_checkpoint,
+    probe,
+    probe_kind,
+)
 from verifier.plugin.interface import Constraints, Unsupported, lacking
 from verifier.plugin.registry import ModelSpec
 from verifier.properties import checks
@@ -166,7 +173,7 @@ def build(spec: ModelSpec, case: Case, *capabilities: str) -> CheckedModel:
         reject()
     try:
         model = (
-            on_checkpoint(spec, case.checkpoint)
+            build_on_checkpoint(spec, case.checkpoint)
             if case.checkpoint
             else build_checked(spec, case.config, case.weights())
         )
@@ -181,16 +188,3 @@ def build(spec: ModelSpec, case: Case, *capabilities: str) -> CheckedModel:
     checks.judge_at(model, case)  # the model's precision class; rejects a case beyond its format's range
     checks.record_example()
     return model
-
-
-_BUILT: dict[tuple[str, int, FixedCheckpoint], CheckedModel] = {}
-
-
-def on_checkpoint(spec: ModelSpec, fixed: FixedCheckpoint) -> CheckedModel:
-    """`spec`'s model on the checkpoint's weights, built once (the last model built is kept);
-    `Unsupported` passes through."""
-    key = (spec.name, id(spec.factory), fixed)
-    if key not in _BUILT:
-        _BUILT.clear()  # one full-size model at a time
-        _BUILT[key] = build_checked(spec, fixed.config, fixed.weights)
-    return _BUILT[key]

@@ -11,7 +11,7 @@ from hypothesis import given
 from verifier.model import stages
 from verifier.model.presets import preset
 from verifier.plugin import checkpoint
-from verifier.plugin.contract import CheckedModel, build_checked
+from verifier.plugin.contract import CheckedModel, build_checked, build_on_checkpoint
 from verifier.plugin.interface import Unsupported
 from verifier.plugin.registry import ModelSpec
 from verifier.properties import checks, models
@@ -79,7 +79,7 @@ def _gpt2_small(model_spec: ModelSpec) -> tuple[CheckedModel, Case]:
     weights = Case(config, 0, 0.02, (), fixed)
     try:
         model = (
-            models.on_checkpoint(model_spec, fixed) if fixed else build_checked(model_spec, config, weights.weights())
+            build_on_checkpoint(model_spec, fixed) if fixed else build_checked(model_spec, config, weights.weights())
         )
     except Unsupported as e:
         pytest.skip(f"model {model_spec.name!r} does not run GPT-2 124M: {e}")

@@ -391,6 +391,12 @@ class Probe:
     declared: bool = False
     quantized: bool = False  # the class compares next-token distributions with the original weights
 
+    @classmethod
+    def accepted(cls, kind: str, model: CheckedModel, shape: Constraints | None = None) -> Probe:
+        """The probe of `kind` on which `model` was built (in `shape`)."""
+        return cls(kind, model.capabilities, shape, precision=model.precision.label, declared=model.precision_declared,
+                   quantized=model.precision.distribution is not None)  # fmt: skip
+
     def summary(self) -> str:
         """`logits, decode, ...` (and the shape, unless free), `unsupported (reason)`, or `broken (message)`."""
         if self.error is not None:
@@ -433,13 +439,26 @@ def probe(spec: ModelSpec) -> list[Probe]:
 def _on_checkpoint(spec: ModelSpec, refused: Probe, fixed: checkpoint.FixedCheckpoint) -> Probe:
     """`refused` probed again on the checkpoint's config and weights."""
     try:
-        model = build_checked(spec, fixed.config, fixed.weights)
+        model = build_on_checkpoint(spec, fixed)
     except Unsupported as e:
         return dataclasses.replace(refused, unsupported=f"{refused.unsupported}; the checkpoint: {e}")
     except ContractViolation as e:
         return Probe(refused.kind, frozenset(), error=str(e))
-    return Probe(refused.kind, model.capabilities, precision=model.precision.label, declared=model.precision_declared,
-                 quantized=model.precision.distribution is not None)  # fmt: skip
+    return Probe.accepted(refused.kind, model)
+
+
+_ON_CHECKPOINT: dict[tuple[str, int, checkpoint.FixedCheckpoint], CheckedModel] = {}
+
+
+def build_on_checkpoint(spec: ModelSpec, fixed: checkpoint.FixedCheckpoint) -> CheckedModel:
+    """`build_checked` on the checkpoint's config and weights, once: the last model built is kept (the
+    probes and every property of a run use it; one full-size model at a time)."""
+    key = (spec.name, id(spec.factory), fixed)
+    if key not in _ON_CHECKPOINT:
+        model = build_checked(spec, fixed.config, fixed.weights)
+        _ON_CHECKPOINT.clear()
+        _ON_CHECKPOINT[key] = model
+    return _ON_CHECKPOINT[key]
 
 
 def _tiny_probes(spec: ModelSpec) -> list[Probe]:
@@ -459,9 +478,7 @@ def _tiny_probes(spec: ModelSpec) -> list[Probe]:
                 probes.append(Probe(kind, frozenset(), shape, error=str(e)))
                 break
             else:
-                probes.append(Probe(kind, model.capabilities, shape, precision=model.precision.label,
-                                    declared=model.precision_declared,
-                                    quantized=model.precision.distribution is not None))  # fmt: skip
+                probes.append(Probe.accepted(kind, model, shape))
                 break
         else:
             if not reasons:
