@@ -300,10 +300,11 @@ COARSER = (TF32, FLOAT16, BFLOAT16)
 
 def _behaves_like(found: np.ndarray, expected: Expected, against: np.ndarray | None, slack: float) -> str:
     """For an undeclared (float32) model's failed check: the finest coarser class whose bound the
-    error is within, said and recorded, or that none is."""
+    error is within, said and recorded, or that none is. A class whose bound is infinite (its
+    emulation overflowed: the case is beyond float16's range) says nothing."""
     for p in COARSER:
         c = expected.compare(found, against=against, slack=slack, precision=p)
-        if c.ok:
+        if c.ok and math.isfinite(c.bound):
             record = _current()
             if record is not None and (record.behaves_like is None or _coarser(p, record.behaves_like)):
                 record.behaves_like = p.label

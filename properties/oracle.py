@@ -47,7 +47,8 @@ Neighbours = Callable[[Precision], tuple[np.ndarray, ...]]
 class Expected:
     """An oracle array and, computed only when the floor of the policy is not enough, its
     neighbours at a precision; `rope_positions` is the largest RoPE position, or 0. An `identity`
-    is what a law gives exactly: only the class's identity floor applies."""
+    is what a law gives exactly: only the class's identity floor applies, relative to `scale`
+    (the sizes its rounding grows with, where those are not the value's own; default `value`)."""
 
     def __init__(
         self,
@@ -58,8 +59,10 @@ class Expected:
         precision: Precision = FLOAT32,
         n_layers: int = 1,
         identity: bool = False,
+        scale: np.ndarray | None = None,
     ) -> None:
         self.value = value
+        self.scale = value if scale is None else scale
         self.rope_positions = rope_positions
         self.precision = precision
         self.n_layers = n_layers
@@ -80,7 +83,7 @@ class Expected:
         """The largest error the class (this value's, or `precision`) allows against this value."""
         p = precision or self.precision
         if self.identity:
-            return p.identity_bound(self.value, rope_positions=self.rope_positions)
+            return p.identity_bound(self.scale, rope_positions=self.rope_positions)
         others = self.neighbours_at(p) if with_neighbours else ()
         return p.bound(self.value, others, rope_positions=self.rope_positions, n_layers=self.n_layers)
 
@@ -111,12 +114,16 @@ class Expected:
             precision=self.precision,
             n_layers=self.n_layers,
             identity=self.identity,
+            scale=self.scale[index],
         )
 
 
-def exact(value: np.ndarray, rope_positions: int = 0) -> Expected:
-    """What a law gives exactly (a rotation's norm, an unchanged prefix): the class's identity floor applies."""
-    return Expected(np.asarray(value, np.float64), lambda p: (), rope_positions, precision=precision(), identity=True)
+def exact(value: np.ndarray, rope_positions: int = 0, *, scale: np.ndarray | None = None) -> Expected:
+    """What a law gives exactly (a rotation's norm, an unchanged prefix): the class's identity floor
+    applies, relative to max |value|, or to max |scale| where given (a dot product's rounding grows
+    with its terms, not with its result, which they may cancel to nearly 0)."""
+    value = np.asarray(value, np.float64)
+    return Expected(value, lambda p: (), rope_positions, precision=precision(), identity=True, scale=scale)
 
 
 class Oracle:
@@ -134,15 +141,10 @@ class Oracle:
         self._neighbour_models: dict[tuple[str, str], tuple[NumpyModel, ...]] = {}
 
     def neighbour_models(self, precision: Precision) -> tuple[NumpyModel, ...]:
-        """The oracle on weights nudged at `precision` (two seeds) and the reference run at it;
-        built on first use: most comparisons never need them."""
+        """The neighbours at `precision` (`Precision.neighbours`); built on first use: most
+        comparisons never need them."""
         if precision.key not in self._neighbour_models:
-            c, w, stream = self.config, self._weights, self.stream
-            self._neighbour_models[precision.key] = (
-                precision.neighbour(c, w, seed=0, stream=stream),
-                precision.neighbour(c, w, seed=1, stream=stream),
-                precision.emulation(c, w, stream=stream),
-            )
+            self._neighbour_models[precision.key] = precision.neighbours(self.config, self._weights, stream=self.stream)
         return self._neighbour_models[precision.key]
 
     def _rope_positions(self, n_positions: int) -> int:

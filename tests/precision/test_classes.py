@@ -80,22 +80,34 @@ def test_float16_calls_a_case_beyond_its_range_out_of_range() -> None:
     assert BFLOAT16.out_of_range(large, config.d_head) is None and math.isinf(BFLOAT16.max_value)
 
 
-def test_bfloat16_and_float16_neighbours_pull_scores_toward_near_ties_and_the_others_do_not() -> None:
-    """The nudged oracles of classes that hold scores in their format move each score toward its
-    row's largest by eps |score| (seen keys only): 511.5 and 514.9 in bfloat16 swap, as rounding can
-    make them; float32, tf32 and q8_0 hold scores in float32 and keep the oracle's scores."""
+def test_bfloat16_and_float16_have_a_neighbour_with_near_ties_closed_and_the_others_do_not() -> None:
+    """Classes that hold scores in their format get a fourth neighbour: the oracle, on its own
+    weights, with each score moved toward its row's largest seen score by eps (|score| + |q| |k| /
+    d_head): 511.5 and 514.9 swap in bfloat16, as rounding can make them. float32, tf32 and q8_0
+    hold scores in float32: the nudged oracles and the emulation only."""
     config, weights = RICH_LLAMA.config, RICH_LLAMA.weights()
     tokens = RICH_LLAMA.token_array()[:3]
-    pull = BFLOAT16.neighbour(config, weights, seed=0).rounding
-    assert pull is not None and pull.rounds("layers.0.scores") and not pull.rounds("layers.0.probs")
-    scores = np.array([[[511.5, 514.9, 900.0], [100.0, 200.0, 400.0]]])  # [1, T=2, S=3]: key 2 is unseen by row 0
-    pulled = pull.activations(scores)
-    assert pulled[0, 0, 0] > pulled[0, 0, 1]  # the near-tie reversed, toward the seen largest, not 900
-    assert np.allclose(pulled[0, 1], [100 * (1 + 2**-7), 200 * (1 + 2**-7), 400 * (1 - 2**-7)])
-    assert FLOAT16.neighbour(config, weights, seed=0).rounding is not None
+    *nudged, emulation, ties = BFLOAT16.neighbours(config, weights)
+    assert ties.rounding is not None and ties.rounding.scores is not None and not ties.rounding.rounds("layers.0.q")
+    assert [m.rounding for m in nudged] == [None, None] and emulation.rounding is BFLOAT16.rounding
+    moved, oracle = ties.trace(tokens), NumpyModel(config, weights, np.float64).trace(tokens)
+    assert np.array_equal(moved["layers.0.q_rope"], oracle["layers.0.q_rope"])  # the oracle's weights, unnudged
+    assert not np.array_equal(moved["layers.0.scores"], oracle["layers.0.scores"])
+    scores = np.array([[[[511.5, 514.9, 900.0], [100.0, 200.0, 400.0]]]])  # [B=1, h=1, T=2, S=3]
+    q = np.zeros((1, 1, 2, 4))  # |q| = 0: only the scores' own size counts here
+    k = np.ones((1, 1, 3, 4))
+    allowed = np.array([[True, True, False], [True, True, True]])  # key 2 is unseen by row 0
+    pulled = ties.rounding.scores(scores, q, k, allowed)[0, 0]
+    assert pulled[0, 0] > pulled[0, 1]  # the near-tie reversed, toward the seen largest, not 900
+    assert np.allclose(pulled[1], [100 * (1 + 2**-7), 200 * (1 + 2**-7), 400 * (1 - 2**-7)])
+    q[..., 0] = 8.0  # |q| |k| / d_head = 8 * 2 / 4: each score moves 4 eps further
+    assert np.allclose(
+        ties.rounding.scores(scores, q, k, allowed)[0, 0, 1] - pulled[1], [4 * 2**-7, 4 * 2**-7, -4 * 2**-7]
+    )
+    assert len(FLOAT16.neighbours(config, weights)) == 4
     for p in (FLOAT32, TF32, Q8_0):
-        neighbour = p.neighbour(config, weights, seed=0)
-        assert neighbour.rounding is None
+        *nudged, emulation = p.neighbours(config, weights)
+        assert len(nudged) == 2 and all(m.rounding is None for m in nudged)
         assert np.array_equal(
-            neighbour.logits(tokens), NumpyModel(config, p.perturbed(weights, 0), np.float64).logits(tokens)
+            nudged[0].logits(tokens), NumpyModel(config, p.perturbed(weights, 0), np.float64).logits(tokens)
         )

@@ -19,7 +19,7 @@ from verifier.plugin.contract import build_checked
 from verifier.plugin.registry import ModelSpec
 from verifier.properties import checks
 from verifier.properties.oracle import oracle
-from verifier.properties.strategies import LARGE_LOGITS
+from verifier.properties.strategies import Case
 from verifier.reference import NumpyModel
 
 
@@ -39,11 +39,12 @@ def bfloat16_undeclared(config: ModelConfig, weights: Weights) -> NumpyModel:
     return NumpyModel(config, weights, np.float32, rounding=BFLOAT16.rounding)
 
 
-def test_an_undeclared_model_computing_in_bfloat16_behaves_like_bfloat16() -> None:
-    # Attention scores in the hundreds: beyond tf32's and float16's bounds, within bfloat16's. (On
-    # well-conditioned cases the finer classes' bounds, widened by their neighbours, may hold too:
-    # a run records the coarsest class any failure needed.)
-    case = LARGE_LOGITS
+def _tokens(config: ModelConfig, T: int) -> tuple[int, ...]:
+    return tuple(int(t) for t in np.random.default_rng(1).integers(0, config.vocab_size, T))
+
+
+def _behaves_like(case: Case) -> tuple[str, str | None]:
+    """The failure message of an undeclared bfloat16 model's logits on `case`, and the class recorded."""
     model = build_checked(ModelSpec("undeclared", bfloat16_undeclared, "test"), case.config, case.weights())
     assert model.precision.name == "float32" and not model.precision_declared
     with checks.recording("p") as record:
@@ -53,5 +54,29 @@ def test_an_undeclared_model_computing_in_bfloat16_behaves_like_bfloat16() -> No
             checks.agree(model.logits(case.token_array()), expected, what="logits", model=model)
     message = str(failure.value)
     assert "model 'undeclared' (float32), logits" in message and "exceeds the float32 tolerance" in message
+    return message, record.behaves_like
+
+
+SMALL = ModelConfig(
+    "llama", vocab_size=61, n_ctx=48, d_model=32, n_layers=2, n_heads=2, n_kv_heads=2, d_ff=40, norm_eps=1e-5,
+    tie_embeddings=False,
+)  # fmt: skip
+
+
+def test_an_undeclared_model_computing_in_bfloat16_behaves_like_bfloat16() -> None:
+    # Measured on this case: the error is 1.27x tf32's and float16's bounds, 0.022x bfloat16's. (On
+    # well-conditioned cases the finer classes' bounds, widened by their neighbours, may hold too:
+    # a run records the coarsest class any failure needed.)
+    message, behaves_like = _behaves_like(Case(SMALL, 1, 3.0, _tokens(SMALL, 24)))
     assert "within the bfloat16 tolerance" in message and "declare precision = 'bfloat16'" in message
-    assert record.behaves_like == "bfloat16"
+    assert behaves_like == "bfloat16"
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")  # float16's emulation overflows
+def test_a_case_beyond_float16_s_range_does_not_say_the_model_behaves_like_float16() -> None:
+    """At weight scale 10 float16's emulation overflows, so its bound is infinite: the error is
+    1.04x tf32's bound and 0.12x bfloat16's, and the message must name bfloat16, not float16."""
+    config = SMALL.replace(family="gpt2", n_heads=1, n_kv_heads=1, tie_embeddings=True)
+    message, behaves_like = _behaves_like(Case(config, 1, 10.0, _tokens(config, 12)))
+    assert "float16 tolerance inf" not in message and "within the bfloat16 tolerance" in message
+    assert behaves_like == "bfloat16"

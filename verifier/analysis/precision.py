@@ -7,9 +7,9 @@ which has the float32 policy's form (`verifier.analysis.tolerance`) in the class
     bound = (eps ulps depth + eps32 rope_positions) max |expected| + conditioning spread
     depth = sqrt(max(n_layers, 4) / 4)
     spread = max |neighbour - expected| over: the oracle with its weights times (1 + eps z), z ~ N(0, 1)
-             (two seeds; in bfloat16 and float16 with its attention scores pulled toward their row's
-             largest by eps |score|, `_near_ties`), and the reference run at the class
-             (`verifier.reference.rounding`)
+             (two seeds), the reference run at the class (`verifier.reference.rounding`), and in
+             bfloat16 and float16 the oracle with its attention scores pulled toward their row's
+             largest by eps (|score| + |q| |k| / d_head) (`_near_ties`)
 
 | class    | eps    | ulps | conditioning | identity ulps | what it models                                       |
 |----------|--------|-----:|-------------:|--------------:|------------------------------------------------------|
@@ -73,7 +73,6 @@ from verifier.model.config import ModelConfig
 from verifier.model.weights import LazyWeights, WeightMap
 from verifier.reference import NumpyModel
 from verifier.reference import rounding as R
-from verifier.reference.layers import causal_mask
 
 # The floors were measured on configs of 1 to 4 layers (the strategies' range); deeper models get
 # sqrt(n_layers / 4) more, as independent roundings add up.
@@ -168,13 +167,18 @@ class Precision:
         """The oracle's weights nudged at this class's precision: a neighbour of the oracle."""
         return tolerance.perturbed(self.oracle_weights(weights), seed=seed, eps=self.eps)
 
-    def neighbour(self, config: ModelConfig, weights: WeightMap, seed: int, *, stream: bool = False) -> NumpyModel:
-        """The oracle nudged at this class's precision (float64): its weights (`perturbed`) and, where
-        the class holds attention scores in its format (bfloat16, float16), its scores pulled toward
-        their row's largest (`_near_ties`); `stream` as for `NumpyModel`."""
-        holds_scores = self.rounding is not None and self.rounding.rounds("scores")
-        rounding = _near_ties(self.eps) if holds_scores else None
-        return NumpyModel(config, self.perturbed(weights, seed), np.float64, rounding=rounding, stream=stream)
+    def neighbours(self, config: ModelConfig, weights: WeightMap, *, stream: bool = False) -> tuple[NumpyModel, ...]:
+        """The models whose distance from the oracle measures how sensitive a case is at this class:
+        the oracle on nudged weights (`perturbed`, two seeds), the reference run at the class
+        (`emulation`) and, where the class holds attention scores in its format (bfloat16, float16),
+        the oracle with every score pulled toward its row's largest (`_near_ties`); `stream` as for
+        `NumpyModel`."""
+        models = [NumpyModel(config, self.perturbed(weights, seed), np.float64, stream=stream) for seed in (0, 1)]
+        models.append(self.emulation(config, weights, stream=stream))
+        if self.rounding is not None and self.rounding.rounds("scores"):
+            ties = _near_ties(self.eps)
+            models.append(NumpyModel(config, self.oracle_weights(weights), np.float64, rounding=ties, stream=stream))
+        return tuple(models)
 
     def emulation(self, config: ModelConfig, weights: WeightMap, *, stream: bool = False) -> NumpyModel:
         """The reference run at this precision: float32 arithmetic, rounded as the format rounds
@@ -200,25 +204,32 @@ class Precision:
 
 
 def _near_ties(eps: float) -> R.Rounding:
-    """Attention scores moved toward their row's largest by eps times their size: every gap to the
-    top narrowed by as much as the format's rounding can narrow it, so that a near-tie it can close
-    or reverse shows in the spread.
+    """Attention scores moved toward their row's largest (among the keys the query sees) by what a
+    format of this eps can move them: eps (|score| + |q| |k| / d_head), so that a near-tie the
+    format can close or reverse shows in the spread.
 
-    A model holding scores in a format rounds each one twice (transformers rounds q k^T, then the
-    scaled score), each time by up to eps/2 of it, independently of its row's other scores; the
-    softmax turns a gap's change into exp of it. Nudged weights move a query's scores together and
-    the emulation is one draw of the rounding: measured (benchmarks/RESULTS.md), the oracle's 511.5
-    and 514.9 (probabilities 0.035, 0.965) became 516 and 516 in transformers' bfloat16 (0.5, 0.5),
-    1.35x the logits' bound, while nudged weights moved those probabilities by 0.024 at most. A gap
-    wider than the rounding can close keeps its order, and a nearly one-hot row its softmax.
+    A model holding scores in a format rounds each one (transformers twice: q k^T, then the scaled
+    score) by up to eps/2 of it, and q and k arrive with errors of about eps of their norms in no
+    particular direction, which move q k^T / sqrt(d_head) by about eps |q| |k| / d_head; all of it
+    independently of the row's other scores, and the softmax turns a gap's change into exp of it.
+    The nudged oracles move a row's scores together, the emulation is one draw of the rounding, and
+    neither goes toward the tie: measured (benchmarks/RESULTS.md), the oracle's 511.5 and 514.9
+    (probabilities 0.035, 0.965) became 516 and 516 in transformers' bfloat16 (0.5, 0.5), and
+    -255.0 and -259.6 became -255 and -256 (a gap of 4.6 closed by the error of q and k, with the
+    nudged oracles widening it). This neighbour runs on the oracle's weights, unnudged: a nudge
+    can move a gap the other way by more than the pull closes it. A gap wider than the pull keeps
+    its order, and a nearly one-hot row its softmax.
     """
 
-    def pull(scores: np.ndarray) -> np.ndarray:  # [..., T, S], the last T of S positions querying
-        seen = causal_mask(*scores.shape[-2:])
-        top = np.where(seen, scores, -np.inf).max(axis=-1, keepdims=True)
-        return scores + eps * np.abs(scores) * np.sign(top - scores) - eps * np.abs(top) * (scores == top)
+    def pull(scores: np.ndarray, q: np.ndarray, k: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+        group = q.shape[1] // k.shape[1]
+        q_norm = np.linalg.norm(q, axis=-1)[..., :, None]  # [B, h, T, 1]
+        k_norm = np.repeat(np.linalg.norm(k, axis=-1), group, axis=1)[..., None, :]  # [B, h, 1, S]
+        amount = eps * (np.abs(scores) + q_norm * k_norm / q.shape[-1])
+        top = np.where(allowed, scores, -np.inf).max(axis=-1, keepdims=True)
+        return np.where(scores == top, scores - amount, scores + amount)
 
-    return R.Rounding("near ties", pull, lambda name, w: w, frozenset({"scores"}))
+    return R.Rounding("near ties", lambda x: x, lambda name, w: w, frozenset(), scores=pull)
 
 
 EPS32 = tolerance.EPS32

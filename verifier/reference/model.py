@@ -209,6 +209,14 @@ class NumpyModel:
 
         return rounded
 
+    def _moving_scores(self, at: Stage, q: np.ndarray, k: np.ndarray, allowed: np.ndarray) -> Stage:
+        """`at`, after the rounding's move of the attention scores where it has one (it needs the
+        q [B, h, T, d_head] and k [B, kv, S, d_head] the scores come from)."""
+        move = self.rounding.scores if self.rounding is not None else None
+        if move is None:
+            return at
+        return lambda op, value: at(op, move(value, q, k, allowed) if op == "scores" else value)
+
     def _forward(
         self, tokens: np.ndarray, cache: KVCache | None, record: Stage, key_mask: np.ndarray | None = None
     ) -> tuple[np.ndarray, KVCache]:
@@ -271,7 +279,7 @@ class NumpyModel:
         if past_kv is not None:
             k = np.concatenate([past_kv[0].transpose(0, 2, 1, 3), k], axis=2)
             v = np.concatenate([past_kv[1].transpose(0, 2, 1, 3), v], axis=2)
-        out, _, _ = L.attention(q, k, v, allowed, at)
+        out, _, _ = L.attention(q, k, v, allowed, self._moving_scores(at, q, k, allowed))
         attn = at("attn", L.merge_heads(out))
         projected = at("attn_out", f.attn_out(w, c, i, attn))
         x = at("resid_attn", x + projected)

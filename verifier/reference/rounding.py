@@ -73,16 +73,23 @@ def q8_0(x: Array, group_size: int, *, float16_scales: bool = False, axis: int =
     return np.moveaxis(values.reshape(*x.shape[:-1], padded)[..., :n], -1, axis)
 
 
+# Attention scores [B, h, T, S] moved, given the q [B, h, T, d_head] and k [B, kv, S, d_head] they
+# come from and the keys each query sees (bool, broadcastable to the scores).
+MoveScores = Callable[[Array, Array, Array, Array], Array]
+
+
 @dataclass(frozen=True)
 class Rounding:
-    """How a model at some precision rounds: its weights (`weights(name, w)`), and the output of
-    the stages in `stages` (op names as in `verifier.model.stages`, e.g. "attn_norm"; None: every
-    stage) by `activations`."""
+    """How a model at some precision rounds: its weights (`weights(name, w)`), the output of the
+    stages in `stages` (op names as in `verifier.model.stages`, e.g. "attn_norm"; None: every
+    stage) by `activations`, and, where set, its attention scores by `scores` (which sees the q and
+    k they come from)."""
 
     name: str
     activations: Callable[[Array], Array]
     weights: Callable[[str, Array], Array]
     stages: frozenset[str] | None = None
+    scores: MoveScores | None = None
 
     def rounds(self, stage: str) -> bool:
         """Whether the output of `stage` ("embed", "layers.0.q", ...) is rounded."""
