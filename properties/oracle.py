@@ -14,7 +14,7 @@ weights. Outside a property (or before a model is built) the class is float32.
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import cached_property
+from functools import cached_property, partial
 from typing import Any
 
 import numpy as np
@@ -176,16 +176,21 @@ class Oracle:
         its neighbours' are streamed a layer at a time (at full size, all stages of all layers of four
         traces would not fit: GPT-2 124M's attention scores and probabilities of 1,024 tokens are 2.4 GB
         a trace)."""
-        rope_positions, p, n_layers = self._rope_positions(len(tokens)), self.precision, self.config.n_layers
-        expected = self.model.trace_layers(tokens)
-        floor_only = localize(trace, expected, rope_positions=rope_positions, precision=p, n_layers=n_layers)
+        c = self.config
+        compare = partial(
+            localize,
+            trace,
+            rope_positions=self._rope_positions(len(tokens)),
+            precision=self.precision,
+            n_layers=c.n_layers,
+            family=c.family,
+        )
+        floor_only = compare(self.model.trace_layers(tokens))
         if max((s.ratio for s in floor_only.stages), default=0.0) <= 0.25:  # as in Expected.compare
             return floor_only
-        expected, neighbours = (
-            self.model.trace_layers(tokens),
-            [m.trace_layers(tokens) for m in self.neighbour_models(p)],
+        return compare(
+            self.model.trace_layers(tokens), [m.trace_layers(tokens) for m in self.neighbour_models(self.precision)]
         )
-        return localize(trace, expected, neighbours, rope_positions=rope_positions, precision=p, n_layers=n_layers)
 
     def trace(self, tokens: np.ndarray) -> dict[str, np.ndarray]:
         return self.model.trace(tokens)

@@ -9,6 +9,7 @@ import pytest
 
 from verifier.analysis import tolerance
 from verifier.analysis.divergence import localize, plot_stage_errors
+from verifier.analysis.precision import BFLOAT16
 
 
 def _trace() -> dict[str, np.ndarray]:
@@ -68,3 +69,16 @@ def test_the_error_plot_is_a_png(tmp_path: Path) -> None:
     rows = [("embed", 0.0, 1e-6), ("layers.0.scores", 0.5, 1e-6), ("logits", np.inf, 0.0)]
     path = plot_stage_errors(rows, tmp_path / "errors.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_gpt2_s_gelu_floor_follows_its_input_where_its_tail_cancels() -> None:
+    """tanh GELU in a narrow format is exactly 0 below x = -3.5 (1 + tanh(z) cancels): at x = -3.69
+    the oracle's -2.88e-4 against 0 is within a floor relative to 0.5 |x| for GPT-2, and beyond
+    one relative to the result for a family without that GELU."""
+    gelu = np.array([[-2.88e-4]])
+    expected = {"layers.0.mlp_up": np.array([[-3.69]]), "layers.0.mlp_act": gelu}
+    found = {"layers.0.mlp_up": expected["layers.0.mlp_up"], "layers.0.mlp_act": np.zeros((1, 1))}
+    assert localize(found, expected, precision=BFLOAT16, family="gpt2").first is None
+    divergence = localize(found, expected, precision=BFLOAT16, family="llama")
+    assert divergence.first is not None and divergence.first.stage == "layers.0.mlp_act"
+    assert divergence.first.bound == pytest.approx(BFLOAT16.bound(gelu))

@@ -169,6 +169,51 @@ def test_transformers_in_bfloat16_agrees_at_a_near_tie_its_rounding_closes() -> 
         assert model is not None and _agree(model, case) <= 1
 
 
+def _llama(vocab_size: int, n_ctx: int, d_model: int, n_heads: int, d_ff: int) -> ModelConfig:
+    return ModelConfig(
+        "llama", vocab_size=vocab_size, n_ctx=n_ctx, d_model=d_model, n_layers=1, n_heads=n_heads,
+        n_kv_heads=n_heads, d_ff=d_ff, norm_eps=1e-5, tie_embeddings=False,
+    )  # fmt: skip
+
+
+# The thorough profile's near-ties that the error of q and k closes (logits over the bfloat16 bound
+# before the near-tie neighbour had the |q| |k| / d_head term and ran on unnudged weights).
+Q_K_NEAR_TIES = [
+    pytest.param(Case(_llama(149, 3, 102, 3, 288), 1757, 3.0, (33, 0, 141)), id="1.50x"),
+    pytest.param(Case(_llama(580, 2, 128, 2, 352), 65536, 3.0, (0, 2)), id="2.86x"),
+]
+
+
+@pytest.mark.parametrize("case", Q_K_NEAR_TIES)
+def test_transformers_in_bfloat16_agrees_at_a_near_tie_the_error_of_q_and_k_closes(case: Case) -> None:
+    """The oracle's scores -255.0 and -259.6 (probabilities 0.99, 0.01) are -255 and -256 in
+    transformers' bfloat16 (0.73, 0.27): the gap of 4.6 closed by the error q and k carry (the
+    scores' own rounding moves them by 2 at most), while the nudged oracles widened it."""
+    pytest.importorskip("transformers", reason="needs the transformers extra")
+    with checks.recording("test"):
+        model = _built("transformers-bfloat16", PRECISION_MODELS["transformers-bfloat16"], case)
+        assert model is not None and _agree(model, case) <= 1
+
+
+@pytest.mark.parametrize("name", ["transformers-bfloat16", "transformers-float16"])
+def test_transformers_gelu_tail_in_a_narrow_format_is_within_the_trace_s_bound(name: str) -> None:
+    """The thorough profile's case: with d_ff 1, layer 1's one GELU input is -3.69; transformers'
+    tanh GELU gives exactly 0 in bfloat16 and float16 (the oracle -2.88e-4): 1.1x and 9.4x the
+    bound before GPT-2's GELU floor followed its input."""
+    pytest.importorskip("transformers", reason="needs the transformers extra")
+    config = ModelConfig(
+        "gpt2", vocab_size=254, n_ctx=1, d_model=16, n_layers=2, n_heads=2, n_kv_heads=2, d_ff=1, norm_eps=1e-5,
+        tie_embeddings=False,
+    )  # fmt: skip
+    case = Case(config, 1, 0.3, (1,))
+    with checks.recording("test"):
+        model = _built(name, PRECISION_MODELS[name], case)
+        assert model is not None
+        tokens = case.token_array()
+        assert model.trace(tokens)["layers.1.mlp_act"].item() == 0
+        checks.trace_agrees(oracles.oracle(case).localize(model.trace(tokens), tokens), what="trace", model=model)
+
+
 def test_a_greedy_case_can_leave_float16_s_range_only_at_its_picks() -> None:
     """The prompt (0,) is in float16's range but the oracle's first pick, 3, takes the scores to 1.4e5
     before scaling (transformers in float16 gives NaN there): the greedy property checks the range

@@ -127,6 +127,18 @@ def _comparable(stage: str, array: np.ndarray) -> np.ndarray:
     return np.asarray(array, np.float64)
 
 
+def _floor_scale(stage: str, oracle_value: np.ndarray, group: Trace, family: str | None) -> np.ndarray | None:
+    """What a stage's floor is relative to, where not its own size: GPT-2's tanh GELU,
+    0.5 x (1 + tanh(z)), computed in a format loses its tail where 1 + tanh(z) cancels (transformers
+    in bfloat16 and float16 gives exactly 0 below x = -3.5, where the oracle has -2.9e-4), so its
+    error grows with 0.5 |x| (the GELU's input, `mlp_up`), not with the result."""
+    layer, op = stages.split_stage(stage)
+    if family != "gpt2" or op != "mlp_act" or layer is None:
+        return None
+    gelu_input = group.get(stages.layer_stage(layer, "mlp_up"))
+    return None if gelu_input is None else np.maximum(np.abs(oracle_value), 0.5 * np.abs(gelu_input))
+
+
 def _groups(stages: Stages) -> Iterator[Trace]:
     return iter([stages]) if isinstance(stages, Mapping) else iter(stages)
 
@@ -139,9 +151,11 @@ def localize(
     rope_positions: int = 0,
     precision: Precision = FLOAT32,
     n_layers: int = 1,
+    family: str | None = None,
 ) -> Divergence:
     """Compare a model's `trace` with the oracle's `expected` trace, stage by stage, under the
-    bounds of `precision` (`verifier.analysis.precision`).
+    bounds of `precision` (`verifier.analysis.precision`); the `family` ("gpt2", "llama") says
+    which stages' floors follow their inputs (`_floor_scale`).
 
     `neighbours` are the traces the tolerance policy measures conditioning with (see
     `verifier.analysis.tolerance`), given as `expected` is (whole, or as groups read in step with
@@ -162,7 +176,8 @@ def localize(
             others = [_comparable(stage, n[stage]) for n in around if stage in n]
             oracle_value = _comparable(stage, want)
             error, index = tolerance.worst(_comparable(stage, got), oracle_value)
-            limit = precision.bound(oracle_value, others, rope_positions=rope_positions, n_layers=n_layers)
+            scale = _floor_scale(stage, oracle_value, group, family)
+            limit = precision.bound(oracle_value, others, rope_positions=rope_positions, n_layers=n_layers, scale=scale)
             compared.append(StageError(stage, error, limit, index))
     return Divergence(tuple(compared), tuple(untraced), precision.label)
 

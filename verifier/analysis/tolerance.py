@@ -75,14 +75,17 @@ def bound(
     ulps: float = ULPS,
     eps: float = EPS32,
     conditioning: float = CONDITIONING,
+    scale: np.ndarray | None = None,
 ) -> float:
     """The largest |actual - expected| the policy allows (see the module docstring):
-    (eps ulps + eps32 rope_positions) max |expected| + conditioning max_n |neighbour_n - expected|.
+    (eps ulps + eps32 rope_positions) max |expected| + conditioning max_n |neighbour_n - expected|,
+    with max |scale| in place of max |expected| where given (an operation whose rounding grows with
+    more than its result: a dot product's terms, tanh GELU's input).
     The defaults are float32's; `verifier.analysis.precision` gives other formats' `eps`, `ulps`
     and `conditioning` (RoPE angles stay float32 in every format: see there)."""
-    scale = float(np.max(np.abs(expected), initial=0.0))
+    size = float(np.max(np.abs(expected if scale is None else scale), initial=0.0))
     spread = max((max_error(n, expected) for n in neighbours), default=0.0)
-    return (eps * ulps + EPS32 * rope_positions) * scale + conditioning * spread
+    return (eps * ulps + EPS32 * rope_positions) * size + conditioning * spread
 
 
 @dataclass(frozen=True)
