@@ -25,7 +25,7 @@ from verifier.plugin.contract import CheckedModel
 from verifier.plugin.registry import ModelSpec
 from verifier.properties import checks, models
 from verifier.properties.models import requires
-from verifier.properties.oracle import exact, precision
+from verifier.properties.oracle import exact, oracle, precision
 from verifier.properties.strategies import ONE_KV_HEAD, RICH_LLAMA, SINGLE_HEAD, SMALL_ACTIVATIONS, Case, cases, pinned
 from verifier.reference.layers import rope_tables
 
@@ -156,14 +156,28 @@ def test_rope_layer_0_scores_depend_only_on_the_distance_m_minus_n(model_spec: M
         checks.nothing_compared("the trace has no layers.0.scores stage")
         return
     later, earlier = np.tril(scores[:, 2:, 2:]), np.tril(scores[:, :-2, :-2])
-    checks.agree(later, exact(earlier, case.T), what="layer 0 scores of (m+2, n+2) against (m, n)", model=model)
+    # Each side is a score rounded once and a sum of terms rounded each: the bound is relative to
+    # |score| plus the terms' root-sum-square on both sides (sized on the oracle's q and k).
+    q, k = stages.layer_stage(0, "q_rope"), stages.layer_stage(0, "k_rope")
+    layer_0 = next(g for g in oracle(periodic).model.trace_layers(periodic.token_array()) if q in g)
+    terms = _term_sizes(layer_0[q], layer_0[k])
+    scale = np.abs(earlier) + np.tril(terms[:, 2:, 2:]) + np.tril(terms[:, :-2, :-2])
+    expected = exact(earlier, case.T, scale=scale)
+    checks.agree(later, expected, what="layer 0 scores of (m+2, n+2) against (m, n)", model=model)
+
+
+def _term_sizes(q: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """q [h, T, d_head], k [kv, S, d_head] -> [h, T, S]: the root-sum-square of the terms of each
+    score q k^T / sqrt(d_head), sqrt(sum_i (q_i k_i)^2) / sqrt(d_head) (query head h on kv head
+    h // group): how large the roundings of the terms add up to, where the score may be far smaller."""
+    k = np.repeat(np.asarray(k, np.float64), q.shape[0] // k.shape[0], axis=0)
+    return np.sqrt(np.square(np.asarray(q, np.float64)) @ np.square(k).transpose(0, 2, 1)) / np.sqrt(q.shape[-1])
 
 
 def _interleaved_scores(q: np.ndarray, k: np.ndarray, theta: float) -> tuple[np.ndarray, np.ndarray]:
     """llama2.c's way: q/k rows permuted to interleaved pairs (2i, 2i+1), each rotated as a complex
     number by p theta^(-2i/d_head), then q k^T / sqrt(d_head) with query head h on kv head h // group.
-    Returns the scores [h, T, T] (causal) and the root-sum-square of each one's terms,
-    sqrt(sum_i (q_i k_i)^2) / sqrt(d_head): how large the roundings of the terms add up to."""
+    Returns the scores [h, T, T] (causal) and the root-sum-square of each one's terms (`_term_sizes`)."""
     d_head = q.shape[-1]
     perm = np.stack([np.arange(d_head // 2), np.arange(d_head // 2) + d_head // 2], axis=-1).reshape(-1)
     freqs = np.exp(1j * _formula_angles(q.shape[1], d_head, theta))  # [T, d_head/2]
@@ -173,10 +187,9 @@ def _interleaved_scores(q: np.ndarray, k: np.ndarray, theta: float) -> tuple[np.
         z = (pairs[..., 0] + 1j * pairs[..., 1]) * freqs
         return np.stack([z.real, z.imag], axis=-1).reshape(x.shape)
 
-    qr, kr = rotate(q), np.repeat(rotate(k), q.shape[0] // k.shape[0], axis=0)
-    scores = qr @ kr.transpose(0, 2, 1) / np.sqrt(d_head)
-    terms = np.sqrt(np.square(qr) @ np.square(kr).transpose(0, 2, 1)) / np.sqrt(d_head)
-    return np.tril(scores), np.tril(terms)
+    qr, kr = rotate(q), rotate(k)
+    scores = qr @ np.repeat(kr, q.shape[0] // k.shape[0], axis=0).transpose(0, 2, 1) / np.sqrt(d_head)
+    return np.tril(scores), np.tril(_term_sizes(qr, kr))
 
 
 @requires("trace", family="llama")
