@@ -1,8 +1,9 @@
 """The float64 oracle of a case, with what the tolerance policy needs to bound each comparison.
 
 Every expected array comes with its neighbours (see `verifier.analysis.tolerance`): the oracle run on
-weights nudged at the model's precision (two seeds), and the reference run at that precision. They
-measure how sensitive this very case is to rounding, so the bound is tight where the case is well
+weights nudged at the model's precision (two seeds), the reference run at that precision, and in
+bfloat16 and float16 the oracle with its near-ties closed (`Precision.neighbours`). They measure
+how sensitive this very case is to rounding, so the bound is tight where the case is well
 conditioned and wide only where any correct model of that precision lands far from the oracle.
 
 Comparisons are judged at the precision class of the model under test (`verifier.analysis.precision`):
@@ -46,9 +47,9 @@ Neighbours = Callable[[Precision], tuple[np.ndarray, ...]]
 
 class Expected:
     """An oracle array and, computed only when the floor of the policy is not enough, its
-    neighbours at a precision; `rope_positions` is the largest RoPE position, or 0. An `identity`
-    is what a law gives exactly: only the class's identity floor applies, relative to `scale`
-    (the sizes its rounding grows with, where those are not the value's own; default `value`)."""
+    neighbours at a precision; `rope_positions` is the largest RoPE position, or 0. The floor is
+    relative to `scale` (the sizes its rounding grows with, where those are not the value's own;
+    default `value`). An `identity` is what a law gives exactly: only the class's identity floor applies."""
 
     def __init__(
         self,
@@ -85,7 +86,7 @@ class Expected:
         if self.identity:
             return p.identity_bound(self.scale, rope_positions=self.rope_positions)
         others = self.neighbours_at(p) if with_neighbours else ()
-        return p.bound(self.value, others, rope_positions=self.rope_positions, n_layers=self.n_layers)
+        return p.bound(self.value, others, rope_positions=self.rope_positions, n_layers=self.n_layers, scale=self.scale)
 
     def compare(
         self,

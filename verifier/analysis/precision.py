@@ -98,8 +98,9 @@ class Precision:
 
         bound = (eps ulps depth + eps32 rope_positions) max |expected| + conditioning spread
 
-    where depth = sqrt(max(n_layers, 4) / 4) and spread is how far the oracle moves with its weights
-    nudged by (1 + eps z) and how far the reference run at this precision (`rounding`) lands.
+    where depth = sqrt(max(n_layers, 4) / 4) and spread is how far its neighbours land (`neighbours`):
+    the oracle with its weights nudged by (1 + eps z), the reference run at this precision
+    (`rounding`) and, in bfloat16 and float16, the oracle with its near-ties closed.
     Exact laws (a rotation's norm, a row of probabilities summing to 1) get the floor
     (eps identity_ulps + eps32 rope_positions) max |expected|. A quantized class is compared with the
     oracle run on its dequantized weights, and its next-token distributions with the original
