@@ -92,7 +92,7 @@ def decode_transformers() -> dict:
         t0 = time.perf_counter()
         for _ in range(config.n_ctx - 1):
             token = out.logits[:, -1].argmax(-1, keepdim=True)
-            out = model(token, past_key_values=out.past_key_values, use_cache=True)
+            out = model(token, cache=out.cache, use_cache=True)
         return {"tok_s": (config.n_ctx - 1) / (time.perf_counter() - t0)}
 
 

@@ -346,7 +346,7 @@ class Inputs:
         run = self.story
         model = build_model(run.config, {k: v.astype(np.float32) for k, v in run.weights.items()})
         with torch.no_grad():
-            cache = model(torch.from_numpy(run.tokens[None]), use_cache=True).past_key_values
+            cache = model(torch.from_numpy(run.tokens[None]), use_cache=True).cache
         # transformers 5 keeps a cache's tensors per layer; earlier versions index (keys, values) pairs.
         keys, values = (cache.layers[0].keys, cache.layers[0].values) if hasattr(cache, "layers") else cache[0]
         cached = {"keys": keys[0].double().numpy(), "values": values[0].double().numpy()}

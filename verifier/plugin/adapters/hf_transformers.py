@@ -1,7 +1,10 @@
 """`transformers`' `GPT2LMHeadModel` / `LlamaForCausalLM` on the CPU, as a model under test.
 
-The KV cache is transformers' own `DynamicCache`, copied before each call because transformers
-extends it in place and the contract promises that a cache stays reusable.
+The KV cache is transformers' own `DynamicCache`, passed and returned as `cache` (the name since
+transformers 5.24, which deprecates `past_key_values` and drops it in 5.40; before 5.24 the model
+ignores an argument named `cache`, so an older transformers is refused rather than run uncached),
+copied before each call because transformers extends it in place and the contract promises that a
+cache stays reusable.
 
 `trace` records stages with forward hooks on transformers' own modules (eager attention, so the
 attention module returns its probabilities). Three kinds of stage are computed inside functions
@@ -14,10 +17,12 @@ q_rope / k_rope (`apply_rotary_pos_emb` with the captured rotary tables), and `s
 from __future__ import annotations
 
 import copy
+import inspect
 from typing import Any
 
 import numpy as np
 
+from verifier.extra import INSTALL, ExtraMissing
 from verifier.formats.hf import build_model
 from verifier.model import stages
 from verifier.model.config import ModelConfig
@@ -76,6 +81,7 @@ class TransformersModel:
         self._torch = torch
         self.config = config
         self.model = build_model(config, weights, dtype=dtype)
+        _require_cache_argument(self.model)
         # The precision class it declares: its weights and activations are in `dtype`.
         self.precision = {torch.bfloat16: "bfloat16", torch.float16: "float16"}.get(dtype, "float32")
         if dtype == torch.float16:
@@ -109,8 +115,8 @@ class TransformersModel:
 
     def decode(self, tokens: np.ndarray, cache: Any = None) -> tuple[np.ndarray, Any]:
         """Logits of a chunk after `cache` (a DynamicCache, or None) and the extended cache."""
-        out = self._run(tokens, past_key_values=copy.deepcopy(cache), use_cache=True)
-        return self._out(out.logits, tokens), out.past_key_values
+        out = self._run(tokens, cache=copy.deepcopy(cache), use_cache=True)
+        return self._out(out.logits, tokens), out.cache
 
     def trace(self, tokens: np.ndarray) -> dict[str, np.ndarray]:
         """Every stage of one sequence [T], named and shaped as in `verifier.model.stages`."""
@@ -163,6 +169,18 @@ class TransformersModel:
                 captured[stage("q_rope")], captured[stage("k_rope")] = q, k
                 k = repeat_kv(k, c.n_heads // c.n_kv_heads)
             captured[stage("scores")] = self._torch.matmul(q, k.transpose(2, 3)) * attention.scaling
+
+
+def _require_cache_argument(model: Any) -> None:
+    """Raise ExtraMissing unless `model.forward` takes `cache` (transformers >= 5.24): an older one
+    swallows the unknown keyword in its `**kwargs` and decodes every chunk as if nothing came before."""
+    if "cache" not in inspect.signature(model.forward).parameters:
+        import transformers
+
+        raise ExtraMissing(
+            f"the built-in transformers model needs transformers >= 5.24 (its `cache` argument); "
+            f"{transformers.__version__} is installed: {INSTALL}"
+        )
 
 
 def _heads(x: Any, d_head: int) -> Any:

@@ -1,0 +1,76 @@
+"""The built-in transformers adapter against the transformers installed: its KV cache is used (a
+chunk decoded after a cached prefix equals the full pass), it calls no deprecated argument, and a
+transformers too old for its `cache` argument is refused. `.ci/transformers-range` runs this file
+at the lowest and the newest transformers the `transformers` extra allows."""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tests import needs
+from verifier.extra import ExtraMissing
+from verifier.model.weights import init_weights
+from verifier.plugin.adapters import hf_transformers
+from verifier.plugin.contract import PROBE_CONFIGS
+
+pytestmark = needs.transformers
+
+
+@pytest.mark.parametrize("kind", PROBE_CONFIGS)
+def test_a_chunk_after_a_cached_prefix_equals_the_full_pass(kind: str) -> None:
+    config = PROBE_CONFIGS[kind]
+    model = hf_transformers.build(config, init_weights(config, seed=1))
+    tokens = np.arange(2 * 7).reshape(2, 7) % config.vocab_size
+    full = model.logits(tokens)
+    first, cache = model.decode(tokens[:, :4])
+    second, _ = model.decode(tokens[:, 4:], cache)
+    again, _ = model.decode(tokens[:, 4:], cache)  # the cache stays reusable
+    np.testing.assert_allclose(np.concatenate([first, second], axis=1), full, rtol=0, atol=1e-5)
+    np.testing.assert_array_equal(again, second)
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+def test_no_call_of_the_adapter_uses_a_deprecated_argument(kind: str) -> None:
+    from transformers.utils import logging as hf_logging
+
+    config = PROBE_CONFIGS[kind]
+    model = hf_transformers.build(config, init_weights(config, seed=2))
+    tokens = np.array([[3, 1, 4, 1], [5, 9, 2, 6]]) % config.vocab_size
+    # transformers says some deprecations once per process through its logger, not `warnings`.
+    hf_logging.warning_once.cache_clear()  # type: ignore[attr-defined]
+    records = _Records()
+    logging.getLogger("transformers").addHandler(records)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", DeprecationWarning)
+            warnings.simplefilter("error", FutureWarning)
+            model.logits(tokens)
+            model.logits(tokens, attention_mask=np.array([[0, 1, 1, 1], [1, 1, 1, 1]]))
+            _, cache = model.decode(tokens[:, :2])
+            model.decode(tokens[:, 2:], cache)
+            model.trace(tokens[0])
+    finally:
+        logging.getLogger("transformers").removeHandler(records)
+    assert not [m for m in records.messages if "deprecated" in m], records.messages
+
+
+def test_a_transformers_without_the_cache_argument_is_refused() -> None:
+    class Before524:  # transformers 5.23's forward: an unknown `cache=` vanishes into **kwargs
+        def forward(self, input_ids: Any, past_key_values: Any = None, **kwargs: Any) -> None: ...
+
+    with pytest.raises(ExtraMissing, match=r"needs transformers >= 5\.24 \(its `cache` argument\); .* is installed"):
+        hf_transformers._require_cache_argument(Before524())
