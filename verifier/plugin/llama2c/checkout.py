@@ -1,7 +1,8 @@
 """llama2.c's current C programs (`run.c`, `runq.c`) from a llama2.c source tree, compiled once per source.
 
-The tree is the one $VERIFIER_LLAMA2C_SRC names, else a `shared/llama2c-src` folder beside the
-project's root (or beside the current directory) when there is one. Each program is compiled as
+The tree is the one $VERIFIER_LLAMA2C_SRC names, and only that: the suite never looks around the
+current directory or its own install for one (without it, the built-in `llama2c` runs the pinned
+2023 run.c from the suite's cache, `verifier.plugin.llama2c.build`). Each program is compiled as
 llama2.c's Makefile does (`gcc -O3 -o run run.c -lm`) into the llama2.c cache directory under a
 name holding the source's sha256, so an edited source is rebuilt and parallel workers build once.
 """
@@ -19,27 +20,17 @@ from verifier.plugin.llama2c.build import COMPILE_TIMEOUT_S, Llama2cUnavailable,
 
 SOURCE_ENV = "VERIFIER_LLAMA2C_SRC"
 PROGRAMS = ("run", "runq")
-_SHARED = Path("shared") / "llama2c-src"
 
 
 def source_tree() -> Path:
-    """The llama2.c tree to build from; Llama2cUnavailable says where the suite looked."""
-    override = os.environ.get(SOURCE_ENV)
-    if override:
-        tree = Path(override)
-        if not (tree / "run.c").is_file():
-            raise Llama2cUnavailable(f"${SOURCE_ENV}={override} holds no run.c")
-        return tree
-    # Beside the clone's root (an installed package has no clone: site-packages is no project), and
-    # beside the current directory.
-    project = Path(__file__).resolve().parents[3]
-    roots = [project] if (project / "pyproject.toml").is_file() else []
-    candidates = list(dict.fromkeys(root.parent / _SHARED for root in [*roots, Path.cwd().resolve()]))
-    for tree in candidates:
-        if (tree / "run.c").is_file():
-            return tree
-    looked = ", ".join(str(c) for c in candidates)
-    raise Llama2cUnavailable(f"no llama2.c source tree: set ${SOURCE_ENV} to a llama2.c checkout (looked in {looked})")
+    """The llama2.c tree $VERIFIER_LLAMA2C_SRC names; Llama2cUnavailable when it names none, or one without run.c."""
+    named = os.environ.get(SOURCE_ENV)
+    if not named:
+        raise Llama2cUnavailable(f"no llama2.c source tree: set ${SOURCE_ENV} to a llama2.c checkout")
+    tree = Path(named)
+    if not (tree / "run.c").is_file():
+        raise Llama2cUnavailable(f"${SOURCE_ENV}={named} holds no run.c")
+    return tree
 
 
 def program(name: str) -> Path:

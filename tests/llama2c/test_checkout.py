@@ -1,0 +1,35 @@
+"""Where the suite looks for a llama2.c source tree: only where $VERIFIER_LLAMA2C_SRC points. A
+`shared/llama2c-src` beside the current directory (the developers' layout) is not a user's choice."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from verifier.plugin.llama2c import Llama2cUnavailable, checkout
+
+
+@pytest.fixture
+def stray_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A `shared/llama2c-src` with a run.c beside the current directory, and no variable set."""
+    tree = tmp_path / "shared" / "llama2c-src"
+    tree.mkdir(parents=True)
+    (tree / "run.c").write_text("int main(void) { return 0; }\n")
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    monkeypatch.delenv(checkout.SOURCE_ENV, raising=False)
+    return tree
+
+
+def test_a_tree_beside_the_current_directory_is_not_picked_up(stray_tree: Path) -> None:
+    with pytest.raises(Llama2cUnavailable, match=r"^no llama2\.c source tree: set \$VERIFIER_LLAMA2C_SRC"):
+        checkout.source_tree()
+
+
+def test_the_variable_names_the_tree(stray_tree: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv(checkout.SOURCE_ENV, str(stray_tree))
+    assert checkout.source_tree() == stray_tree
+    monkeypatch.setenv(checkout.SOURCE_ENV, str(tmp_path / "work"))
+    with pytest.raises(Llama2cUnavailable, match=r"VERIFIER_LLAMA2C_SRC=.*work holds no run\.c"):
+        checkout.source_tree()
