@@ -31,7 +31,7 @@ def test_a_registered_name_is_the_registered_spec() -> None:
         (":build", "expected module.path:factory"),
         ("no_such_module_xyz:build", "cannot import module 'no_such_module_xyz': ModuleNotFoundError"),
         ("examples.numpy_gpt2:buld", "module 'examples.numpy_gpt2' has no attribute 'buld'"),
-        ("examples.numpy_gpt2:np", "'np' is a module, not a callable factory"),
+        ("examples.numpy_gpt2:np", "'np' is of type module, not a callable factory"),
     ],
 )
 def test_a_bad_spec_says_what_is_wrong(text: str, message: str) -> None:

@@ -9,13 +9,19 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from tests.plugin import broken
 from tests.plugin.project import ROOT, junit_cases, make_project, run
 from verifier import fixtures
+from verifier.cli import main
 from verifier.fixtures import plugin
+from verifier.model.weights import init_weights
 from verifier.plugin import registry
-from verifier.plugin.contract import RULES
+from verifier.plugin.contract import PROBE_CONFIGS, RULES, ContractViolation, build_checked
+from verifier.plugin.interface import Constraints
+from verifier.plugin.registry import ModelSpec, PluginError
 
 THROWAWAY_PROPERTY = """
     import numpy as np
@@ -171,3 +177,100 @@ def test_the_properties_checking_multi_call_rules_fail_broken_factories_by_the_r
         case = cases[f"{test.split('::')[1]}[tests.plugin.broken:{factory}]"]
         assert case["outcome"] == "failure", (rule, case)
         assert f"contract rule {rule!r} ({RULES[rule]})" in done.stdout, done
+
+
+# `verifier models MODULE:FACTORY`: a factory of the user's, probed as `verifier check --model` would test it.
+OWN_FACTORY = """
+    from examples.numpy_gpt2 import build
+    from verifier.plugin.interface import Constraints
+
+    def build_bfloat16(config, weights):
+        return build(config, weights)
+
+    build_bfloat16.precision = "bfloat16"
+    build_bfloat16.constraints = Constraints(families=("gpt2",), max_n_ctx=8)
+"""
+
+
+def test_models_probes_a_factory_of_your_own(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["models", "examples.numpy_gpt2:build"]) == 0
+    out = capsys.readouterr().out
+    assert out.endswith(
+        "examples.numpy_gpt2:build  (from examples/numpy_gpt2.py; test it with: verifier check --model "
+        "examples.numpy_gpt2:build)\n"
+        "  gpt2: logits; precision float32 (none declared: the default)\n"
+        "  llama: unsupported (this example implements GPT-2 only, not 'llama')\n"
+        "  llama-gqa: unsupported (this example implements GPT-2 only, not 'llama')\n"
+        "  runs: gpt2; not llama, llama-gqa\n"
+    ), out
+
+
+def test_models_imports_a_factory_from_the_current_directory_as_check_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "own_factory_in_cwd.py").write_text(textwrap.dedent(OWN_FACTORY))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".", str(tmp_path))])
+    monkeypatch.delitem(sys.modules, "own_factory_in_cwd", raising=False)
+    assert main(["models", "own_factory_in_cwd:build_bfloat16"]) == 0
+    out = capsys.readouterr().out
+    shape = Constraints(families=("gpt2",), max_n_ctx=8).describe()
+    assert out.endswith(
+        "own_factory_in_cwd:build_bfloat16  (from own_factory_in_cwd.py; test it with: verifier check --model "
+        "own_factory_in_cwd:build_bfloat16)\n"
+        f"  declares: {shape}\n"
+        f"  gpt2: logits (on {shape}); precision bfloat16\n"
+        f"  llama: unsupported (its declared constraints exclude llama configs ({shape}))\n"
+        f"  llama-gqa: unsupported (its declared constraints exclude llama-gqa configs ({shape}))\n"
+        "  runs: gpt2; not llama, llama-gqa\n"
+    ), out
+
+
+@pytest.mark.parametrize(
+    ("spec", "error"),
+    [
+        (
+            "no_such_module_xyz:build",
+            "model 'no_such_module_xyz:build': cannot import module 'no_such_module_xyz': ModuleNotFoundError: No "
+            "module named 'no_such_module_xyz' (is its directory the current one, or on PYTHONPATH?)",
+        ),
+        ("nope", "no model named 'nope'; the models are: numpy, "),
+    ],
+)
+def test_models_with_a_spec_that_names_nothing_is_one_line_and_a_usage_error(
+    spec: str, error: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["models", "numpy", spec]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1, captured
+    assert captured.err.startswith(f"verifier models: error: {error}"), captured.err
+
+
+@pytest.mark.parametrize(
+    ("spec", "file", "module"),
+    [
+        ("bad.py:f", "bad.py", "bad"),
+        ("./bad.py:f", "bad.py", "bad"),
+        ("models/my_gpt.py:build", "my_gpt.py", "my_gpt"),
+        ("src\\m.py:f", "m.py", "m"),
+    ],
+)
+def test_a_file_path_given_as_a_model_says_to_give_a_module_path(spec: str, file: str, module: str) -> None:
+    attr = spec.rpartition(":")[2]
+    with pytest.raises(PluginError) as excinfo:
+        registry.load_spec(spec)
+    assert str(excinfo.value) == (
+        f"--model {spec!r}: give a module path like {module}:{attr}, not a file path; run from the directory that "
+        f"holds {file} (or put that directory on PYTHONPATH)"
+    )
+
+
+def test_a_spec_naming_no_callable_says_its_type_in_grammatical_english() -> None:
+    with pytest.raises(PluginError, match=r"^--model 'sys:maxsize': 'maxsize' is of type int, not a callable factory$"):
+        registry.load_spec("sys:maxsize")
+    config = PROBE_CONFIGS["gpt2"]
+    model = build_checked(ModelSpec("list", broken.list_logits, "test"), config, init_weights(config))
+    with pytest.raises(
+        ContractViolation, match=r"in logits\(tokens int64 \[2\]\): the logits came back as type list, not an array$"
+    ):
+        model.logits(np.array([1, 2]))

@@ -168,12 +168,14 @@ class CheckedModel:
         if isinstance(value, np.ndarray):
             return value
         if not hasattr(value, "__array__"):
-            raise ContractViolation(self.name, rule, call, f"{what} is a {type(value).__name__}, not an array")
+            raise ContractViolation(
+                self.name, rule, call, f"{what} came back as type {type(value).__name__}, not an array"
+            )
         try:
             return np.asarray(value)
         except Exception as e:  # e.g. a torch tensor that requires grad or lives on a GPU
             raise ContractViolation(
-                self.name, rule, call, f"{what} is a {type(value).__name__} that NumPy cannot read: {e}"
+                self.name, rule, call, f"{what} came back as type {type(value).__name__}, which NumPy cannot read: {e}"
             ) from e
 
     def _shape_hint(self, shape: tuple[int, ...], tokens: np.ndarray) -> str:

@@ -22,6 +22,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
+from pathlib import PureWindowsPath
 from typing import Any
 
 from verifier.plugin.interface import Constraints, Factory, declared_constraints
@@ -106,13 +107,19 @@ def load_spec(text: str, *, origin: str = "--model") -> ModelSpec:
     if not sep or not module_name or not attr:
         known = ", ".join([*_REGISTERED, *(ep.name for ep in installed_entry_points())]) or "none"
         raise PluginError(f"{origin} {text!r}: expected module.path:factory or a registered or installed name: {known}")
+    if any(c in module_name for c in "/\\"):  # no module path has them
+        raise _file_path(text, module_name, attr, origin)
     try:
         module = importlib.import_module(module_name)
-    except Exception as e:  # a user's module may fail in any way while importing
-        hint = " (is its directory the current one, or on PYTHONPATH?)" if isinstance(e, ModuleNotFoundError) else ""
+    except ModuleNotFoundError as e:
+        if module_name.endswith(".py"):  # a file name, unless a package `x` holds a module `py`
+            raise _file_path(text, module_name, attr, origin) from e
         raise PluginError(
-            f"{origin} {text!r}: cannot import module {module_name!r}: {type(e).__name__}: {e}{hint}"
+            f"{origin} {text!r}: cannot import module {module_name!r}: {type(e).__name__}: {e} "
+            "(is its directory the current one, or on PYTHONPATH?)"
         ) from e
+    except Exception as e:  # a user's module may fail in any way while importing
+        raise PluginError(f"{origin} {text!r}: cannot import module {module_name!r}: {type(e).__name__}: {e}") from e
     factory: Any = module
     for part in attr.split("."):
         try:
@@ -120,8 +127,17 @@ def load_spec(text: str, *, origin: str = "--model") -> ModelSpec:
         except AttributeError:
             raise PluginError(f"{origin} {text!r}: module {module_name!r} has no attribute {attr!r}") from None
     if not callable(factory):
-        raise PluginError(f"{origin} {text!r}: {attr!r} is a {type(factory).__name__}, not a callable factory")
+        raise PluginError(f"{origin} {text!r}: {attr!r} is of type {type(factory).__name__}, not a callable factory")
     return ModelSpec(text, factory, origin)
+
+
+def _file_path(text: str, module_name: str, attr: str, origin: str) -> PluginError:
+    """The error for a spec that names a file (`./model.py:build`) where a module path belongs."""
+    file = PureWindowsPath(module_name)  # splits at both kinds of separator
+    return PluginError(
+        f"{origin} {text!r}: give a module path like {file.stem}:{attr}, not a file path; run from the "
+        f"directory that holds {file.name} (or put that directory on PYTHONPATH)"
+    )
 
 
 def env_specs(environ: Mapping[str, str] | None = None) -> list[ModelSpec]:
