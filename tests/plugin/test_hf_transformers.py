@@ -1,26 +1,28 @@
 """The built-in transformers adapter against the transformers installed: its KV cache is used (a
 chunk decoded after a cached prefix equals the full pass), it calls no deprecated argument, and a
-transformers too old for its `cache` argument is refused. `.ci/transformers-range` runs this file
-at the lowest and the newest transformers the `transformers` extra allows."""
+transformers too old for its `cache` argument counts as the extra missing. `.ci/transformers-range`
+runs this file at the lowest and the newest transformers the `transformers` extra allows."""
 
 from __future__ import annotations
 
 import logging
+import re
+import tomllib
 import warnings
-from typing import Any
 
 import numpy as np
 import pytest
 
 from tests import needs
+from tests.plugin.project import ROOT
+from verifier import extra
 from verifier.extra import ExtraMissing
 from verifier.model.weights import init_weights
 from verifier.plugin.adapters import hf_transformers
 from verifier.plugin.contract import PROBE_CONFIGS
 
-pytestmark = needs.transformers
 
-
+@needs.transformers
 @pytest.mark.parametrize("kind", PROBE_CONFIGS)
 def test_a_chunk_after_a_cached_prefix_equals_the_full_pass(kind: str) -> None:
     config = PROBE_CONFIGS[kind]
@@ -43,6 +45,7 @@ class _Records(logging.Handler):
         self.messages.append(record.getMessage())
 
 
+@needs.transformers
 @pytest.mark.parametrize("kind", ["gpt2", "llama"])
 def test_no_call_of_the_adapter_uses_a_deprecated_argument(kind: str) -> None:
     from transformers.utils import logging as hf_logging
@@ -68,9 +71,28 @@ def test_no_call_of_the_adapter_uses_a_deprecated_argument(kind: str) -> None:
     assert not [m for m in records.messages if "deprecated" in m], records.messages
 
 
-def test_a_transformers_without_the_cache_argument_is_refused() -> None:
-    class Before524:  # transformers 5.23's forward: an unknown `cache=` vanishes into **kwargs
-        def forward(self, input_ids: Any, past_key_values: Any = None, **kwargs: Any) -> None: ...
+def test_the_minimum_is_the_extras_lower_bound() -> None:
+    requirements = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    bound = next(re.search(r">=([\d.]+)", r) for r in requirements["transformers"] if r.startswith("transformers"))
+    assert bound is not None and tuple(map(int, bound[1].split("."))) == extra.MINIMUM["transformers"]
 
-    with pytest.raises(ExtraMissing, match=r"needs transformers >= 5\.24 \(its `cache` argument\); .* is installed"):
-        hf_transformers._require_cache_argument(Before524())
+
+def test_a_transformers_older_than_the_cache_argument_counts_as_the_extra_missing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # transformers 5.23's models take `past_key_values`; an unknown `cache=` vanishes into their **kwargs.
+    monkeypatch.setattr(extra, "installed", lambda module: True)
+    monkeypatch.setattr(extra, "release", lambda module: {"torch": (2, 13, 0), "transformers": (5, 23, 0)}[module])
+    reason = "this model needs transformers >= 5.24 (5.23.0 is installed here): pip install 'lm-verifier[transformers]'"
+    assert extra.missing("this model") == reason
+    config = PROBE_CONFIGS["gpt2"]
+    with pytest.raises(ExtraMissing, match=re.escape(reason.replace("this model", "the built-in transformers model"))):
+        hf_transformers.build(config, init_weights(config))
+    monkeypatch.setattr(extra, "release", lambda module: {"torch": (2, 13, 0), "transformers": (5, 24, 0)}[module])
+    assert extra.missing("this model") is None
+
+
+def test_release_numbers_are_read_from_the_installed_distribution() -> None:
+    assert extra.release("no-such-distribution-xyz") is None
+    found = extra.release("pytest")
+    assert found is not None and len(found) >= 2 and found >= (7,)

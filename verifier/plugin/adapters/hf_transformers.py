@@ -1,10 +1,10 @@
 """`transformers`' `GPT2LMHeadModel` / `LlamaForCausalLM` on the CPU, as a model under test.
 
 The KV cache is transformers' own `DynamicCache`, passed and returned as `cache` (the name since
-transformers 5.24, which deprecates `past_key_values` and drops it in 5.40; before 5.24 the model
-ignores an argument named `cache`, so an older transformers is refused rather than run uncached),
-copied before each call because transformers extends it in place and the contract promises that a
-cache stays reusable.
+transformers 5.24, which deprecates `past_key_values` and drops it in 5.40; an older transformers
+ignores an argument named `cache`, so it is refused, see `verifier.extra.MINIMUM`), copied before
+each call because transformers extends it in place and the contract promises that a cache stays
+reusable.
 
 `trace` records stages with forward hooks on transformers' own modules (eager attention, so the
 attention module returns its probabilities). Three kinds of stage are computed inside functions
@@ -17,12 +17,11 @@ q_rope / k_rope (`apply_rotary_pos_emb` with the captured rotary tables), and `s
 from __future__ import annotations
 
 import copy
-import inspect
 from typing import Any
 
 import numpy as np
 
-from verifier.extra import INSTALL, ExtraMissing
+from verifier import extra
 from verifier.formats.hf import build_model
 from verifier.model import stages
 from verifier.model.config import ModelConfig
@@ -76,12 +75,12 @@ class TransformersModel:
     """A transformers causal LM behind the suite's model interface."""
 
     def __init__(self, config: ModelConfig, weights: Weights, dtype: Any = None) -> None:
+        extra.require("the built-in transformers model")  # installed, and new enough to take `cache`
         import torch
 
         self._torch = torch
         self.config = config
         self.model = build_model(config, weights, dtype=dtype)
-        _require_cache_argument(self.model)
         # The precision class it declares: its weights and activations are in `dtype`.
         self.precision = {torch.bfloat16: "bfloat16", torch.float16: "float16"}.get(dtype, "float32")
         if dtype == torch.float16:
@@ -169,18 +168,6 @@ class TransformersModel:
                 captured[stage("q_rope")], captured[stage("k_rope")] = q, k
                 k = repeat_kv(k, c.n_heads // c.n_kv_heads)
             captured[stage("scores")] = self._torch.matmul(q, k.transpose(2, 3)) * attention.scaling
-
-
-def _require_cache_argument(model: Any) -> None:
-    """Raise ExtraMissing unless `model.forward` takes `cache` (transformers >= 5.24): an older one
-    swallows the unknown keyword in its `**kwargs` and decodes every chunk as if nothing came before."""
-    if "cache" not in inspect.signature(model.forward).parameters:
-        import transformers
-
-        raise ExtraMissing(
-            f"the built-in transformers model needs transformers >= 5.24 (its `cache` argument); "
-            f"{transformers.__version__} is installed: {INSTALL}"
-        )
 
 
 def _heads(x: Any, d_head: int) -> Any:
