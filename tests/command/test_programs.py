@@ -246,8 +246,11 @@ def _suite(tmp_path: Path, mode: str, *more: str) -> subprocess.CompletedProcess
 
 
 @pytest.mark.slow
-def test_a_program_declared_gpt2_only_is_given_gpt2_configs_only(tmp_path: Path) -> None:
-    done = _suite(tmp_path, "gpt2-text", "families=gpt2")  # it fails the property if given a Llama
+@pytest.mark.parametrize("by", ["option", "file"])
+def test_a_program_declared_gpt2_only_is_given_gpt2_configs_only(tmp_path: Path, by: str) -> None:
+    if by == "file":
+        (tmp_path / "prog.verifier.toml").write_text('families = ["gpt2"]\n')
+    done = _suite(tmp_path, "gpt2-text", *(["families=gpt2"] if by == "option" else []))  # a Llama fails it
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert "conforms" in done.stdout
 

@@ -65,7 +65,7 @@ def test_greedy_ids_are_read_back() -> None:
         ("fail {model} {tokens}", "logits-text", r"exited with status 3; stderr: cannot open the model"),
         ("crash {model} {tokens}", "logits-text", r"crashed \(SIGSEGV\); stderr: about to crash"),
         ("hang {model} {tokens}", "logits-text", r"did not finish in 2 s"),
-        ("words {model} {tokens}", "logits-text", r"malformed output for --gives logits-text .*stdout is not numbers"),
+        ("words {model} {tokens}", "logits-text", r"malformed output for logits-text .*stdout is not numbers"),
         ("short-npy {model} {tokens} {out}", "logits-npy", r"expected \[5, 23\] values, found \[4, 23\]"),
         ("text {model} {tokens}", "logits-npy", r"it wrote no file .*logits.npy"),
     ],
@@ -186,8 +186,12 @@ def test_pytest_options_that_cannot_work_are_a_usage_error(options: list[str], p
         (["--command", "./run {model} {tokens}", "--format", "hf"], "--command needs --gives"),
         (["--format", "hf", "--timeout", "3"], "--format, --timeout need --command"),
         (["--families", "gpt2"], "--families needs --command"),
+        (
+            ["--command", "./run {model} {tokens}", "--format", "hf", "--gives", "logits-text", "--timeout", "0"],
+            "--timeout must be a positive number of seconds, found 0",
+        ),
     ],
-    ids=["no-format", "no-gives", "no-command", "declaration-alone"],
+    ids=["no-format", "no-gives", "no-command", "declaration-alone", "timeout"],
 )
 def test_check_options_that_cannot_work_name_the_options_of_check(
     options: list[str], problem: str, tmp_path: Path

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from verifier.plugin.command import GIVES, CommandTemplateError
-from verifier.plugin.command.declarations import DECLARATIONS, FILE_SUFFIX
+from verifier.plugin.command.declarations import DECLARATIONS, FILE_SUFFIX, METAVARS
 from verifier.plugin.command.files import FORMATS
 from verifier.plugin.command.options import CHECK_OPTIONS, PYTEST_OPTIONS, SETTINGS, from_options
 from verifier.plugin.command.program import DEFAULT_TIMEOUT_S, UNSUPPORTED_STATUS
@@ -71,7 +71,7 @@ def add_parser(subparsers: Any) -> None:
         p.add_argument(
             CHECK_OPTIONS[key],
             dest=key,
-            metavar=key.upper(),
+            metavar=METAVARS[key],
             help=f"the --command program declares {meaning}"
             + (" (default: float32, or the Q8_0 of a llama2c-v2 or gguf-q8_0 file)" if key == "precision" else ""),
         )

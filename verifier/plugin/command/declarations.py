@@ -44,6 +44,11 @@ DECLARATIONS: dict[str, str] = {
     "max_n_ctx": "the longest context it runs",
     "precision": f"the precision class it computes at: {', '.join(CLASSES)}",
 }
+# How each declaration's value is shown in the options' help.
+METAVARS: dict[str, str] = {
+    "families": "gpt2,llama", "d_ff": "RULE", "tie_embeddings": "true|false", "norm_eps": "EPS",
+    "rope_theta": "THETA", "grouped_query": "true|false", "max_n_ctx": "N", "precision": "CLASS",
+}  # fmt: skip
 FILE_SUFFIX = ".verifier.toml"
 
 

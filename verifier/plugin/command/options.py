@@ -45,6 +45,8 @@ def from_options(values: Mapping[str, Any], options: Mapping[str, str], director
     if missing:
         raise CommandTemplateError(f"{options['command']} needs {' and '.join(missing)}")
     timeout = DEFAULT_TIMEOUT_S if values.get("timeout") is None else float(values["timeout"])
+    if not timeout > 0:
+        raise CommandTemplateError(f"{options['timeout']} must be a positive number of seconds, found {timeout:g}")
     command = Command.parse(values["command"], values["format"], values["gives"], timeout, directory=directory)
     program = command.locate()
     file = _declaration_file(values.get("declarations"), options["declarations"], program, directory)

@@ -208,7 +208,7 @@ class CommandModel:
     def malformed(self, line: str, problem: str) -> CommandFailed:
         """The error for output that is not what `gives` promises."""
         return CommandFailed(
-            f"`{line}` gave malformed output for --gives {self.command.gives} "
+            f"`{line}` gave malformed output for {self.command.gives} "
             f"({GIVES[self.command.gives]}): {problem}; {_tail(self._stderr)}"
         )
 
