@@ -262,6 +262,45 @@ def test_a_program_declining_llama_inputs_is_skipped_there_and_passes_on_gpt2(tm
     assert "conforms" in done.stdout
 
 
+# Two properties on a model that declines odd inputs (a Python stand-in for a program's exit status 77),
+# run under the suite's own conftest.py, whose hook turns a declined input into a rejected example.
+PROPERTIES = """
+from hypothesis import given, settings, strategies as st
+from verifier import Unsupported
+from verifier.properties import checks
+
+def _run(x):
+    checks.record_example()
+    if x % 2:
+        raise Unsupported("odd inputs are not mine")
+    checks.compared()
+
+@settings(max_examples=10, database=None)
+@given(st.integers(0, 9))
+def test_some_declined(model_spec, x):
+    _run(x)
+
+@settings(max_examples=10, database=None)
+@given(st.integers(0, 4).map(lambda x: 2 * x + 1))
+def test_all_declined(model_spec, x):
+    _run(x)
+
+def test_declined_without_hypothesis(model_spec):
+    _run(1)
+"""
+
+
+def test_declined_inputs_are_rejected_and_a_property_declined_throughout_is_a_skip_saying_why(tmp_path: Path) -> None:
+    properties = tmp_path / "properties"
+    properties.mkdir()
+    (properties / "conftest.py").write_text((Path(__file__).parents[2] / "properties" / "conftest.py").read_text())
+    (properties / "test_declining.py").write_text(PROPERTIES)
+    done = run(tmp_path, "pytest", "properties", "--model", "numpy", "-rs", "-q")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "1 passed, 2 skipped" in done.stdout
+    assert done.stdout.count("refused: odd inputs are not mine") == 2 and "found nothing to check" not in done.stdout
+
+
 DECLINING = """
 from verifier import Unsupported
 
