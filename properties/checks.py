@@ -95,9 +95,10 @@ class Record:
             if self.refused:
                 reason += ": every drawn config was refused (" + "; ".join(_first(self.refused)) + ")"
             return reason
-        why = "; ".join(_first(self.uncompared)) or "the property found nothing to check"
+        reasons = list(_first(self.uncompared))
         if self.by_model:  # e.g. built, then every prompt refused by the model
-            why += "; refused: " + "; ".join(_first(self.by_model))
+            reasons.append("refused: " + "; ".join(_first(self.by_model)))
+        why = "; ".join(reasons) or "the property found nothing to check"
         return f"compared nothing in {self.examples} examples on model {model!r}: {why}"
 
     def user_properties(self) -> list[tuple[str, Any]]:

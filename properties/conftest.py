@@ -9,9 +9,10 @@ from collections.abc import Generator, Iterator
 from contextlib import contextmanager
 
 import pytest
-from hypothesis import HealthCheck
+from hypothesis import HealthCheck, note, reject
 from hypothesis.errors import FailedHealthCheck, HypothesisException, Unsatisfiable
 
+from verifier.plugin.interface import Unsupported
 from verifier.plugin.registry import ModelSpec
 from verifier.properties import checks, models, profiles, strategies
 
@@ -69,14 +70,20 @@ def _model_under_test(item: pytest.Item) -> ModelSpec | None:
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     """Run the test recording what it checked, drawing configs the model runs (its declared or probed
     Constraints). On a model, a test that compared nothing, or whose every drawn case Hypothesis had
-    to reject, is a skip with the reason: it tested nothing."""
+    to reject (the model declined each input), is a skip with the reason: it tested nothing."""
     spec = _model_under_test(item)
     model = None if spec is None else spec.name
     shapes = (strategies.FREE_SHAPE,) if spec is None else models.support(spec).constraints
     with checks.recording(item.originalname if isinstance(item, pytest.Function) else item.name) as record:
         try:
-            with _timing_first_failure(item), strategies.drawing_for(shapes):
+            with _declined_inputs_rejected(item), _timing_first_failure(item), strategies.drawing_for(shapes):
                 outcome = yield
+        except Unsupported as declined:  # a test without Hypothesis, on an input the model declines
+            if model is None:
+                checks.record_failure(record, declined)
+                raise
+            checks.record_refusal(str(declined) or "it raised Unsupported")
+            pytest.skip(record.why_nothing_compared(model))
         except (Unsatisfiable, FailedHealthCheck) as error:
             if model is None or not _every_draw_rejected(error):
                 checks.record_failure(record, error)
@@ -95,6 +102,34 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
 def _every_draw_rejected(error: HypothesisException) -> bool:
     """Unsatisfiable, or the health check that fails when too many draws are filtered out."""
     return isinstance(error, Unsatisfiable) or HealthCheck.filter_too_much.name in str(error)
+
+
+@contextmanager
+def _declined_inputs_rejected(item: pytest.Item) -> Iterator[None]:
+    """An example whose model call raises `Unsupported` (an input the model declares it cannot take, as
+    a --command program does by its exit status) is rejected, with the reason kept: Hypothesis draws
+    another, and a test whose every example is declined is a skip saying why. Wraps the test's
+    `hypothesis.inner_test`, as `_timing_first_failure` does."""
+    hypothesis_attr = getattr(getattr(item, "obj", None), "hypothesis", None)
+    if hypothesis_attr is None:
+        yield
+        return
+    inner = hypothesis_attr.inner_test
+
+    @functools.wraps(inner)
+    def declining(*args: object, **kwargs: object) -> object:
+        try:
+            return inner(*args, **kwargs)
+        except Unsupported as e:
+            note(f"the model declined this input: {e}")
+            checks.record_refusal(str(e) or "it raised Unsupported")
+            reject()
+
+    hypothesis_attr.inner_test = declining
+    try:
+        yield
+    finally:
+        hypothesis_attr.inner_test = inner
 
 
 @contextmanager

@@ -7,11 +7,15 @@ language-neutral proof is the C program in examples/c_llama/. Modes:
   last-npy MODEL TOKENS OUT    the last position's logits to OUT
   text MODEL TOKENS            logits for every position on stdout
   greedy-ids MODEL TOKENS N    N greedy ids on stdout
+  gpt2-text MODEL TOKENS       as text, for GPT-2 models; fails (status 3) if given another family
+  declines-llama MODEL TOKENS  as text for GPT-2 models; declines others (status 77, its reason on stderr)
+  declines-long MODEL TOKENS   as text for up to 3 tokens; declines longer inputs (status 77)
   fail | hang | crash | short-npy MODEL TOKENS OUT | words   ways to break the protocol
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -30,6 +34,16 @@ def _logits(model: str, tokens: str) -> np.ndarray:
     return NumpyModel(checkpoint.config, checkpoint.weights).logits(ids)
 
 
+def _ids(tokens: str) -> list[int]:
+    with open(tokens) as f:
+        return [int(t) for t in f.read().split()]
+
+
+def _family(model: str) -> str:
+    with open(os.path.join(model, "config.json")) as f:
+        return str(json.load(f)["model_type"])
+
+
 def main(mode: str, *args: str) -> None:
     if mode == "fail":
         print("cannot open the model: no such tensor", file=sys.stderr)
@@ -42,6 +56,16 @@ def main(mode: str, *args: str) -> None:
     if mode == "words":
         print("hello world")
         return
+    if mode == "gpt2-text" and _family(args[0]) != "gpt2":
+        print(f"fed a {_family(args[0])} model, though declared GPT-2 only", file=sys.stderr)
+        sys.exit(3)
+    if mode == "declines-llama" and _family(args[0]) != "gpt2":
+        print(f"loading {args[0]}", file=sys.stderr)
+        print(f"this program runs GPT-2 only, not {_family(args[0])}", file=sys.stderr)
+        sys.exit(77)
+    if mode == "declines-long" and len(_ids(args[1])) > 3:
+        print("this program takes at most 3 tokens", file=sys.stderr)
+        sys.exit(77)
     logits = _logits(args[0], args[1])
     if mode == "npy":
         np.save(args[2], logits)
@@ -49,7 +73,7 @@ def main(mode: str, *args: str) -> None:
         np.save(args[2], logits[-1])
     elif mode == "short-npy":
         np.save(args[2], logits[:-1])
-    elif mode == "text":
+    elif mode in ("text", "gpt2-text", "declines-llama", "declines-long"):
         for row in logits:
             print(" ".join(f"{x:.9g}" for x in row))
     elif mode == "greedy-ids":

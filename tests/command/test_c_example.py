@@ -1,5 +1,6 @@
 """examples/c_llama/llama.c, a Llama written in C for this project, plugged in through one command:
-it conforms; built with -DBUG_ATTEND_AHEAD (each position sees the next) it fails, naming the property."""
+it conforms; built with -DBUG_ATTEND_AHEAD (each position sees the next) it fails, naming the property.
+The command is the README's, as written (`./llama`), run from the fresh directory the program is built in."""
 
 from __future__ import annotations
 
@@ -26,24 +27,25 @@ GQA = preset("llama2c-stories260K").replace(n_layers=2, n_ctx=32)
 
 @pytest.fixture(scope="module")
 def programs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The example compiled as its header says, and with the deliberate bug."""
+    """The example compiled as its header says, each in a fresh directory: as written, and with the
+    deliberate bug (named `llama` too, so that the README's command runs it as written)."""
     try:
         cc = compiler()
     except Llama2cUnavailable as e:
         pytest.skip(str(e))
-    out = tmp_path_factory.mktemp("c_llama")
     built = {}
     for name, flags in {"llama": [], "llama_bug": ["-DBUG_ATTEND_AHEAD"]}.items():
-        subprocess.run([cc, "-O2", *flags, "-o", str(out / name), str(SOURCE), "-lm"], check=True)
-        built[name] = out / name
+        out = tmp_path_factory.mktemp(name)
+        subprocess.run([cc, "-O2", *flags, "-o", "llama", str(SOURCE), "-lm"], check=True, cwd=out)
+        built[name] = out / "llama"
     return built
 
 
-def check(program: Path, reports: Path, *pytest_args: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "verifier", "check", "--command", f"{program} {{model}} {{tokens}}"]
-    command += ["--format", "llama2c-v1", "--gives", "logits-text", "--reports", str(reports)]
-    command += ["--suite", str(ROOT / "properties"), "--", "-p", "no:cacheprovider", *pytest_args]
-    return subprocess.run(command, capture_output=True, text=True, cwd=reports.parent)
+def check(program: Path, *pytest_args: str) -> subprocess.CompletedProcess[str]:
+    """The README's `verifier check --command "./llama {model} {tokens}" ...`, run from the program's directory."""
+    command = [sys.executable, "-m", "verifier", "check", "--command", "./llama {model} {tokens}"]
+    command += ["--format", "llama2c-v1", "--gives", "logits-text", "--", "-p", "no:cacheprovider", *pytest_args]
+    return subprocess.run(command, capture_output=True, text=True, cwd=program.parent)
 
 
 @pytest.mark.parametrize("config", [GQA, GQA.replace(tie_embeddings=True, n_kv_heads=8)], ids=["gqa", "tied-mha"])
@@ -56,15 +58,15 @@ def test_its_logits_equal_the_oracle(programs: dict[str, Path], config) -> None:
     assert ratio <= 1, f"error / tolerance {ratio:.3g}"
 
 
-def test_the_bug_fails_the_causal_masking_property_by_name(programs: dict[str, Path], tmp_path: Path) -> None:
-    done = check(programs["llama_bug"], tmp_path / "reports", "-k", "causal_masking")
+def test_the_bug_fails_the_causal_masking_property_by_name(programs: dict[str, Path]) -> None:
+    done = check(programs["llama_bug"], "-k", "causal_masking")
     assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
     assert "FAILED" in done.stdout and "test_logits_before_an_edited_token_do_not_change" in done.stdout
-    assert "model 'llama_bug' (float32), logits at positions 0.." in done.stdout
+    assert "model 'llama' (float32), logits at positions 0.." in done.stdout  # it ran: its logits were compared
 
 
 @pytest.mark.slow
-def test_it_conforms_through_one_command(programs: dict[str, Path], tmp_path: Path) -> None:
-    done = check(programs["llama"], tmp_path / "reports")
+def test_it_conforms_through_one_command(programs: dict[str, Path]) -> None:
+    done = check(programs["llama"])
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert "conforms" in done.stdout

@@ -65,7 +65,7 @@ def test_greedy_ids_are_read_back() -> None:
         ("fail {model} {tokens}", "logits-text", r"exited with status 3; stderr: cannot open the model"),
         ("crash {model} {tokens}", "logits-text", r"crashed \(SIGSEGV\); stderr: about to crash"),
         ("hang {model} {tokens}", "logits-text", r"did not finish in 2 s"),
-        ("words {model} {tokens}", "logits-text", r"malformed output for --gives logits-text .*stdout is not numbers"),
+        ("words {model} {tokens}", "logits-text", r"malformed output for logits-text .*stdout is not numbers"),
         ("short-npy {model} {tokens} {out}", "logits-npy", r"expected \[5, 23\] values, found \[4, 23\]"),
         ("text {model} {tokens}", "logits-npy", r"it wrote no file .*logits.npy"),
     ],
@@ -90,11 +90,26 @@ def test_a_failing_program_is_a_contract_violation_naming_the_command_and_stderr
         ("./run {model} {tokens} {nope}", "hf", "logits-text", r"unknown placeholder \{nope\}; known: \{model\}"),
         ("./run {model} {tokens}", "onnx", "logits-text", r"unknown format 'onnx'; known: hf, llama2c-v0"),
         ("./run {model} {tokens}", "hf", "probs", r"unknown output kind 'probs'"),
-        ("./run {tokens}", "hf", "logits-text", r"uses no \{model\}"),
-        ("./run {model}", "hf", "logits-text", r"uses no \{ids\} or \{tokens\}"),
-        ("./run {model} {tokens}", "hf", "logits-npy", r"uses no \{out\}"),
+        ("./run {tokens}", "hf", "logits-text", r"uses no \{model\}: the program needs it to find the model file$"),
+        (
+            "./run {model}",
+            "hf",
+            "logits-text",
+            r"uses neither \{ids\} nor \{tokens\}: the program needs one of them to get the input token ids$",
+        ),
+        (
+            "./run {model} {tokens}",
+            "hf",
+            "logits-npy",
+            r"uses no \{out\}: with logits-npy the program writes its logits to the .npy file it names$",
+        ),
         ("./run {model} {prompt} {n_new}", "hf", "greedy-text", r"needs a llama2.c format"),
-        ("./run {model} {tokens}", "llama2c-v0", "greedy-ids", r"uses no \{n_new\} or \{steps\}"),
+        (
+            "./run {model} {tokens}",
+            "llama2c-v0",
+            "greedy-ids",
+            r"uses neither \{n_new\} nor \{steps\}: the program needs one of them to know how many tokens",
+        ),
         ("./run '{model}", "hf", "logits-text", r"cannot be split into arguments"),
         ("./run {model {tokens}", "hf", "logits-text", r"literal brace"),
     ],
@@ -147,16 +162,42 @@ def test_without_a_gguf_writer_the_gguf_format_is_unsupported_with_the_reason() 
     ("options", "problem"),
     [
         (["--command", "./run {model} {tokens}"], "--command needs --command-format and --command-gives"),
-        (["--command-format", "hf"], "--command-format, --command-gives and --command-precision need --command"),
+        (["--command", "./run {model} {tokens}", "--command-gives", "logits-text"], "--command needs --command-format"),
+        (["--command-format", "hf"], "--command-format needs --command"),
+        (["--command-format", "hf", "--command-precision", "tf32"], "--command-format, --command-precision need"),
         (
             ["--command", "./run {tokens}", "--command-format", "hf", "--command-gives", "logits-text"],
             "uses no {model}",
         ),
     ],
-    ids=["no-format", "no-command", "no-model"],
+    ids=["no-format", "no-format-only", "no-command", "no-command-two", "no-model"],
 )
 def test_pytest_options_that_cannot_work_are_a_usage_error(options: list[str], problem: str, tmp_path: Path) -> None:
     command = [sys.executable, "-m", "pytest", str(tmp_path), "-p", "no:cacheprovider", *options]
     done = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 4, done.stdout + done.stderr  # pytest's usage error
     assert problem in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("options", "problem"),
+    [
+        (["--command", "./run {model} {tokens}"], "--command needs --format and --gives"),
+        (["--command", "./run {model} {tokens}", "--format", "hf"], "--command needs --gives"),
+        (["--format", "hf", "--timeout", "3"], "--format, --timeout need --command"),
+        (["--families", "gpt2"], "--families needs --command"),
+        (
+            ["--command", "./run {model} {tokens}", "--format", "hf", "--gives", "logits-text", "--timeout", "0"],
+            "--timeout must be a positive number of seconds, found 0",
+        ),
+    ],
+    ids=["no-format", "no-gives", "no-command", "declaration-alone", "timeout"],
+)
+def test_check_options_that_cannot_work_name_the_options_of_check(
+    options: list[str], problem: str, tmp_path: Path
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "verifier", "check", *options], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr == f"verifier check: error: {problem}\n"

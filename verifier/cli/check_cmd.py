@@ -13,11 +13,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from verifier.analysis.precision import CLASSES
-from verifier.plugin.command import GIVES
+from verifier.plugin.command import GIVES, CommandTemplateError
+from verifier.plugin.command.declarations import DECLARATIONS, FILE_SUFFIX, METAVARS
 from verifier.plugin.command.files import FORMATS
-from verifier.plugin.command.program import DEFAULT_TIMEOUT_S
-from verifier.plugin.registry import ENV_VAR
+from verifier.plugin.command.options import CHECK_OPTIONS, PYTEST_OPTIONS, SETTINGS, from_options
+from verifier.plugin.command.program import DEFAULT_TIMEOUT_S, UNSUPPORTED_STATUS
+from verifier.plugin.registry import ENV_VAR, PluginError
 from verifier.properties import profiles
 from verifier.report import render, suite
 from verifier.report.output import check_directory, write_reports
@@ -49,21 +50,31 @@ def add_parser(subparsers: Any) -> None:
         dest="command_template",  # `command` is the subcommand's name in verifier.cli
         metavar="TEMPLATE",
         help="a program under test through the command line, e.g. "
-        "'./run {model} -t 0 -n {steps} -i {prompt} -z {tokenizer}' (needs --format and --gives)",
+        "'./run {model} -t 0 -n {steps} -i {prompt} -z {tokenizer}' (needs --format and --gives; a relative "
+        f"path is found from the current directory; exit status {UNSUPPORTED_STATUS} declines an input)",
     )
     p.add_argument("--format", choices=list(FORMATS), help="the model file the --command program reads")
     p.add_argument("--gives", choices=list(GIVES), help="what the --command program gives back")
-    p.add_argument(
-        "--precision",
-        choices=list(CLASSES),
-        help="the precision class the --command program computes at (default: float32, or the Q8_0 of llama2c-v2)",
-    )
     p.add_argument(
         "--timeout",
         type=float,
         metavar="SECONDS",
         help=f"how long one run of the --command program may take (default {DEFAULT_TIMEOUT_S:g})",
     )
+    p.add_argument(
+        "--declarations",
+        metavar="FILE",
+        help=f"the TOML file of what the --command program declares (default: <program>{FILE_SUFFIX} beside it, "
+        "if there is one; options win over it)",
+    )
+    for key, meaning in DECLARATIONS.items():
+        p.add_argument(
+            CHECK_OPTIONS[key],
+            dest=key,
+            metavar=METAVARS[key],
+            help=f"the --command program declares {meaning}"
+            + (" (default: float32, or the Q8_0 of a llama2c-v2 or gguf-q8_0 file)" if key == "precision" else ""),
+        )
     p.add_argument(
         "--checkpoint",
         metavar="PATH|REPO_ID",
@@ -86,12 +97,17 @@ def add_parser(subparsers: Any) -> None:
 
 
 def _command_options(args: argparse.Namespace) -> list[str]:
-    """The pytest options of a --command program and a --checkpoint (checked by the pytest plugin)."""
-    options = {"--command": args.command_template, "--command-format": args.format, "--command-gives": args.gives}
-    options["--command-timeout"] = None if args.timeout is None else str(args.timeout)
-    options["--command-precision"] = args.precision
-    options["--checkpoint"] = args.checkpoint
-    return [f"{name}={value}" for name, value in options.items() if value is not None]
+    """The pytest options of a --command program and a --checkpoint. The program's are checked here
+    first, so that an error names the options as `verifier check` spells them (PluginError)."""
+    values = {"command": args.command_template, **{key: getattr(args, key) for key in SETTINGS}}
+    try:
+        from_options(values, CHECK_OPTIONS, Path.cwd())
+    except CommandTemplateError as e:
+        raise PluginError(str(e)) from None
+    options = {PYTEST_OPTIONS[key]: value for key, value in values.items() if value is not None}
+    if args.checkpoint is not None:
+        options["--checkpoint"] = args.checkpoint
+    return [f"{name}={value}" for name, value in options.items()]
 
 
 def run(args: argparse.Namespace) -> int:

@@ -2,10 +2,13 @@
 
 Each built model owns a private working directory (the program's current directory), where the
 model file is written once (for `greedy-text`, again when the prompt's first id changes) and each
-call's tokens and outputs are written anew. Anything that goes wrong with the program (it cannot
-start, times out, exits non-zero, is killed by a signal, writes malformed output) raises
-`CommandFailed`, whose message holds the command line and the tail of its stderr; the suite turns
-that into a contract violation of the call that ran it.
+call's tokens and outputs are written anew; a relative program path is found from the directory
+the user ran from (`Command.directory`). A program that exits with `UNSUPPORTED_STATUS` (77, as
+automake's SKIP) declines that input: the call raises `Unsupported` with the last line of its
+stderr as the reason, and the suite draws another input. Anything else that goes wrong with the
+program (it cannot start, times out, exits non-zero, is killed by a signal, writes malformed output)
+raises `CommandFailed`, whose message holds the command line and the tail of its stderr; the suite
+turns that into a contract violation of the call that ran it.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import shlex
 import signal
 import subprocess
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +31,7 @@ from verifier.model.weights import CLASSIFIER, EMBEDDING, Weights
 from verifier.plugin.command.files import FORMATS, is_llama2c, stored_precision, write_model
 from verifier.plugin.command.template import CommandTemplate, CommandTemplateError
 from verifier.plugin.command.text import BOS, RUN_C, TextPrompt, TextRules, code_width, marker_pieces, renaming
+from verifier.plugin.interface import Constraints, Unsupported
 
 # What a program gives back, and how the suite reads it.
 GIVES: dict[str, str] = {
@@ -39,6 +43,8 @@ GIVES: dict[str, str] = {
     "greedy-text": "prints the generated text as llama2.c's run.c does, through the tokenizer.bin written for it",
 }
 DEFAULT_TIMEOUT_S = 300.0
+# The exit status of a program declining an input it does not run (automake's SKIP): a skip, not a failure.
+UNSUPPORTED_STATUS = 77
 _STDERR_TAIL = 2000
 
 
@@ -48,7 +54,9 @@ class CommandFailed(RuntimeError):
 
 @dataclass(frozen=True)
 class Command:
-    """A program plugged in through the protocol: its command template, file format and output kind."""
+    """A program plugged in through the protocol: its command template, file format and output kind,
+    and what it declares. It is the factory (`command(config, weights)`), declaring as a Python
+    factory does by its `constraints` and `precision` attributes."""
 
     template: CommandTemplate
     format: str
@@ -56,6 +64,8 @@ class Command:
     timeout_s: float = DEFAULT_TIMEOUT_S
     text_rules: TextRules = RUN_C  # for greedy-text: whose prompt and printing rules the program follows
     precision: str | None = None  # the precision class the program declares; None: the format's
+    constraints: Constraints | None = None  # the configs it declares it runs; None: any
+    directory: Path = field(default_factory=Path.cwd)  # where a relative program path is found from
 
     @classmethod
     def parse(
@@ -66,8 +76,11 @@ class Command:
         timeout_s: float = DEFAULT_TIMEOUT_S,
         text_rules: TextRules = RUN_C,
         precision: str | None = None,
+        constraints: Constraints | None = None,
+        directory: Path | None = None,
     ) -> Command:
-        """Check the pieces fit together; CommandTemplateError says what does not."""
+        """Check the pieces fit together; CommandTemplateError says what does not. A relative program
+        path is found from `directory` (default: the current directory); `locate()` checks it is there."""
         if precision is not None:
             try:
                 resolve(precision)
@@ -80,23 +93,32 @@ class Command:
         if not timeout_s > 0:
             raise CommandTemplateError(f"the timeout must be positive, found {timeout_s}")
         parsed = CommandTemplate.parse(template)
-        parsed.require({"model"}, "the program needs to find the model file")
+        parsed.require({"model"}, "the program needs it to find the model file")
         if gives == "greedy-text":
             if not is_llama2c(format):
                 raise CommandTemplateError(f"greedy-text needs a llama2.c format (with tokenizer.bin), not {format!r}")
-            parsed.require({"prompt"}, "greedy-text passes the prompt as text")
+            parsed.require({"prompt"}, "greedy-text passes the prompt to the program as text")
         else:
-            parsed.require({"tokens", "ids"}, "the program needs the input token ids")
+            parsed.require({"tokens", "ids"}, "the program needs one of them to get the input token ids")
         if gives.startswith("greedy"):
-            parsed.require({"n_new", "steps"}, "the program needs to know how many tokens to generate")
+            parsed.require({"n_new", "steps"}, "the program needs one of them to know how many tokens to generate")
         if gives.endswith("npy"):
-            parsed.require({"out"}, f"{gives} means the program writes its logits to that .npy file")
-        return cls(parsed, format, gives, timeout_s, text_rules, precision)
+            parsed.require({"out"}, f"with {gives} the program writes its logits to the .npy file it names")
+        parsed.program  # noqa: B018 - a placeholder in the program's name is refused here
+        return cls(parsed, format, gives, timeout_s, text_rules, precision, constraints, directory or Path.cwd())
 
     @property
     def name(self) -> str:
         """The program's file name, as test ids and reports show it."""
         return Path(self.template.arguments[0]).name
+
+    def locate(self) -> Path:
+        """The program's file; ProgramNotFound, naming the path looked for, if it is not there or cannot run."""
+        return self.template.locate(self.directory)
+
+    def __call__(self, config: ModelConfig, weights: Weights) -> CommandModel:
+        """The factory (`build`)."""
+        return self.build(config, weights)
 
     def build(self, config: ModelConfig, weights: Weights) -> CommandModel:
         """The factory: the model under test for `config` (Unsupported if the format cannot hold it)."""
@@ -157,6 +179,7 @@ class CommandModel:
             "dir": str(self.dir),
         }
         argv = self.command.template.render(values)
+        argv[0] = self.command.template.program_path(self.command.directory)  # the program runs in self.dir
         line = shlex.join(argv)
         timeout = self.command.timeout_s
         try:
@@ -171,6 +194,12 @@ class CommandModel:
             except ValueError:
                 name = f"signal {-done.returncode}"
             raise CommandFailed(f"`{line}` crashed ({name}); {_tail(done.stderr)}")
+        if done.returncode == UNSUPPORTED_STATUS:
+            # Its reason, not the command line: the line names this run's files, and the suite keeps one
+            # entry per distinct reason.
+            lines = done.stderr.decode("utf-8", errors="replace").strip().splitlines()
+            reason = lines[-1].strip() if lines else "it gave no reason on stderr"
+            raise Unsupported(f"{self.command.name} declined the input (exit status {UNSUPPORTED_STATUS}): {reason}")
         if done.returncode != 0:
             raise CommandFailed(f"`{line}` exited with status {done.returncode}; {_tail(done.stderr)}")
         self._stderr = done.stderr
@@ -179,7 +208,7 @@ class CommandModel:
     def malformed(self, line: str, problem: str) -> CommandFailed:
         """The error for output that is not what `gives` promises."""
         return CommandFailed(
-            f"`{line}` gave malformed output for --gives {self.command.gives} "
+            f"`{line}` gave malformed output for {self.command.gives} "
             f"({GIVES[self.command.gives]}): {problem}; {_tail(self._stderr)}"
         )
 

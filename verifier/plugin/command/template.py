@@ -2,14 +2,19 @@
 
 The template is split like a shell would (`shlex`), then each argument is filled in on its own, so a
 path with spaces stays one argument and nothing is ever passed through a shell. `{{` and `}}` are
-literal braces.
+literal braces. The first argument is the program: a path with a `/` (`./llama`, `bin/run`) is found
+from the directory the user ran from (the run's own working directory is a fresh temporary one), a
+bare name (`llama`) on PATH, as a shell finds it.
 """
 
 from __future__ import annotations
 
+import os
 import shlex
+import shutil
 import string
 from dataclasses import dataclass
+from pathlib import Path
 
 PLACEHOLDERS: dict[str, str] = {
     "model": "the model file (or directory) the suite wrote, in the program's format",
@@ -27,6 +32,10 @@ PLACEHOLDERS: dict[str, str] = {
 
 class CommandTemplateError(ValueError):
     """A command template that cannot be used; the message says what is wrong with it."""
+
+
+class ProgramNotFound(CommandTemplateError):
+    """The template's program cannot be found or run; the message names the path looked for."""
 
 
 @dataclass(frozen=True)
@@ -60,11 +69,49 @@ class CommandTemplate:
             used.update(fields)
         return cls(text, arguments, frozenset(used))
 
+    @property
+    def program(self) -> str:
+        """The program as the template names it (`./llama`, `llama`, `/opt/bin/run`)."""
+        try:
+            return self.arguments[0].format_map({})
+        except (KeyError, ValueError):
+            raise CommandTemplateError(
+                f"command {self.text!r}: the program {self.arguments[0]!r} holds a placeholder; name the program itself"
+            ) from None
+
+    def program_path(self, directory: Path) -> str:
+        """The program to start: a path with a `/` made absolute against `directory`; a bare name as it
+        is (the system looks it up on PATH, as `locate` does)."""
+        program = self.program
+        return str(Path(directory, program)) if "/" in program else program
+
+    def locate(self, directory: Path) -> Path:
+        """The program's file, found as `program_path` says; ProgramNotFound if there is none that can run."""
+        program = self.program
+        if "/" not in program:
+            found = shutil.which(program)
+            if found is None:
+                raise ProgramNotFound(
+                    f"program {program!r} not found on PATH; give its path (./{program} for one in this directory)"
+                )
+            return Path(found)
+        path = Path(self.program_path(directory))
+        where = "" if Path(program).is_absolute() else f" (a relative path is found from {directory}, where you ran)"
+        if not path.exists():
+            raise ProgramNotFound(f"program {program!r} not found: there is no {path}{where}")
+        if path.is_dir():
+            raise ProgramNotFound(f"program {program!r} is a directory: {path}{where}")
+        if not os.access(path, os.X_OK):
+            raise ProgramNotFound(f"program {program!r} cannot be run: {path} is not executable (chmod +x {path})")
+        return path
+
     def require(self, names: set[str], why: str) -> None:
-        """Raise CommandTemplateError unless the template uses at least one of `names`."""
+        """Raise CommandTemplateError unless the template uses at least one of `names`; `why` is the
+        sentence saying what for (`the program needs one to get the input token ids`)."""
         if not names & self.placeholders:
-            listed = " or ".join(f"{{{n}}}" for n in sorted(names))
-            raise CommandTemplateError(f"command {self.text!r} uses no {listed}, which {why}")
+            first, *others = (f"{{{n}}}" for n in sorted(names))
+            missing = f"neither {first} nor {' nor '.join(others)}" if others else f"no {first}"
+            raise CommandTemplateError(f"command {self.text!r} uses {missing}: {why}")
 
     def render(self, values: dict[str, str]) -> list[str]:
         """The argument list with every placeholder filled in from `values`."""

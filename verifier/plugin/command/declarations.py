@@ -1,0 +1,164 @@
+"""What a program declares it runs, as a Python factory does (`verifier.Constraints` and a precision class).
+
+A program declares by options (`verifier check --families gpt2`, `pytest --command-families gpt2`) or in
+a TOML file beside it named after it, `<program>.verifier.toml` (`./gpt2` reads `./gpt2.verifier.toml`),
+or in the file `--declarations FILE` names; an option wins over the file. The file's keys are those of
+`DECLARATIONS`, for example:
+
+    families = ["gpt2"]
+    d_ff = "gpt2"
+    tie_embeddings = true
+    norm_eps = 1e-5
+    max_n_ctx = 1024
+    precision = "float32"
+
+A value that cannot be read, or a key the file should not hold, is a `DeclarationError` naming the
+option or the file and key.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from verifier.analysis.precision import CLASSES, UnknownPrecision, resolve
+from verifier.model.config import FAMILIES
+from verifier.model.presets import gpt2_d_ff, llama2c_hidden_dim
+from verifier.plugin.command.template import CommandTemplateError
+from verifier.plugin.interface import Constraints
+
+# Each declaration and what its value means (option help and the file's documentation).
+DECLARATIONS: dict[str, str] = {
+    "families": f"the families it runs, of {', '.join(FAMILIES)} (comma-separated as an option, a list in the file)",
+    "d_ff": "its MLP width rule: gpt2 (4 x d_model), llama2c (llama2.c's rule, a multiple of 32), llama2c:M "
+    "(a multiple of M, e.g. llama2c:256 for Meta's Llama)",
+    "tie_embeddings": "true: it runs a tied classifier only; false: an untied one only",
+    "norm_eps": "the one norm eps it hard-codes",
+    "rope_theta": "the one RoPE theta it hard-codes",
+    "grouped_query": "false: it has no grouped-query attention (n_kv_heads == n_heads only)",
+    "max_n_ctx": "the longest context it runs",
+    "precision": f"the precision class it computes at: {', '.join(CLASSES)}",
+}
+# How each declaration's value is shown in the options' help.
+METAVARS: dict[str, str] = {
+    "families": "gpt2,llama", "d_ff": "RULE", "tie_embeddings": "true|false", "norm_eps": "EPS",
+    "rope_theta": "THETA", "grouped_query": "true|false", "max_n_ctx": "N", "precision": "CLASS",
+}  # fmt: skip
+FILE_SUFFIX = ".verifier.toml"
+
+
+class DeclarationError(CommandTemplateError):
+    """A declaration that cannot be read; the message names the option, or the file and key."""
+
+
+@dataclass(frozen=True)
+class Declarations:
+    """A program's declarations: the configs it runs (None: any) and its precision class (None: the format's)."""
+
+    constraints: Constraints | None = None
+    precision: str | None = None
+
+
+def beside(program: Path) -> Path:
+    """The declaration file of `program`: `<program>.verifier.toml` in its directory."""
+    return program.with_name(program.name + FILE_SUFFIX)
+
+
+def read_file(path: Path) -> dict[str, Any]:
+    """The declarations in the TOML file `path`; DeclarationError for a file that is not TOML or holds
+    an unknown key."""
+    try:
+        with path.open("rb") as f:
+            found = tomllib.load(f)
+    except tomllib.TOMLDecodeError as e:
+        raise DeclarationError(f"{path}: not a TOML file: {e}") from None
+    except OSError as e:
+        raise DeclarationError(f"{path}: cannot be read: {e.strerror or e}") from None
+    for key in found:
+        if key not in DECLARATIONS:
+            raise DeclarationError(f"{path}: unknown key {key!r}; known: {', '.join(DECLARATIONS)}")
+    return found
+
+
+def parse(values: Mapping[str, Any], where: Mapping[str, str]) -> Declarations:
+    """The declarations in `values` (key -> an option's text, or a TOML value); `where[key]` names
+    where each came from (`--norm-eps`, `norm_eps in ./gpt2.verifier.toml`) for the error."""
+    fields: dict[str, Any] = {}
+    for key, value in values.items():
+        try:
+            fields[key] = _READERS[key](value)
+        except (ValueError, TypeError) as e:
+            raise DeclarationError(f"{where[key]}: {e}, found {value!r}") from None
+    precision = fields.pop("precision", None)
+    return Declarations(Constraints(**fields) if fields else None, precision)
+
+
+def _families(value: Any) -> tuple[str, ...]:
+    names = [n.strip() for n in value.split(",")] if isinstance(value, str) else value
+    if not isinstance(names, list | tuple) or not names or any(n not in FAMILIES for n in names):
+        raise ValueError(f"expected one or more of {', '.join(FAMILIES)}")
+    return tuple(names)
+
+
+def _d_ff(value: Any) -> Callable[[int], int]:
+    rule, _, multiple = value.partition(":") if isinstance(value, str) else ("", "", "")
+    if rule == "gpt2" and not multiple:
+        return gpt2_d_ff
+    if rule == "llama2c" and not multiple:
+        return llama2c_hidden_dim
+    if rule == "llama2c" and multiple.isdigit() and int(multiple) > 0:
+        return functools.partial(llama2c_hidden_dim, multiple_of=int(multiple))
+    raise ValueError("expected gpt2, llama2c or llama2c:M (M a positive whole number)")
+
+
+def _boolean(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value in ("true", "false"):
+        return value == "true"
+    raise ValueError("expected true or false")
+
+
+def _positive_number(value: Any) -> float:
+    try:
+        number = math.nan if isinstance(value, bool) else float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if not (math.isfinite(number) and number > 0):
+        raise ValueError("expected a positive number")
+    return number
+
+
+def _positive_int(value: Any) -> int:
+    if isinstance(value, str) and value.isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError("expected a positive whole number of positions")
+    return value
+
+
+def _precision(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"expected one of {', '.join(CLASSES)}")
+    try:
+        resolve(value)
+    except UnknownPrecision:
+        raise ValueError(f"expected one of {', '.join(CLASSES)}") from None
+    return value
+
+
+_READERS: dict[str, Callable[[Any], Any]] = {
+    "families": _families,
+    "d_ff": _d_ff,
+    "tie_embeddings": _boolean,
+    "norm_eps": _positive_number,
+    "rope_theta": _positive_number,
+    "grouped_query": _boolean,
+    "max_n_ctx": _positive_int,
+    "precision": _precision,
+}
