@@ -14,10 +14,16 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests import needs
 from tests.plugin.project import ROOT, Run, run
+from verifier.model.config import ModelConfig
+from verifier.model.weights import init_weights
+from verifier.plugin.contract import build_checked
+from verifier.plugin.registry import load_spec
+from verifier.properties.oracle import Oracle
 
 pytestmark = needs.torch  # the examples and two of the adapters are PyTorch code
 
@@ -138,6 +144,19 @@ META_STYLE = {
     "build_traced_rotate_half_pairs": "layers.0.q_rope",
 }
 HINT = "declare rope_layout = 'interleaved' on the model or its factory"
+
+
+def test_model_py_traces_are_localized_as_declared() -> None:
+    """One trace of each, against the oracle, as every trace property reads it."""
+    config = ModelConfig(family="llama", vocab_size=32, n_ctx=16, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2,
+                         d_ff=40, norm_eps=1e-5, tie_embeddings=True, rope_theta=10000.0)  # fmt: skip
+    weights, tokens = init_weights(config, seed=3), np.array([5, 1, 30, 7, 7, 2, 19, 4])
+    oracle = Oracle(config, weights)
+    for name, stage in META_STYLE.items():
+        model = build_checked(load_spec(f"tests.adapters.llama2c_model:{name}"), config, weights)
+        divergence = oracle.localize(model.trace(tokens), tokens, rope_layout=model.rope_layout)
+        assert (divergence.first and divergence.first.stage) == stage, (name, divergence.describe())
+        assert (HINT in divergence.describe()) == (name == "build_traced_undeclared"), (name, divergence.describe())
 
 
 @pytest.mark.slow
