@@ -346,7 +346,7 @@ def localizer(model: CheckedModel, oracle: Oracle, tokens: np.ndarray) -> Callab
     def localize() -> Divergence | None:
         if "trace" not in model.capabilities:
             return None
-        return oracle.localize(model.trace(tokens), tokens)
+        return oracle.localize(model.trace(tokens), tokens, rope_layout=model.rope_layout)
 
     return localize
 

@@ -23,6 +23,7 @@ import numpy as np
 from verifier.analysis import tolerance
 from verifier.analysis.divergence import Divergence, localize
 from verifier.analysis.precision import FLOAT32, Precision
+from verifier.model import stages
 from verifier.model.config import ModelConfig
 from verifier.model.weights import WeightMap
 from verifier.plugin.checkpoint import FixedCheckpoint
@@ -172,8 +173,12 @@ class Oracle:
             tokens = np.append(tokens, int(np.argmax(self.model.logits(tokens)[-1])))
         return tokens
 
-    def localize(self, trace: dict[str, np.ndarray], tokens: np.ndarray) -> Divergence:
-        """Where a model's trace of `tokens` [T] first departs from the oracle's. The oracle's trace and
+    def localize(
+        self, trace: dict[str, np.ndarray], tokens: np.ndarray, *, rope_layout: str = stages.ROTATE_HALF
+    ) -> Divergence:
+        """Where a model's trace of `tokens` [T] first departs from the oracle's; `rope_layout` is the
+        order of q/k the model declares (`CheckedModel.rope_layout`: its trace is already reordered
+        from it, and a q/k stage that matches only in the other order says so). The oracle's trace and
         its neighbours' are streamed a layer at a time (at full size, all stages of all layers of four
         traces would not fit: GPT-2 124M's attention scores and probabilities of 1,024 tokens are 2.4 GB
         a trace)."""
@@ -185,6 +190,7 @@ class Oracle:
             precision=self.precision,
             n_layers=c.n_layers,
             family=c.family,
+            rope_layout=rope_layout,
         )
         floor_only = compare(self.model.trace_layers(tokens))
         if max((s.ratio for s in floor_only.stages), default=0.0) <= 0.25:  # as in Expected.compare

@@ -50,7 +50,7 @@ def test_logits_agree_with_the_oracle(model_spec: ModelSpec, case: Case) -> None
 def test_every_traced_stage_agrees_with_the_oracle(model_spec: ModelSpec, case: Case) -> None:
     model = models.build(model_spec, case, "trace")
     tokens = case.token_array()
-    divergence = oracle(case).localize(model.trace(tokens), tokens)
+    divergence = oracle(case).localize(model.trace(tokens), tokens, rope_layout=model.rope_layout)
     checks.trace_agrees(divergence, what=f"trace of {case.T} tokens against the oracle's", model=model)
 
 

@@ -6,18 +6,21 @@ reference's tables equal the ones llama2.c computes and stores (with torch, as l
 model.py computes them; skipped without it).
 
 Pairs are (i, i + d_head/2) of each head vector: the `transformers` (rotate-half) layout that
-`verifier.model.stages` documents for q and k.
+`verifier.model.stages` documents for q and k. A model whose trace holds them interleaved declares
+`rope_layout = "interleaved"` and `CheckedModel.trace` reorders them; one that does not declare it
+fails here, and the failure's localization (the first divergent stage, layer 0 q) says what to declare.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
 from hypothesis import given
 
 from verifier import extra
+from verifier.analysis.divergence import Divergence
 from verifier.model import stages
 from verifier.model.config import ModelConfig
 from verifier.model.presets import preset
@@ -65,6 +68,12 @@ def _traced(model_spec: ModelSpec, case: Case) -> tuple[CheckedModel, dict[str, 
     return model, model.trace(case.token_array())
 
 
+def _localize(model: CheckedModel, case: Case) -> Callable[[], Divergence | None]:
+    """On failure, the first stage of the model's trace that departs from the oracle's: the rotated
+    stage for a RoPE bug, or layer 0 q for a trace in a q/k order the model does not declare."""
+    return checks.localizer(model, oracle(case), case.token_array())
+
+
 def _rotated_pairs(trace: dict[str, np.ndarray], config: ModelConfig) -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
     for layer in range(config.n_layers):
         for before, after in (("q", "q_rope"), ("k", "k_rope")):
@@ -83,10 +92,12 @@ def test_rope_preserves_the_norm_of_every_pair_and_head_vector(model_spec: Model
     for name, before, after in _rotated_pairs(trace, case.config):
         (b1, b2), (a1, a2) = _halves(before), _halves(after)
         pair_norms = exact(np.hypot(b1, b2), case.T)
-        checks.agree(np.hypot(a1, a2), pair_norms, what=f"{name}: norm of every pair after RoPE", model=model)
+        checks.agree(np.hypot(a1, a2), pair_norms, what=f"{name}: norm of every pair after RoPE", model=model,
+                     localize=_localize(model, case))  # fmt: skip
         head_norms = exact(np.linalg.norm(np.asarray(before, np.float64), axis=-1), case.T)
         found = np.linalg.norm(np.asarray(after, np.float64), axis=-1)
-        checks.agree(found, head_norms, what=f"{name}: norm of every head vector after RoPE", model=model)
+        checks.agree(found, head_norms, what=f"{name}: norm of every head vector after RoPE", model=model,
+                     localize=_localize(model, case))  # fmt: skip
 
 
 @requires("trace", family="llama")
@@ -95,7 +106,8 @@ def test_rope_preserves_the_norm_of_every_pair_and_head_vector(model_spec: Model
 def test_rope_is_the_identity_at_position_0(model_spec: ModelSpec, case: Case) -> None:
     model, trace = _traced(model_spec, case)
     for name, before, after in _rotated_pairs(trace, case.config):
-        checks.agree(after[:, 0], exact(before[:, 0]), what=f"{name} at position 0 after RoPE", model=model)
+        checks.agree(after[:, 0], exact(before[:, 0]), what=f"{name} at position 0 after RoPE", model=model,
+                     localize=_localize(model, case))  # fmt: skip
 
 
 @requires("trace", family="llama")
@@ -108,7 +120,8 @@ def test_rope_turns_pair_i_at_position_p_by_p_times_theta_to_the_minus_2i_over_d
     c = case.config
     angles = _formula_angles(case.T, c.d_head, c.rope_theta)
     for name, before, after in _rotated_pairs(trace, c):
-        checks.agree(after, exact(_rotate(before, angles), case.T), what=f"{name} rotated by RoPE", model=model)
+        checks.agree(after, exact(_rotate(before, angles), case.T), what=f"{name} rotated by RoPE", model=model,
+                     localize=_localize(model, case))  # fmt: skip
 
 
 def _measured_angles(before: np.ndarray, after: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -142,12 +155,17 @@ def test_rope_rotations_compose_r_m_times_r_n_is_r_m_plus_n(model_spec: ModelSpe
         checks.record_ratio(float(ratio[worst]))
         if ratio[worst] > 1:
             k, i = worst
+            divergence = _localize(model, case)()
+            where = ""
+            if divergence is not None:  # as checks.agree says it
+                where = ("\nfirst divergent stage: " if divergence.first else "\n") + divergence.describe()
             checks.fail(
                 model,
                 f"{name}: R(m) R(n) = R(m+n)",
                 f"pair {i}: R({m[k]}) then R({n[k]}) turns by {angle[m[k], i] + angle[n[k], i]:.6g} rad, "
                 f"R({m[k] + n[k]}) by {angle[m[k] + n[k], i]:.6g} rad (mod 2 pi: {gap[k, i]:.3g} apart, "
-                f"tolerance {slack[k, i]:.3g})",
+                f"tolerance {slack[k, i]:.3g}){where}",
+                divergence,
             )
 
 
@@ -217,7 +235,11 @@ def test_rope_interleaved_and_rotate_half_pairings_give_the_same_scores(model_sp
         interleaved, terms = _interleaved_scores(q, k, case.config.rope_theta)
         expected = exact(interleaved, case.T, scale=np.abs(interleaved) + terms)
         checks.agree(
-            np.tril(scores), expected, what=f"layer {layer} scores against llama2.c's interleaved RoPE", model=model
+            np.tril(scores),
+            expected,
+            what=f"layer {layer} scores against llama2.c's interleaved RoPE",
+            model=model,
+            localize=_localize(model, case),
         )
 
 

@@ -6,6 +6,13 @@ canonical weights, turns `transformers`' rotate-half q/k rows back into interlea
 what the code fixes (Llama, tied, theta 10000).
 
     --model tests.adapters.llama2c_model:build
+
+`build_traced` adds a trace: every stage as the model's code computes it, so q and k, before and after
+RoPE, come per head in the code's interleaved order, which the factory declares (`rope_layout =
+"interleaved"`). `build_traced_undeclared` is the same without the declaration (its trace breaks the
+contract: the suite reads q/k in rotate-half order, and says what to declare). `build_traced_theta_500000`
+and `build_traced_rotate_half_pairs` declare it and have a RoPE bug (theta 500000 where the config
+says 10000; pairs (i, i + hd/2) of the interleaved rows rotated).
 """
 
 from __future__ import annotations
@@ -67,6 +74,8 @@ def repeat_kv(x: Tensor, n_rep: int) -> Tensor:
 
 
 class Attention(nn.Module):
+    rotary = staticmethod(apply_rotary_emb)  # a seam for the adapter's RoPE-bug variants
+
     def __init__(self, args: ModelArgs) -> None:
         super().__init__()
         self.n_kv_heads = args.n_heads if args.n_kv_heads is None else args.n_kv_heads
@@ -82,7 +91,7 @@ class Attention(nn.Module):
         xq = self.wq(x).view(bsz, seqlen, self.n_local_heads, self.head_dim)
         xk = self.wk(x).view(bsz, seqlen, self.n_kv_heads, self.head_dim)
         xv = self.wv(x).view(bsz, seqlen, self.n_kv_heads, self.head_dim)
-        xq, xk = apply_rotary_emb(xq, cos, sin), apply_rotary_emb(xk, cos, sin)
+        xq, xk = self.rotary(xq, cos, sin), self.rotary(xk, cos, sin)
         xk, xv = repeat_kv(xk, self.n_rep), repeat_kv(xv, self.n_rep)
         xq, xk, xv = xq.transpose(1, 2), xk.transpose(1, 2), xv.transpose(1, 2)  # [B, heads, T, hd]
         scores = xq @ xk.transpose(2, 3) / math.sqrt(self.head_dim)
@@ -166,6 +175,50 @@ class Llama2c:
         return out.numpy() if np.ndim(tokens) == 2 else out[0].numpy()
 
 
+class Llama2cTraced(Llama2c):
+    """The model with a trace of one sequence, each stage as model.py's code holds it: q and k (before
+    and after RoPE) per head in its interleaved order (which the factories declare)."""
+
+    capabilities = frozenset({"last_logits", "trace"})
+
+    @torch.no_grad()
+    def trace(self, tokens: np.ndarray) -> dict[str, np.ndarray]:
+        m = self.model
+        T = len(tokens)
+        cos, sin = m.freqs_cos[:T], m.freqs_sin[:T]
+        h = m.tok_embeddings(torch.from_numpy(tokens)[None])  # [1, T, dim]
+        found = {"embed": h}
+        for i, layer in enumerate(m.layers):
+            a, x = layer.attention, layer.attention_norm(h)
+            q = a.wq(x).view(1, T, a.n_local_heads, a.head_dim)
+            k = a.wk(x).view(1, T, a.n_kv_heads, a.head_dim)
+            v = a.wv(x).view(1, T, a.n_kv_heads, a.head_dim)
+            q_rope, k_rope = a.rotary(q, cos, sin), a.rotary(k, cos, sin)
+            xq, xk, xv = (t.transpose(1, 2) for t in (q_rope, repeat_kv(k_rope, a.n_rep), repeat_kv(v, a.n_rep)))
+            scores = xq @ xk.transpose(2, 3) / math.sqrt(a.head_dim)
+            probs = F.softmax(scores + torch.full((T, T), float("-inf")).triu(1), dim=-1)
+            attn = (probs @ xv).transpose(1, 2).reshape(1, T, -1)
+            attn_out = a.wo(attn)
+            resid = h + attn_out
+            mlp_norm = layer.ffn_norm(resid)
+            mlp_out = layer.feed_forward(mlp_norm)
+            h = resid + mlp_out
+            per_head = {"q": q, "k": k, "v": v, "q_rope": q_rope, "k_rope": k_rope}  # [1, T, heads, hd]
+            found |= {f"layers.{i}.{op}": t.transpose(1, 2) for op, t in per_head.items()}
+            ops = {"attn_norm": x, "scores": scores, "probs": probs, "attn": attn, "attn_out": attn_out,
+                   "resid_attn": resid, "mlp_norm": mlp_norm, "mlp_out": mlp_out, "resid_mlp": h}  # fmt: skip
+            found |= {f"layers.{i}.{op}": t for op, t in ops.items()}
+        found |= {"final_norm": m.norm(h), "logits": m.output(m.norm(h))}
+        return {name: t[0].numpy() for name, t in found.items()}
+
+
+def rotate_half_pairs(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """A RoPE bug: pairs (i, i + hd / 2) of the interleaved rows rotated (reshaped [2, hd / 2], not [hd / 2, 2])."""
+    x_r, x_i = x.float().reshape(*x.shape[:-1], 2, -1).unbind(-2)
+    cos, sin = cos[None, :, None, :], sin[None, :, None, :]
+    return torch.cat([x_r * cos - x_i * sin, x_r * sin + x_i * cos], dim=-1).type_as(x)
+
+
 def build(config: ModelConfig, weights: dict[str, np.ndarray]) -> Llama2c:
     reason = SHAPES.refusal(config)
     if reason:
@@ -185,4 +238,28 @@ def build(config: ModelConfig, weights: dict[str, np.ndarray]) -> Llama2c:
     return Llama2c(model)
 
 
-build.constraints = SHAPES  # type: ignore[attr-defined]
+def build_traced(config: ModelConfig, weights: dict[str, np.ndarray]) -> Llama2c:
+    return Llama2cTraced(build(config, weights).model)
+
+
+def build_traced_undeclared(config: ModelConfig, weights: dict[str, np.ndarray]) -> Llama2c:
+    return Llama2cTraced(build(config, weights).model)
+
+
+def build_traced_theta_500000(config: ModelConfig, weights: dict[str, np.ndarray]) -> Llama2c:
+    model = build(config, weights).model
+    model.freqs_cos, model.freqs_sin = precompute_freqs_cis(config.d_head, config.n_ctx, theta=500000.0)
+    return Llama2cTraced(model)
+
+
+def build_traced_rotate_half_pairs(config: ModelConfig, weights: dict[str, np.ndarray]) -> Llama2c:
+    model = build(config, weights).model
+    for layer in model.layers:
+        layer.attention.rotary = rotate_half_pairs
+    return Llama2cTraced(model)
+
+
+build.constraints = build_traced_undeclared.constraints = SHAPES  # type: ignore[attr-defined]
+for declared in (build_traced, build_traced_theta_500000, build_traced_rotate_half_pairs):
+    declared.constraints = SHAPES  # type: ignore[attr-defined]
+    declared.rope_layout = "interleaved"  # type: ignore[attr-defined]  # the order its trace holds q/k in

@@ -14,10 +14,16 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests import needs
 from tests.plugin.project import ROOT, Run, run
+from verifier.model.config import ModelConfig
+from verifier.model.weights import init_weights
+from verifier.plugin.contract import build_checked
+from verifier.plugin.registry import load_spec
+from verifier.properties.oracle import Oracle
 
 pytestmark = needs.torch  # the examples and two of the adapters are PyTorch code
 
@@ -126,3 +132,45 @@ def test_every_property_each_can_run_runs_on_it_with_the_expected_verdict(tmp_pa
     done, report = check(tmp_path)
     assert_as_expected(report)
     assert done.returncode == 1, done
+
+
+# llama2.c's model.py with a trace of q and k in its interleaved order: declared, it conforms on the
+# RoPE properties and the trace's agreement and shapes; undeclared, each failure says what to declare; with a RoPE
+# bug, it fails at the rotation whatever it declares, and no failure suggests a layout.
+META_STYLE = {
+    "build_traced": None,
+    "build_traced_undeclared": "layers.0.q",
+    "build_traced_theta_500000": "layers.0.q_rope",
+    "build_traced_rotate_half_pairs": "layers.0.q_rope",
+}
+HINT = "declare rope_layout = 'interleaved' on the model or its factory"
+
+
+def test_model_py_traces_are_localized_as_declared() -> None:
+    """One trace of each, against the oracle, as every trace property reads it."""
+    config = ModelConfig(family="llama", vocab_size=32, n_ctx=16, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2,
+                         d_ff=40, norm_eps=1e-5, tie_embeddings=True, rope_theta=10000.0)  # fmt: skip
+    weights, tokens = init_weights(config, seed=3), np.array([5, 1, 30, 7, 7, 2, 19, 4])
+    oracle = Oracle(config, weights)
+    for name, stage in META_STYLE.items():
+        model = build_checked(load_spec(f"tests.adapters.llama2c_model:{name}"), config, weights)
+        divergence = oracle.localize(model.trace(tokens), tokens, rope_layout=model.rope_layout)
+        assert (divergence.first and divergence.first.stage) == stage, (name, divergence.describe())
+        assert (HINT in divergence.describe()) == (name == "build_traced_undeclared"), (name, divergence.describe())
+
+
+@pytest.mark.slow
+def test_a_meta_style_trace_of_interleaved_q_and_k_is_read_as_declared(tmp_path: Path) -> None:
+    models = [arg for name in META_STYLE for arg in ("--model", f"tests.adapters.llama2c_model:{name}")]
+    run(ROOT, "-m", "verifier", "check", *models, "--reports", str(tmp_path), "--", "-p", "no:cacheprovider",
+        "-n", "2", "-k", "test_rope_ or every_traced_stage", env={"HF_HUB_OFFLINE": "1"})  # fmt: skip
+    report = json.loads((tmp_path / "conformance.json").read_text())
+    verdicts = {v["model"].split(":")[1]: v["verdict"] for v in report["models"]}
+    assert verdicts == {name: "conforms" if stage is None else "fails" for name, stage in META_STYLE.items()}
+    for name, stage in META_STYLE.items():
+        mine = [r for r in report["results"] if (r["model"] or "").endswith(f":{name}") and r["outcome"] != "skip"]
+        failed = [r for r in mine if r["outcome"] == "fail"]
+        assert len(mine) == 8 and (stage is None) == (not failed), (name, mine)  # 6 RoPE, the trace's values and shapes
+        for r in failed:
+            assert r["first_divergent_stage"] == stage, (name, r)
+            assert (HINT in r["detail"]) == (name == "build_traced_undeclared"), (name, r["detail"])

@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 
 from tests import needs
 from tests.plugin import broken
+from verifier.formats.llama2c import to_interleaved
+from verifier.model import stages
 from verifier.model.config import ModelConfig
 from verifier.model.weights import init_weights
 from verifier.plugin.adapters import hf_transformers, reference
@@ -25,7 +27,9 @@ from verifier.plugin.contract import (
     build_checked,
     probe,
 )
+from verifier.plugin.interface import Unsupported
 from verifier.plugin.registry import ModelSpec
+from verifier.properties.oracle import Oracle
 
 GPT2 = PROBE_CONFIGS["gpt2"]
 TOKENS = np.array([3, 1, 4, 1, 5])
@@ -41,6 +45,40 @@ def assert_violation(excinfo: pytest.ExceptionInfo[ContractViolation], rule: str
     assert excinfo.value.rule == rule, message
     assert f"rule {rule!r} ({RULES[rule]})" in message, message
     assert call in message, f"the call {call!r} is not named in: {message}"
+
+
+def _interleaved(x: np.ndarray) -> np.ndarray:
+    """A stage [..., d_head] from rotate-half order to Meta's interleaved one: row 2i is rotate-half i,
+    row 2i + 1 is i + d_head/2 (written here apart from verifier.model.stages)."""
+    half = x.shape[-1] // 2
+    found = np.empty_like(x)
+    found[..., 0::2], found[..., 1::2] = x[..., :half], x[..., half:]
+    return found
+
+
+class _InterleavedTrace:
+    """The reference, with q and k (before and after RoPE) traced in the interleaved order, as Meta's
+    code holds them; declaring `rope_layout` if given; `wrong` adds a bug to its q (traced and used)."""
+
+    def __init__(self, config: ModelConfig, weights: dict, rope_layout: str | None = None, wrong: bool = False) -> None:
+        self.ref = reference.build(config, weights)
+        self.wrong = wrong
+        if rope_layout is not None:
+            self.rope_layout = rope_layout
+
+    def logits(self, tokens: np.ndarray) -> np.ndarray:
+        return self.ref.logits(tokens)
+
+    def trace(self, tokens: np.ndarray) -> dict[str, np.ndarray]:
+        found = self.ref.trace(tokens)
+        if self.wrong:
+            found["layers.0.q"] = found["layers.0.q"] * 1.01
+        per_head = ("q", "k", "q_rope", "k_rope")
+        return {s: _interleaved(a) if s.endswith(per_head) and "layers." in s else a for s, a in found.items()}
+
+
+def declares_an_unknown_rope_layout(config: ModelConfig, weights: dict) -> _InterleavedTrace:
+    return _InterleavedTrace(config, weights, "meta")
 
 
 # Each case: the broken factory, what the test calls, the rule it must break, the call named.
@@ -81,6 +119,7 @@ CASES = {
         "capabilities = ['attention_mask', 'logits']",
     ),
     "unknown precision": (broken.declares_unknown_precision, None, "precision", "precision = 'int3'"),
+    "unknown rope layout": (declares_an_unknown_rope_layout, None, "rope-layout", "rope_layout = 'meta'"),
 }
 
 
@@ -206,3 +245,100 @@ def test_probe_reports_capabilities_unsupported_kinds_and_broken_factories() -> 
     }
     broken_probe = probe(ModelSpec("raises", broken.factory_raises, "test"))[0].summary()
     assert broken_probe.startswith("broken (model 'raises' broke the contract rule 'factory'")
+
+
+# A Llama whose heads have 8 dimensions (the interleaved order is no involution there, as with 4) and two kv heads.
+LLAMA = ModelConfig(family="llama", vocab_size=32, n_ctx=16, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=24,
+                    norm_eps=1e-5, tie_embeddings=False)  # fmt: skip
+
+
+def test_the_interleaved_order_is_the_one_of_transformers_conversion() -> None:
+    """q of rows in Meta's order (llama2.c's file, `to_interleaved` of transformers' rows) per head, put
+    in rotate-half order, is q of transformers' rows."""
+    weights = init_weights(LLAMA, seed=2)
+    w_q, x = weights["model.layers.0.self_attn.q_proj.weight"], np.random.default_rng(0).normal(size=(5, 32))
+    per_head = (x @ to_interleaved(w_q, LLAMA.n_heads).T).reshape(5, LLAMA.n_heads, 8).transpose(1, 0, 2)
+    expected = (x @ w_q.T).reshape(5, LLAMA.n_heads, 8).transpose(1, 0, 2)
+    np.testing.assert_array_equal(stages.to_rotate_half(per_head, stages.INTERLEAVED), expected)
+    np.testing.assert_array_equal(_interleaved(expected), per_head)
+    np.testing.assert_array_equal(stages.from_rotate_half(expected, stages.INTERLEAVED), per_head)
+
+
+def _traced(factory: Callable[..., Any], config: ModelConfig = LLAMA) -> tuple[CheckedModel, dict[str, np.ndarray]]:
+    model = checked(factory, config)
+    return model, model.trace(TOKENS)
+
+
+@pytest.mark.parametrize("on", ["model", "factory"])
+def test_a_declared_interleaved_trace_is_read_in_rotate_half_order(on: str) -> None:
+    def build(config: ModelConfig, weights: dict) -> _InterleavedTrace:
+        return _InterleavedTrace(config, weights, "interleaved" if on == "model" else None)
+
+    if on == "factory":
+        build.rope_layout = "interleaved"  # type: ignore[attr-defined]
+    model, trace = _traced(build)
+    assert model.rope_layout == "interleaved"
+    expected = reference.build(LLAMA, init_weights(LLAMA, seed=0)).trace(TOKENS)
+    assert set(trace) == set(expected) and all(np.array_equal(trace[s], expected[s]) for s in trace)
+    divergence = Oracle(LLAMA, init_weights(LLAMA, seed=0)).localize(trace, TOKENS, rope_layout=model.rope_layout)
+    assert divergence.first is None, divergence.describe()
+
+
+def test_a_rope_layout_leaves_a_gpt2_trace_as_it_is() -> None:
+    """GPT-2 has no RoPE: a factory of both families may declare the layout of its Llama's trace."""
+    model = checked(lambda c, w: _WithLayout(reference.build(c, w)), GPT2)
+    assert model.rope_layout == "interleaved"
+    expected = reference.build(GPT2, init_weights(GPT2, seed=0)).trace(TOKENS)
+    assert all(np.array_equal(a, expected[s]) for s, a in model.trace(TOKENS).items())
+
+
+class _WithLayout:
+    rope_layout = "interleaved"
+
+    def __init__(self, ref: Any) -> None:
+        self.logits, self.trace = ref.logits, ref.trace
+
+
+def _localized(factory: Callable[..., Any]) -> str:
+    model, trace = _traced(factory)
+    divergence = Oracle(LLAMA, init_weights(LLAMA, seed=0)).localize(trace, TOKENS, rope_layout=model.rope_layout)
+    assert divergence.first is not None and divergence.first.stage == "layers.0.q", divergence.describe()
+    return divergence.describe()
+
+
+def test_an_undeclared_interleaved_trace_is_told_what_to_declare() -> None:
+    message = _localized(_InterleavedTrace)
+    assert message.startswith("layer 0 q: read in the interleaved order (pairs (2i, 2i + 1) of each head) it "
+                              "matches the oracle's (max |diff| "), message  # fmt: skip
+    assert "in the rotate-half order it is read in, it does not" in message, message
+    assert message.split("; before it")[0].endswith("declare rope_layout = 'interleaved' on the model or its factory")
+
+
+def test_a_rotate_half_trace_declared_interleaved_is_told_what_to_declare() -> None:
+    message = _localized(lambda c, w: _WithLayout(reference.build(c, w)))
+    assert "read in the rotate-half order (pairs (i, i + d_head/2) of each head) it matches" in message, message
+    assert "declare rope_layout = 'rotate_half'" in message, message
+
+
+@pytest.mark.parametrize("rope_layout", [None, "interleaved"])
+def test_a_wrong_q_in_either_order_gets_no_layout_hint(rope_layout: str | None) -> None:
+    message = _localized(lambda c, w: _InterleavedTrace(c, w, rope_layout, wrong=True))
+    assert "rope_layout" not in message and message.startswith("layer 0 q: max |diff| "), message
+
+
+def test_no_mutant_of_the_catalog_is_told_to_declare_a_rope_layout() -> None:
+    """The hint is for a correct trace in another order only: every catalog mutant that a Llama trace
+    shows wrong is localized without it."""
+    from tests.meta.mutants import catalog
+
+    weights = init_weights(LLAMA, seed=0)
+    oracle, shown = Oracle(LLAMA, weights), 0
+    for name, factory in vars(catalog.mutants).items():
+        try:
+            model, trace = _traced(factory)
+        except Unsupported:
+            continue
+        divergence = oracle.localize(trace, TOKENS, rope_layout=model.rope_layout)
+        shown += divergence.first is not None
+        assert "rope_layout" not in divergence.describe(), (name, divergence.describe())
+    assert shown >= 20, shown

@@ -7,7 +7,9 @@ beyond its bound is named with the error there and at the stages before it:
     layer 0 scores: max |diff| 3.1e-01 at [1, 3, 2] (tolerance 2.0e-05, 1.6e+04x);
     before it, within tolerance: embed 1.2e-08; layer 0: attn_norm 3.0e-08, q 1.1e-08, ...
 
-Stages a model does not trace are skipped; a stage of the wrong shape diverges there. The oracle's
+Stages a model does not trace are skipped; a stage of the wrong shape diverges there, and so does a
+Llama q or k stage that matches the oracle's only in the other RoPE layout (`_layout_problem`: the
+model's trace holds q/k in an order it does not declare, and the message says what to declare). The oracle's
 trace (and its neighbours') may come as a stream of groups in compute order, one layer's stages at a
 time (`NumpyModel.trace_layers`): each group is compared and dropped, so a full-size model's
 localization never holds all stages of all layers of the oracle at once.
@@ -152,6 +154,7 @@ def localize(
     precision: Precision = FLOAT32,
     n_layers: int = 1,
     family: str | None = None,
+    rope_layout: str = stages.ROTATE_HALF,
 ) -> Divergence:
     """Compare a model's `trace` with the oracle's `expected` trace, stage by stage, under the
     bounds of `precision` (`verifier.analysis.precision`); the `family` ("gpt2", "llama") says
@@ -159,7 +162,8 @@ def localize(
 
     `neighbours` are the traces the tolerance policy measures conditioning with (see
     `verifier.analysis.tolerance`), given as `expected` is (whole, or as groups read in step with
-    it); `rope_positions` is the largest position for RoPE models, else 0.
+    it); `rope_positions` is the largest position for RoPE models, else 0. `rope_layout` is the
+    order of q/k the model declares (its trace has been reordered from it to rotate-half).
     """
     compared: list[StageError] = []
     untraced: list[str] = []
@@ -178,8 +182,35 @@ def localize(
             error, index = tolerance.worst(_comparable(stage, got), oracle_value)
             scale = _floor_scale(stage, oracle_value, group, family)
             limit = precision.bound(oracle_value, others, rope_positions=rope_positions, n_layers=n_layers, scale=scale)
-            compared.append(StageError(stage, error, limit, index))
+            problem = ""
+            if family == "llama" and stages.split_stage(stage)[1] in stages.ROPE_LAYOUT_OPS:
+                found = tolerance.Comparison(error, limit, index)
+                problem = _layout_problem(got, oracle_value, found, rope_layout, precision.label)
+            compared.append(StageError(stage, error, limit, index, problem))
     return Divergence(tuple(compared), tuple(untraced), precision.label)
+
+
+def _layout_problem(
+    got: np.ndarray, want: np.ndarray, found: tolerance.Comparison, declared: str, precision: str
+) -> str:
+    """Why a q/k stage [heads, T, d_head] (reordered from the `declared` layout) diverges, if it does
+    and the trace read in the other layout matches the oracle's: a trace in an order the model does
+    not declare. "" otherwise (it agrees, or it is wrong in both orders: a bug the stage shows)."""
+    if found.ok:
+        return ""
+    other = next(layout for layout in stages.ROPE_LAYOUTS if layout != declared)
+    reread = stages.to_rotate_half(stages.from_rotate_half(got, declared), other)
+    error, _ = tolerance.worst(reread, want)
+    if not tolerance.Comparison(error, found.bound, found.index).ok:
+        return ""
+    where = f" at {list(found.index)}" if found.index else ""
+    named = {layout: layout.replace("_", "-") for layout in stages.ROPE_LAYOUTS}
+    return (
+        f"read in the {named[other]} order ({stages.PAIRS[other]} of each head) it matches the oracle's (max |diff| "
+        f"{error:.2e}, {precision} tolerance {found.bound:.2e}); in the {named[declared]} order it is read in, it "
+        f"does not (max |diff| {found.max_error:.2e}{where}): if the model's trace holds q and k in the "
+        f"{named[other]} order, declare rope_layout = {other!r} on the model or its factory"
+    )
 
 
 def plot_stage_errors(rows: Sequence[tuple[str, float, float]], path: str | Path, *, title: str = "") -> Path:

@@ -2,13 +2,18 @@
 
 A trace is a dict {stage name: array} for one sequence of T tokens. Names are `embed`,
 `layers.{i}.{op}` for each layer i and op in `layer_ops(family)`, `final_norm` and `logits`.
-Per-head tensors are [n_heads, T, d_head]; q and k are in the `transformers` (rotate-half)
-layout of the head dimension. `scores` are the scaled dot products q k^T / sqrt(d_head); only
-entries on or below the diagonal are defined (above it a model may hold anything).
-`stage_weights` names the canonical weights (`verifier.model.weights`) each stage is computed with.
+Per-head tensors are [n_heads, T, d_head]; q and k (before and after RoPE) are in the `transformers`
+(rotate-half) layout of the head dimension, which the suite reads. A trace may hold them in
+another of `ROPE_LAYOUTS` (Meta's llama and llama2.c rotate interleaved pairs), which the model
+then declares; `to_rotate_half` reorders such a stage. `scores` are the scaled dot products
+q k^T / sqrt(d_head); only entries on or below the diagonal are defined (above it a model may hold
+anything). `stage_weights` names the canonical weights (`verifier.model.weights`) each stage is
+computed with.
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from verifier.model.config import Family, ModelConfig
 from verifier.model.weights import CLASSIFIER, EMBEDDING
@@ -28,6 +33,37 @@ _LLAMA_OPS = (
 
 # Stages whose entries above the diagonal are undefined: compare them on the lower triangle.
 CAUSAL_OPS = frozenset({"scores"})
+
+# The orders of each head's q and k a trace may hold, and what RoPE pairs in each: "rotate_half"
+# (`transformers`, the order the suite reads) pairs (i, i + d_head/2); "interleaved" (Meta's llama,
+# llama2.c, llama.cpp) pairs (2i, 2i + 1). They are one fixed permutation apart within each head
+# (the one transformers' conversion script applies to q/k rows): interleaved 2i is rotate-half i,
+# interleaved 2i + 1 is rotate-half i + d_head/2.
+ROTATE_HALF = "rotate_half"
+INTERLEAVED = "interleaved"
+ROPE_LAYOUTS = (ROTATE_HALF, INTERLEAVED)
+PAIRS = {ROTATE_HALF: "pairs (i, i + d_head/2)", INTERLEAVED: "pairs (2i, 2i + 1)"}
+# The ops a RoPE layout orders (v is not paired, and the scores sum over the head dimension).
+ROPE_LAYOUT_OPS = frozenset({"q", "k", "q_rope", "k_rope"})
+
+
+def to_rotate_half(x: np.ndarray, layout: str) -> np.ndarray:
+    """A stage [..., d_head] held in `layout` (one of ROPE_LAYOUTS), in rotate-half order."""
+    if layout == ROTATE_HALF:
+        return x
+    if layout == INTERLEAVED:
+        return np.concatenate([x[..., 0::2], x[..., 1::2]], axis=-1)
+    raise ValueError(f"unknown RoPE layout {layout!r}: expected one of {ROPE_LAYOUTS}")
+
+
+def from_rotate_half(x: np.ndarray, layout: str) -> np.ndarray:
+    """A stage [..., d_head] in rotate-half order, in `layout` (the inverse of `to_rotate_half`)."""
+    if layout == ROTATE_HALF:
+        return x
+    if layout == INTERLEAVED:
+        half = x.shape[-1] // 2
+        return np.stack([x[..., :half], x[..., half:]], axis=-1).reshape(x.shape)
+    raise ValueError(f"unknown RoPE layout {layout!r}: expected one of {ROPE_LAYOUTS}")
 
 
 def layer_ops(family: Family) -> tuple[str, ...]:

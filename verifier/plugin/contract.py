@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from verifier.analysis.precision import FLOAT32, Precision, UnknownPrecision, resolve
+from verifier.model import stages
 from verifier.model.config import Family, ModelConfig
 from verifier.model.presets import llama2c_hidden_dim
 from verifier.model.stages import stage_shapes
@@ -39,6 +40,7 @@ from verifier.plugin.interface import (
     capabilities,
     declared_capabilities,
     declared_precision,
+    declared_rope_layout,
     lacking,
 )
 from verifier.plugin.registry import ModelSpec
@@ -58,6 +60,8 @@ RULES = {
     "deterministic": "the same input gives the same output, also after other calls",
     "cache-reusable": "decode(tokens, cache) leaves `cache` usable: decoding from it again gives the same result",
     "precision": "a declared precision names a class of verifier.analysis.precision",
+    "rope-layout": "trace() holds each head's q and k (before and after RoPE) in the rotate-half order of "
+    "transformers, or in the one the model declares by rope_layout ('rotate_half' or 'interleaved')",
 }
 
 
@@ -98,6 +102,7 @@ class CheckedModel:
         self.every_position = "last_logits" not in self.capabilities
         self.batched = "unbatched" not in self.capabilities
         self.precision, self.precision_declared = self._precision(declared_precision(model, factory))
+        self.rope_layout = self._rope_layout(declared_rope_layout(model, factory))
 
     def _precision(self, declared: Any) -> tuple[Precision, bool]:
         """The precision class the model (or its factory) declares, else float32."""
@@ -109,6 +114,16 @@ class CheckedModel:
         except UnknownPrecision as e:
             call = f"{type(self.model).__name__}.precision = {declared!r}"
             raise ContractViolation(self.name, "precision", call, str(e)) from None
+
+    def _rope_layout(self, declared: Any) -> str:
+        """The order of q/k in the model's trace it (or its factory) declares, else rotate-half."""
+        __tracebackhide__ = True
+        if declared is None:
+            return stages.ROTATE_HALF
+        if declared not in stages.ROPE_LAYOUTS:
+            call = f"{type(self.model).__name__}.rope_layout = {declared!r}"
+            raise ContractViolation(self.name, "rope-layout", call, f"expected one of {list(stages.ROPE_LAYOUTS)}")
+        return str(declared)
 
     def _check_declared(self) -> None:
         __tracebackhide__ = True
@@ -272,7 +287,8 @@ class CheckedModel:
         return (logits if self.every_position else logits[..., None, :]), out[1]
 
     def trace(self, tokens: np.ndarray) -> dict[str, np.ndarray]:
-        """Checked `trace` of one sequence [T]: {stage name: array}, names as in `verifier.model.stages`."""
+        """Checked `trace` of one sequence [T]: {stage name: array}, names as in `verifier.model.stages`,
+        q and k in rotate-half order (reordered from the layout the model declares)."""
         __tracebackhide__ = True
         self._require("trace")
         tokens = np.asarray(tokens, dtype=np.int64)
@@ -287,7 +303,16 @@ class CheckedModel:
                 self.name, "trace-stages", call, f"unknown stages {unknown}; stages are named like {list(known)[:4]}"
             )
         as_array = self._as_array
-        return {stage: as_array(value, "trace-returns-dict", call, f"stage {stage!r}") for stage, value in out.items()}
+        found = {stage: as_array(value, "trace-returns-dict", call, f"stage {stage!r}") for stage, value in out.items()}
+        if self.rope_layout == stages.ROTATE_HALF or not self.config.uses_rope:
+            return found
+        # Only a stage whose last axis is the head dimension has a layout; any other shape is compared as traced.
+        return {
+            stage: stages.to_rotate_half(array, self.rope_layout)
+            if stages.split_stage(stage)[1] in stages.ROPE_LAYOUT_OPS and array.shape[-1:] == (self.config.d_head,)
+            else array
+            for stage, array in found.items()
+        }
 
     def greedy(self, prompt: np.ndarray, n_new: int) -> np.ndarray:
         """Checked `greedy`: the n_new argmax tokens after `prompt` [T]."""

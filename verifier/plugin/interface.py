@@ -39,6 +39,12 @@ attribute on the model (or on the factory): a class name of `verifier.analysis.p
 `precision.q8_0(group_size=64, float16_scales=False)`). It is judged by that class's bounds, and a
 quantized class against the oracle on its dequantized weights. A model that declares nothing is
 float32.
+
+A Llama model whose trace holds each head's q and k (before and after RoPE) in the interleaved order
+its code rotates (pairs (2i, 2i + 1), as Meta's llama and llama2.c do) declares it with a
+`rope_layout` attribute on the model (or on the factory): `rope_layout = "interleaved"`. The suite
+reads those stages in the rotate-half order of `transformers` ("rotate_half", the default) and
+reorders a declared interleaved trace to it (`verifier.model.stages.to_rotate_half`).
 """
 
 from __future__ import annotations
@@ -232,6 +238,15 @@ def declared_precision(model: Any, factory: Any = None) -> Any | None:
     """The precision class a model declares by its `precision` attribute, else its factory's, else None."""
     for holder in (model, factory):
         declared = getattr(holder, "precision", None)
+        if declared is not None:
+            return declared
+    return None
+
+
+def declared_rope_layout(model: Any, factory: Any = None) -> Any | None:
+    """The order of q/k in a model's trace, declared by its `rope_layout` attribute, else its factory's, else None."""
+    for holder in (model, factory):
+        declared = getattr(holder, "rope_layout", None)
         if declared is not None:
             return declared
     return None
