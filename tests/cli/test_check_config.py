@@ -94,3 +94,28 @@ def test_a_parallel_run_without_pytest_xdist_says_what_to_install(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.endswith("which is not installed here: pip install pytest-xdist\n"), err
     assert err.startswith(f"verifier check: error: {option[0]} runs the suite in parallel with pytest-xdist"), err
+
+
+@pytest.mark.parametrize(("pytest_args", "logged"), [([], True), (["--pdb"], False), (["-k", "x", "--trace"], False)])
+def test_pytest_s_output_goes_to_the_log_unless_it_must_talk_to_the_terminal(
+    pytest_args: list[str],
+    logged: bool,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    given: list[Path | None] = []
+
+    def run(command: object, log: Path | None = None) -> int:
+        given.append(log)
+        if log is not None:
+            log.write_text("ERROR: usage: pytest's own words\n")
+        return 4  # pytest's usage error: no results
+
+    monkeypatch.setattr(suite, "run", run)
+    assert main(["check", "--reports", str(tmp_path), "--", *pytest_args]) == 2
+    assert given == [tmp_path / "pytest.log" if logged else None]
+    err = capsys.readouterr().err
+    where = f"see {tmp_path / 'pytest.log'}" if logged else "see above"
+    assert err.endswith(f"pytest stopped before the suite ran (a usage error); {where}\n"), err
+    assert ("ERROR: usage: pytest's own words\n" in err) == logged  # the log's last lines, on stderr

@@ -1,7 +1,8 @@
 """`verifier check`: run the property suite and print the conformance table property x model.
 
 The terminal shows a line of progress while pytest runs, then one paragraph per failure, the table
-and the verdict last; pytest's whole output goes to `pytest.log` in the reports directory.
+and the verdict last; pytest's whole output goes to `pytest.log` in the reports directory (but with
+--pdb or --trace, which talk to the terminal).
 
 Exit status: 0 when every model conforms (none of its tests failed, and its properties ran
 examples on it), 1 when one does not or was untested, 2 when pytest could not start (a bad
@@ -30,6 +31,7 @@ from verifier.report.results import Report
 _PYTEST_USAGE_ERROR = 4
 INTERRUPTED = 130  # verifier's exit status for Ctrl-C (128 + SIGINT), as every command's
 _LOG_TAIL = 30  # lines of pytest's log shown when it stopped before the suite ran
+_INTERACTIVE = ("--pdb", "--trace")  # pytest options that need the terminal: pytest's output stays there
 
 
 def add_parser(subparsers: Any) -> None:
@@ -116,8 +118,9 @@ def run(args: argparse.Namespace) -> int:
     suite.check_pytest_args(args.pytest_args)
     reports = Path(args.reports)
     check_directory(reports)  # before the run, not after it
-    log = reports / LOG
-    print(f"verifier check: running the property suite; pytest's whole output goes to {log}", flush=True)
+    log = None if any(arg in _INTERACTIVE for arg in args.pytest_args) else reports / LOG
+    if log is not None:
+        print(f"verifier check: running the property suite; pytest's whole output goes to {log}", flush=True)
     with tempfile.TemporaryDirectory(prefix="verifier-check-") as tmp:
         results = Path(tmp) / "results.json"
         command = suite.pytest_command(
@@ -131,9 +134,13 @@ def run(args: argparse.Namespace) -> int:
         status = suite.run(command, log)
         if not results.exists():
             reason = "a usage error" if status == _PYTEST_USAGE_ERROR else f"exit status {status}"
-            tail = log.read_text(errors="replace").rstrip().splitlines()[-_LOG_TAIL:]
-            print(*tail, sep="\n", file=sys.stderr)
-            print(f"verifier check: error: pytest stopped before the suite ran ({reason}); see {log}", file=sys.stderr)
+            where = "above"
+            if log is not None:
+                print(*log.read_text(errors="replace").rstrip().splitlines()[-_LOG_TAIL:], sep="\n", file=sys.stderr)
+                where = str(log)
+            print(
+                f"verifier check: error: pytest stopped before the suite ran ({reason}); see {where}", file=sys.stderr
+            )
             return 2
         report = Report.read(results)
     written = write_reports(report, reports, plots=args.plot)
@@ -142,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
         for result in report.failures:
             if result.first_divergent_stage and not result.stage_errors:
                 print(f"no plot for {result.property} / {result.model}: it recorded no stage errors")
-    print(render.text(report, [*written, log]))
+    print(render.text(report, written if log is None else [*written, log]))
     if report.interrupted:  # the reports of what ran are written; the status says the run did not finish
         print("verifier check: interrupted", file=sys.stderr)
         return INTERRUPTED
