@@ -68,6 +68,14 @@ def test_verifier_check_and_plain_pytest_test_the_users_numpy_model(place: Path)
     assert not list((place / "venv").rglob(".pytest_cache")), "a cache was written inside the installed package"
 
 
+def test_a_parallel_run_works_from_the_core_install(place: Path) -> None:
+    """The README's `verifier check ... -- -n auto`: pytest-xdist comes with the core."""
+    done = _run(place, "verifier", "check", "--model", "mymodel.gpt:build", "--", "-n", "2", "-k", "test_logits_agree")
+    assert done.returncode == 0, done
+    assert "mymodel.gpt:build: conforms (1 property run: 1 pass, 0 fail" in done.stdout, done.stdout[-2000:]
+    assert "created: 2/2 workers" in (place / "userproj" / "reports" / "pytest.log").read_text()
+
+
 def test_a_run_of_the_built_in_models_leaves_transformers_out_and_conforms(place: Path) -> None:
     k = "test_presets_have_their_published_totals or (numpy and test_logits_agree) or (llama2c and test_greedy)"
     done = _run(place, "verifier", "check", "--", "-k", k)  # every model under test runs a property

@@ -66,3 +66,15 @@ def test_the_core_needs_neither_torch_nor_transformers() -> None:
     assert not core & {"torch", "transformers", "huggingface-hub", "tokenizers"}, core
     extra = {canonicalize_name(Requirement(r).name) for r in project["optional-dependencies"]["transformers"]}
     assert extra == {"torch", "transformers"}
+
+
+def test_parallel_runs_need_only_the_core() -> None:
+    """`verifier check -- -n auto`, as the README shows it, works from `pip install lm-verifier`."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    core = {canonicalize_name(Requirement(r).name) for r in project["dependencies"]}
+    assert "pytest-xdist" in core, core
+
+
+def test_the_suite_s_own_pytest_configuration_is_package_data() -> None:
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    assert "pytest.ini" in data["verifier.report"] and (ROOT / "verifier" / "report" / "pytest.ini").is_file()

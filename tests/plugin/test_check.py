@@ -83,11 +83,16 @@ def test_a_failing_model_gets_the_table_the_files_the_plot_and_exit_status_1(pro
     assert wrong.startswith("FAIL ") and float(wrong.split()[1]) > 1 and wrong.endswith(" [1]"), wrong
     assert no_model == "-"
     assert rows["test_throwaway.py::test_greedy_continuations_agree"] == ["skip [2]", "skip [3]", "-"]
-    assert rows["test_throwaway.py::test_model_independent"] == ["-", "-", "pass"]
+    assert "test_throwaway.py::test_model_independent" not in rows  # passed on every model: counted, not shown
+    assert "(and 1 property that passed on every model: the whole table is in the report files)" in done.stdout
+    assert wrong.startswith("FAIL ") and " from layers.0.attn_norm [1]" in wrong, wrong
     assert (
-        "[1] test_throwaway.py::test_logits_agree_with_the_oracle / wrong_model:build: "
-        "first divergent stage layers.0.attn_norm; Failed: logits differ from the oracle"
+        "[1] FAIL test_throwaway.py::test_logits_agree_with_the_oracle / wrong_model:build: worst error "
     ) in done.stdout, done
+    assert (
+        "x the float32 bound; first divergent stage layers.0.attn_norm\n    Failed: logits differ from the oracle"
+        in (done.stdout)
+    )
     assert (
         "[2] test_throwaway.py::test_greedy_continuations_agree / numpy: model 'numpy' has no 'greedy'" in done.stdout
     )
@@ -207,7 +212,8 @@ def test_the_report_survives_standard_json_and_renders_pipes_and_long_messages()
     assert "1. p / numpy (fail): model 'x' broke \\| the rule" in md and "   Falsifying example: tokens=[1, 2]" in md
     assert "  - `gpt2, llama: logits`" in md
     text = render.text(report)
-    assert "[1] p / numpy: model 'x' broke | the rule\n      Falsifying example: tokens=[1, 2]\n" in text
+    assert "[1] FAIL p / numpy: worst error 31x the float32 bound\n    model 'x' broke | the rule\n" in text
+    assert "\n      Falsifying example: tokens=[1, 2]\n" in text
 
 
 def test_the_plot_draws_any_stage_errors_as_a_png() -> None:

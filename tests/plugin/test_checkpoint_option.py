@@ -90,7 +90,7 @@ def test_verifier_checks_own_option_names_the_checkpoint_in_pytests_header_and_t
                env={"HF_HUB_OFFLINE": "1"})  # fmt: skip
     assert done.returncode == 0, done
     named = f"{gpt2_dir}, sha256 {checkpoint_sha256(gpt2_dir)}"
-    assert f"checkpoint: {named}; gpt2, d_model 16, 2 layers" in done.stdout, done
+    assert f"checkpoint: {named}; gpt2, d_model 16, 2 layers" in (tmp_path / "pytest.log").read_text()  # pytest's
     assert re.search(rf"^checkpoint +{re.escape(named)}$", done.stdout, re.MULTILINE), done
     assert "numpy: conforms (1 property run: 1 pass, 0 fail; 0 skip; 3 examples)" in done.stdout, done
 

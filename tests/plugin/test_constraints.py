@@ -187,6 +187,6 @@ def test_a_published_shape_model_runs_every_property_s_full_budget(tmp_path: Pat
     assert all(r["examples"] >= budget for r in results), [(r["property"], r["examples"]) for r in results]
     # Drawn directly: filtering out what the model refuses took 25 to 79 invalid draws a property (measured
     # with the probes' shapes ignored); Hypothesis discards a few draws of its own (up to 8 seen).
-    generated = _generated(done.stdout)
+    generated = _generated((tmp_path / "pytest.log").read_text())  # pytest's whole output
     assert len(generated) == 14 and all(invalid < budget / 2 for _, invalid in generated.values()), generated
     assert report["verdict"] == "conforms" and done.returncode == 0, done

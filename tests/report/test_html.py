@@ -1,5 +1,6 @@
-"""conformance.html: self-contained, every cell colored by its outcome, whole messages, plots inline;
-and it renders in a real headless browser where one is installed."""
+"""conformance.html: self-contained, every cell colored by its outcome (a failure's first divergent stage in
+it, its note number a link to the note), whole messages, plots inline; and it renders in a real headless
+browser where one is installed."""
 
 from __future__ import annotations
 
@@ -34,8 +35,11 @@ def _report() -> Report:
 
 def test_the_page_holds_the_table_colored_the_whole_messages_and_the_plot_inline() -> None:
     page = html(_report())
-    assert '<td class="pass">pass 0.012</td>' in page and '<td class="fail">FAIL 3.1e+03 [1]</td>' in page, page
-    assert '<td class="skip">skip [2]</td>' in page
+    assert '<td class="pass">pass 0.012</td>' in page
+    assert '<td class="fail">FAIL 3.1e+03 from layers.0.attn_norm <a href="#note-1">[1]</a></td>' in page
+    assert '<td class="skip">skip <a href="#note-2">[2]</a></td>' in page
+    assert '<li id="note-1"><p><strong>test_agreement.py::test_logits / wrong</strong> (fail)</p>' in page
+    assert '<li id="note-2">' in page and 'id="note-3"' not in page
     assert "worst |a - b| = 3.1e-02 at [0, 7] &lt;&amp;&gt; &#x27;quoted&#x27;" in page  # whole, escaped
     assert page.count('<img src="data:image/png;base64,iVBORw0KGgo') == 1  # the failure's stage errors
     assert "wrong: FAILS" in page and "<dt>model</dt><dd><code>wrong (--model)</code></dd>" in page
@@ -59,7 +63,7 @@ def test_the_page_renders_in_headless_chromium(tmp_path: Path) -> None:
         [CHROMIUM, *flags, profile, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120
     )
     assert dom.returncode == 0, dom.stderr
-    assert '<td class="fail">FAIL 3.1e+03 [1]</td>' in dom.stdout and "data:image/png;base64," in dom.stdout
+    assert '<a href="#note-1">[1]</a>' in dom.stdout and "data:image/png;base64," in dom.stdout
     shot = tmp_path / "shot.png"
     subprocess.run(
         [CHROMIUM, *flags, profile, f"--screenshot={shot}", "--window-size=1200,1600", page.as_uri()],

@@ -20,7 +20,7 @@ from verifier.model.presets import UnknownPresetError
 from verifier.plugin.registry import PluginError
 from verifier.reference import InputError
 from verifier.report.output import ReportError
-from verifier.report.suite import SuiteNotFound
+from verifier.report.suite import PytestOptionError, SuiteNotFound
 
 # Each module has `add_parser(subparsers)`, which registers its subcommand with `func=run`.
 SUBCOMMANDS = (params_cmd, inspect_cmd, trace_cmd, audit_cmd, check_cmd, models_cmd)
@@ -33,6 +33,7 @@ USER_ERRORS = (
     ExtraMissing,
     InputError,
     PluginError,
+    PytestOptionError,
     ReportError,
     SourceError,
     SuiteNotFound,

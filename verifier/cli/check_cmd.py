@@ -1,8 +1,12 @@
 """`verifier check`: run the property suite and print the conformance table property x model.
 
+The terminal shows a line of progress while pytest runs, then one paragraph per failure, the table
+and the verdict last; pytest's whole output goes to `pytest.log` in the reports directory (but with
+--pdb or --trace, which talk to the terminal).
+
 Exit status: 0 when every model conforms (none of its tests failed, and its properties ran
 examples on it), 1 when one does not or was untested, 2 when pytest could not start (a bad
---model, a bad pytest option).
+--model, a bad pytest option), 130 when Ctrl-C stopped the run (after the reports of what ran).
 """
 
 from __future__ import annotations
@@ -21,11 +25,14 @@ from verifier.plugin.command.program import DEFAULT_TIMEOUT_S, UNSUPPORTED_STATU
 from verifier.plugin.registry import ENV_VAR, PluginError
 from verifier.properties import profiles
 from verifier.report import render, suite
-from verifier.report.output import check_directory, write_reports
+from verifier.report.output import LOG, check_directory, write_reports
 from verifier.report.results import Report
 
 # pytest's exit status for a usage error (a bad option, a --model that names nothing).
 _PYTEST_USAGE_ERROR = 4
+INTERRUPTED = 130  # verifier's exit status for Ctrl-C (128 + SIGINT), as every command's
+_LOG_TAIL = 30  # lines of pytest's log shown when it stopped before the suite ran
+_INTERACTIVE = ("--pdb", "--trace")  # pytest options that need the terminal: pytest's output stays there
 
 
 def add_parser(subparsers: Any) -> None:
@@ -87,7 +94,18 @@ def add_parser(subparsers: Any) -> None:
         metavar="DIR",
         help=f"the properties/ folder (default: ${suite.SUITE_ENV_VAR}, else next to the package)",
     )
-    p.add_argument("--reports", metavar="DIR", default="reports", help="where to write the report (default: reports)")
+    p.add_argument(
+        "--pytest-config",
+        metavar="PATH",
+        help="run pytest with this configuration file (your pytest.ini, pyproject.toml, tox.ini or setup.cfg: its "
+        "addopts, filterwarnings, ...); by default the suite runs with its own, whatever is around",
+    )
+    p.add_argument(
+        "--reports",
+        metavar="DIR",
+        default="reports",
+        help=f"where to write the report and pytest's whole output, {LOG} (default: reports)",
+    )
     p.add_argument("--plot", action="store_true", help="also write an error-per-stage PNG for each localized failure")
     p.add_argument(
         "--hypothesis-profile", choices=profiles.PROFILES, help="the suite's Hypothesis profile (default ci)"
@@ -112,7 +130,14 @@ def _command_options(args: argparse.Namespace) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     suite_dir = suite.find_suite(args.suite)
-    check_directory(Path(args.reports))  # before the run, not after it
+    config = suite.pytest_config(args.pytest_config) if args.pytest_config else None
+    suite.check_pytest_args(args.pytest_args)
+    pytest_args = [*_command_options(args), *args.pytest_args]  # a bad --command is a usage error before the run
+    reports = Path(args.reports)
+    check_directory(reports)  # before the run, not after it
+    log = None if any(arg in _INTERACTIVE for arg in args.pytest_args) else reports / LOG
+    if log is not None:
+        print(f"verifier check: running the property suite; pytest's whole output goes to {log}", flush=True)
     with tempfile.TemporaryDirectory(prefix="verifier-check-") as tmp:
         results = Path(tmp) / "results.json"
         command = suite.pytest_command(
@@ -120,19 +145,29 @@ def run(args: argparse.Namespace) -> int:
             results,
             models=args.model,
             profile=args.hypothesis_profile,
-            pytest_args=[*_command_options(args), *args.pytest_args],
+            pytest_args=pytest_args,
+            config=config,
         )
-        status = suite.run(command)
+        status = suite.run(command, log)
         if not results.exists():
             reason = "a usage error" if status == _PYTEST_USAGE_ERROR else f"exit status {status}"
-            print(f"verifier check: error: pytest stopped before the suite ran ({reason}); see above", file=sys.stderr)
+            where = "above"
+            if log is not None:
+                print(*log.read_text(errors="replace").rstrip().splitlines()[-_LOG_TAIL:], sep="\n", file=sys.stderr)
+                where = str(log)
+            print(
+                f"verifier check: error: pytest stopped before the suite ran ({reason}); see {where}", file=sys.stderr
+            )
             return 2
         report = Report.read(results)
-    written = write_reports(report, Path(args.reports), plots=args.plot)
+    written = write_reports(report, reports, plots=args.plot)
     print()
     if args.plot:
         for result in report.failures:
             if result.first_divergent_stage and not result.stage_errors:
                 print(f"no plot for {result.property} / {result.model}: it recorded no stage errors")
-    print(render.text(report, written))
+    print(render.text(report, written if log is None else [*written, log]))
+    if report.interrupted:  # the reports of what ran are written; the status says the run did not finish
+        print("verifier check: interrupted", file=sys.stderr)
+        return INTERRUPTED
     return 0 if report.conforms else 1

@@ -5,17 +5,26 @@ works from pytest's reports only, so it sees the same results as in a plain run)
 session that tested models, it probes each model for its capabilities, adds each model's verdict
 and counts to the JUnit XML's global properties (`verifier.<model>.verdict`, ...), and prints the
 verdicts in the terminal summary. Loaded with `pytest -p verifier.report.collect --verifier-results
-PATH` (as `verifier check` does), it writes the `Report` as JSON to PATH instead of printing them.
+PATH` (as `verifier check` does), it writes the `Report` as JSON to PATH instead of printing them,
+and with `--verifier-progress-fd N` it writes one character per finished test to descriptor N (the
+terminal of `verifier check`, whose pytest output goes to a log file).
+
+A failure's message is kept without what Hypothesis adds that a user cannot act on (the repr of the
+failing example's arguments, how many other examples failed, `@reproduce_failure` blobs): the
+suite's own note of the case (`model '...'; case:` and its `config = ...` lines) goes to the
+result's `case`, and pytest's log keeps the whole text.
 """
 
 from __future__ import annotations
 
+import os
 import platform
+import re
 from collections.abc import Generator
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import pytest
 
@@ -48,6 +57,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--verifier-results", metavar="PATH", default=None, help="write every test's outcome as JSON (verifier check)"
     )
+    parser.addoption(
+        "--verifier-progress-fd",
+        type=int,
+        metavar="N",
+        default=None,
+        help="write one character per finished test to file descriptor N (verifier check's terminal)",
+    )
 
 
 PLUGIN_NAME = "verifier-results-collector"
@@ -70,6 +86,9 @@ def pytest_configure(config: pytest.Config) -> None:
     collector = register(config)
     if path and collector is not None:
         collector.path = Path(path)
+    fd = config.getoption("verifier_progress_fd", default=None)
+    if fd is not None and collector is not None:
+        collector.progress = Progress(os.fdopen(fd, "w"))
 
 
 def property_name(nodeid: str, model: str | None) -> str:
@@ -100,6 +119,75 @@ def _message(report: pytest.CollectReport | pytest.TestReport) -> str:
     return lines[-1] if lines else ""
 
 
+# What Hypothesis adds to a failure's message. Blocks that open with one of these and end in "(" run
+# to a line ")": the repr of the example's arguments, which the suite's case note says for a user.
+_EXAMPLE_BLOCKS = ("Falsifying example:", "Falsifying explicit example:", "Failing explicit example:")
+_HYPOTHESIS_LINES = re.compile(
+    r"^\(note: .*Verbosity\.verbose to view\)$"  # "(note: 9 other explicit examples also failed ...)"
+    r"|^You can reproduce this example by temporarily adding @reproduce_failure"  # edits the suite's code
+)
+_CASE_NOTE = re.compile(r"^model .*; case:$")  # properties/models.py's note of the case a model ran
+_CASE_LINE = re.compile(r"^\w+ = ")
+_SUITE_EXCEPTION = re.compile(r"^verifier(\.\w+)+: ")  # "verifier.properties.checks.PropertyFailure: "
+
+
+def split_message(message: str) -> tuple[str, str]:
+    """(the failure without Hypothesis's additions, the case note's lines): see the module's docstring.
+    A case several models were built for is said once."""
+    kept: list[str] = []
+    cases: list[str] = []
+    lines = message.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        i += 1
+        if line.startswith(_EXAMPLE_BLOCKS) and line.rstrip().endswith("("):
+            while i < len(lines) and lines[i - 1] != ")":
+                i += 1
+        elif _CASE_NOTE.match(line):
+            start = i
+            while i < len(lines) and _CASE_LINE.match(lines[i]):
+                i += 1
+            case = "\n".join(lines[start:i])
+            if case not in cases:
+                cases.append(case)
+        elif not line.startswith(_EXAMPLE_BLOCKS) and not _HYPOTHESIS_LINES.match(line):
+            kept.append(line)
+    detail = "\n".join(kept).strip()
+    return _SUITE_EXCEPTION.sub("", detail), "\n".join(cases)
+
+
+_PROGRESS_CHARS = {"pass": ".", "fail": "F", "error": "E", "skip": "s", "xfail": "x", "xpass": "X"}
+
+
+class Progress:
+    """One character per finished test (`.` pass, `F` fail, `E` error, `s` skip, `x` xfail, `X` xpass),
+    a count at the end of each line of `WIDTH`."""
+
+    WIDTH = 60
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.done = 0
+        self.total = 0
+
+    def test_done(self, outcome: str) -> None:
+        self.done += 1
+        self.stream.write(_PROGRESS_CHARS.get(outcome, "?"))
+        if self.done % self.WIDTH == 0:
+            self._count()
+        self.stream.flush()
+
+    def finish(self) -> None:
+        if self.done % self.WIDTH:
+            self._count()
+        self.stream.close()
+
+    def _count(self) -> None:
+        total = f"/{self.total}" if self.total >= self.done else ""
+        self.stream.write(f" {self.done}{total}\n")
+
+
 class Collector:
     """Accumulates one `Result` per test from its setup, call and teardown reports."""
 
@@ -109,19 +197,29 @@ class Collector:
         self.results: dict[str, Result] = {}
         self.order: dict[str, int] = {}  # collection order, so that reports list tests as the suite does
         self._report: Report | None = None
+        self.progress: Progress | None = None
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.order = {item.nodeid: i for i, item in enumerate(session.items)}
+        self._count_tests()
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
         self.order = {nodeid: i for i, nodeid in enumerate(ids)}  # under xdist, the controller collects nothing
+        self._count_tests()
+
+    def _count_tests(self) -> None:
+        if self.progress is not None:
+            self.progress.total = len(self.order)
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
+            detail, case = split_message(_message(report))
             self.results[report.nodeid] = Result(
-                report.nodeid, None, "error", f"collection failed: {_message(report)}", nodeid=report.nodeid
+                report.nodeid, None, "error", f"collection failed: {detail}", nodeid=report.nodeid, case=case
             )
+            if self.progress is not None:
+                self.progress.test_done("error")
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         props: dict[str, Any] = dict(report.user_properties)
@@ -156,11 +254,15 @@ class Collector:
             elif report.skipped:
                 result.outcome, result.detail = ("xfail", xfail) if xfail is not None else ("skip", _message(report))
             else:
-                result.outcome, result.detail = "fail", _message(report)
+                result.outcome = "fail"
+                result.detail, result.case = split_message(_message(report))
         elif report.skipped:  # skipped in setup: a skip mark, or a fixture that skipped
             result.outcome, result.detail = "skip", _message(report)
         elif report.failed and (report.when == "setup" or result.outcome not in ("fail", "error")):
-            result.outcome, result.detail = "error", f"{report.when} failed: {_message(report)}"
+            detail, result.case = split_message(_message(report))
+            result.outcome, result.detail = "error", f"{report.when} failed: {detail}"
+        if report.when == "teardown" and self.progress is not None:
+            self.progress.test_done(result.outcome)
 
     def report(self, exitstatus: int) -> Report:
         """The run's report (made once: the header probes every model)."""
@@ -180,6 +282,8 @@ class Collector:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> Generator[None, None, None]:
         """Before pytest writes its JUnit XML, add each model's verdict to its global properties;
         after every other plugin is done, write the JSON report."""
+        if self.progress is not None:
+            self.progress.finish()
         if self._tested_models():
             self._add_junit_properties(self.report(exitstatus))
         yield

@@ -1,10 +1,12 @@
 """The conformance report as one self-contained HTML page (no external files): the verdicts, the
-header, the property x model table with colored cells, each note's whole message, and the
+header, the property x model table with colored cells (a failure's first divergent stage in its
+cell, each cell's note number a link to the note), each note's whole message, and the
 error-per-stage plot of each localized failure inline as a PNG data URI. Readable as a CI artifact."""
 
 from __future__ import annotations
 
 import base64
+import re
 from html import escape
 
 from verifier.report import plot, render
@@ -30,6 +32,15 @@ def _cell_class(cell: str) -> str:
     return word if word in ("pass", "fail", "error", "skip", "xfail", "xpass") else "none"
 
 
+_NOTE_NUMBER = re.compile(r" \[(\d+)\]$")
+
+
+def _cell(cell: str) -> str:
+    """A table cell, its trailing note number `[n]` a link to note n."""
+    text = escape(cell)
+    return _NOTE_NUMBER.sub(lambda m: f' <a href="#note-{m[1]}">[{m[1]}]</a>', text)
+
+
 def html(report: Report) -> str:
     """The whole page."""
     t = render.table(report)
@@ -48,13 +59,14 @@ def html(report: Report) -> str:
     out.append("</tr></thead><tbody>")
     for p in t.properties:
         cells = [t.cells.get((p, m), "-") for m in t.models]
-        row = "".join(f'<td class="{_cell_class(c)}">{escape(c)}</td>' for c in cells)
+        row = "".join(f'<td class="{_cell_class(c)}">{_cell(c)}</td>' for c in cells)
         out.append(f"<tr><th><code>{escape(p)}</code></th>{row}</tr>")
     out.append("</tbody></table>")
     if t.notes:
         out.append("<h2>Notes</h2><ol>")
     for n, (results, note) in enumerate(t.notes, 1):
-        out.append(f"<li><p><strong>{escape(t.note_heading(n))}</strong> ({escape(results[0].outcome)})</p>")
+        heading = f"<strong>{escape(t.note_heading(n))}</strong> ({escape(results[0].outcome)})"
+        out.append(f'<li id="note-{n}"><p>{heading}</p>')
         out.append(f"<pre>{escape(note)}</pre>")
         for result in results:
             if result.outcome in ("fail", "error") and result.stage_errors:

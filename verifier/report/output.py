@@ -13,6 +13,7 @@ from verifier.report.results import Report, Result
 MARKDOWN = "conformance.md"
 JSON = "conformance.json"
 HTML = "conformance.html"
+LOG = "pytest.log"  # pytest's whole output of a `verifier check` run
 
 
 class ReportError(ValueError):

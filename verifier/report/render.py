@@ -2,14 +2,20 @@
 
 Rows are properties, columns are models (headed with their precision class where it is not
 float32: the ratios of a column are against that class's bounds); a cell reads `pass 0.012` (the
-worst error / tolerance ratio, where the property measured one), `FAIL 3.1e+04 [2]`, `skip [1]`. Numbered notes below
-the table give each skip's reason and each failure's whole message and first divergent stage; a
-reason or a contract breach that several properties of a model share is one note. Then each
-model's verdict (conforms / fails / untested) with its counts, and the summary.
+worst error / tolerance ratio, where the property measured one), `FAIL 3.1e+04 from layers.0.scores [2]`
+(with the first divergent stage where a trace localized it), `skip [1]`. Numbered notes give each
+skip's reason and each failure's whole message, first divergent stage and case; a reason or a
+contract breach that several properties of a model share is one note. Then each model's verdict
+(conforms / fails / untested) with its counts, and the summary.
+
+The terminal (`text`) puts the verdict last: one paragraph per failure first, then the header, the
+table (without the rows that passed on every model, when something failed) and the skips' notes,
+then the verdicts and the summary.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,7 +55,8 @@ class Table:
 
 def _note(result: Result) -> str:
     where = f"first divergent stage {result.first_divergent_stage}; " if result.first_divergent_stage else ""
-    return where + (result.detail or "(no message)")
+    case = f"\ncase:\n{result.case}" if result.case else ""
+    return where + (result.detail or "(no message)") + case
 
 
 def table(report: Report) -> Table:
@@ -70,6 +77,8 @@ def table(report: Report) -> Table:
             parts = [_LABELS[result.outcome]]
             if result.worst_error_ratio is not None:
                 parts.append(f"{result.worst_error_ratio:.3g}")
+            if result.first_divergent_stage and result.outcome in FAILING:
+                parts.append(f"from {result.first_divergent_stage}")
             if result.outcome != "pass":
                 # One note per contract rule a model broke, however many properties met the breach.
                 breach = result.contract_rule and result.outcome in FAILING
@@ -141,27 +150,77 @@ def header_lines(report: Report) -> list[tuple[str, str]]:
 
 
 def text(report: Report, written: Sequence[Path] = ()) -> str:
-    """The report for a terminal: header, aligned table, whole notes, verdicts per model, and the
+    """The report for a terminal, its verdict last: one paragraph per failure, the header (without
+    the suite and versions, which the files hold), the table (when something failed, the rows that
+    passed on every model counted in one line), the other notes, each model's verdict and the
     summary, which names the report files `written`."""
     t = table(report)
-    lines = [f"{label:<11}{value}" for label, value in header_lines(report)]
+    failures = [n for n, (results, _) in enumerate(t.notes, 1) if results[0].outcome in FAILING]
+    lines = [line for n in failures for line in _paragraph(t, n)]
+    if lines:
+        lines.append("")
+    lines += [f"{label:<11}{value}" for label, value in header_lines(report) if label not in ("suite", "versions")]
+    properties = t.properties
+    if failures:
+        properties = [p for p in t.properties if any(_cell_outcome(t, p, m) not in ("pass", None) for m in t.models)]
     rows = [["property", *map(t.heading, t.models)]]
-    rows += [[p, *(t.cells.get((p, m), "-") for m in t.models)] for p in t.properties]
+    rows += [[p, *(t.cells.get((p, m), "-") for m in t.models)] for p in properties]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines.append("")
     for i, row in enumerate(rows):
         lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
         if i == 0:
             lines.append("  ".join("-" * w for w in widths))
-    if t.notes:
+    if len(properties) < len(t.properties):
+        folded = len(t.properties) - len(properties)
+        lines.append(f"(and {folded} {'property' if folded == 1 else 'properties'} that passed on every model: the "
+                     "whole table is in the report files)")  # fmt: skip
+    others = [n for n in range(1, len(t.notes) + 1) if n not in failures]
+    if others:
         lines.append("")
-    for n, (_, note) in enumerate(t.notes, 1):
-        first, *rest = note.splitlines() or [""]
+    for n in others:
+        first, *rest = t.notes[n - 1][1].splitlines() or [""]
         lines.append(f"[{n}] {t.note_heading(n)}: {first}")
         lines += [f"    {line}" for line in rest]
     files = f"; reports written: {', '.join(map(str, written))}" if written else ""
     lines += ["", *verdict_lines(report), *left_out_lines(report), summary(report) + files]
     return "\n".join(lines)
+
+
+def _cell_outcome(t: Table, prop: str, model: str) -> str | None:
+    cell = t.cells.get((prop, model))
+    return None if cell is None else cell.split(" ", 1)[0].lower()
+
+
+_LONG_CASE_LINE = 240  # characters of a case line the terminal shows (a long prompt's ids); the files hold all
+
+
+def _paragraph(t: Table, n: int) -> list[str]:
+    """Note n, a failure, as the terminal shows it: `[n] FAIL property / model: worst error ...x the
+    <class> bound; first divergent stage <stage>`, the failure's message (without the property and
+    model it repeats) and the case to reproduce it on one line (Python statements)."""
+    results, _ = t.notes[n - 1]
+    result = results[0]
+    facts = []
+    if result.worst_error_ratio is not None:
+        facts.append(f"worst error {result.worst_error_ratio:.3g}x the {result.precision or 'float32'} bound")
+    if result.first_divergent_stage:
+        facts.append(f"first divergent stage {result.first_divergent_stage}")
+    head = f"[{n}] {_LABELS[result.outcome]} {t.note_heading(n)}" + (f": {'; '.join(facts)}" if facts else "")
+    body = _statement(result).splitlines() or ["(no message)"]
+    if result.case:
+        case = [line if len(line) <= _LONG_CASE_LINE else line[: _LONG_CASE_LINE - 5] + " ..." for line in
+                result.case.splitlines()]  # fmt: skip
+        body.append("case: " + "; ".join(case))
+    return [head, *(f"    {line}" for line in body)]
+
+
+def _statement(result: Result) -> str:
+    """The failure's message without the `<test>: model '<model>' (<class>), ` it opens with (the
+    paragraph's heading says them)."""
+    test = result.property.split("::")[-1].split("[")[0]
+    opening = rf"^{re.escape(test)}: model {re.escape(repr(result.model))} \([^)]*\), "
+    return re.sub(opening, "", result.detail or "")
 
 
 def _md_cell(value: str) -> str:

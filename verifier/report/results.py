@@ -75,6 +75,7 @@ class Result:
     contract_rule: str | None = None
     precision: str | None = None
     behaves_like: str | None = None
+    case: str = ""  # a failure's case, as the suite noted it (`config = ...` lines), to reproduce it
 
 
 @dataclass

@@ -2,25 +2,64 @@
 
 The suite is the package `verifier.properties` (the `properties/` folder of a clone, installed under
 the project's package); `--suite DIR` or $VERIFIER_SUITE points at another folder of properties.
+
+pytest runs with the suite's own configuration (`OWN_CONFIG`, the suite's folder as rootdir and
+confcutdir) and without $PYTEST_ADDOPTS: a user's `filterwarnings = error` or a stray `addopts` in a
+pytest.ini, pyproject.toml, tox.ini or setup.cfg around the current directory or the installed
+package would otherwise turn a library's deprecation warning into a failure of a model, or every
+run into a usage error. A user's configuration applies only when asked for (`config`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 import os
 import signal
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import IO
 
 import verifier.properties
 
 SUITE_ENV_VAR = "VERIFIER_SUITE"
+OWN_CONFIG = Path(__file__).resolve().with_name("pytest.ini")
+IGNORED_ENV = ("PYTEST_ADDOPTS",)  # the user's pytest options: `verifier check -- OPTIONS` passes them on
 _POLL_S = 0.1  # how often a run checks for Ctrl-C while pytest runs
 
 
 class SuiteNotFound(ValueError):
     """No property suite where one was looked for; the message says where and how to point at one."""
+
+
+class PytestOptionError(ValueError):
+    """A pytest option or configuration `verifier check` cannot run with; the message says what to do."""
+
+
+# pytest-xdist's options: the runs they ask for need it installed (a core dependency, but an install
+# made with --no-deps, or one it was removed from, lacks it).
+_XDIST_OPTIONS = ("--numprocesses", "--maxprocesses", "--dist", "--tx")
+
+
+def check_pytest_args(pytest_args: Sequence[str]) -> None:
+    """Raise PytestOptionError for a parallel run (`-n`, ...) where pytest-xdist is not installed."""
+    parallel = [a for a in pytest_args if a.startswith("-n") or a.split("=", 1)[0] in _XDIST_OPTIONS]
+    if parallel and importlib.util.find_spec("xdist") is None:
+        raise PytestOptionError(
+            f"{parallel[0]} runs the suite in parallel with pytest-xdist, which is not installed here: "
+            "pip install pytest-xdist"
+        )
+
+
+def pytest_config(path: str) -> Path:
+    """The user's pytest configuration file `path` (--pytest-config), which must be a file."""
+    config = Path(path)
+    if not config.is_file():
+        raise PytestOptionError(f"--pytest-config {path}: no such file (give a pytest.ini, pyproject.toml, "
+                                "tox.ini or setup.cfg)")  # fmt: skip
+    return config.resolve()
 
 
 def default_suite() -> Path:
@@ -54,9 +93,13 @@ def pytest_command(
     models: Sequence[str] = (),
     profile: str | None = None,
     pytest_args: Sequence[str] = (),
+    config: Path | None = None,
 ) -> list[str]:
-    """The command line that runs the suite under pytest with the results collector loaded."""
+    """The command line that runs the suite under pytest with the results collector loaded, configured
+    by `config` (a pytest.ini, pyproject.toml, tox.ini or setup.cfg) or else by the suite's own file."""
     command = [sys.executable, "-m", "pytest", str(suite), "-p", "verifier.report.collect"]
+    # The rootdir and the conftest.py files pytest reads stop at the suite: none from its parents.
+    command += ["-c", str(config or OWN_CONFIG), f"--rootdir={suite}", f"--confcutdir={suite}"]
     # pytest keeps its cache under the rootdir, here the installed suite: keep it in the user's directory.
     command += ["-o", f"cache_dir={Path.cwd() / '.pytest_cache'}"]
     command.append(f"--verifier-results={results}")
@@ -66,18 +109,52 @@ def pytest_command(
     return [*command, *pytest_args]
 
 
-def run(command: Sequence[str]) -> int:
-    """Run pytest in the current directory, so the user's modules import as they do for plain pytest.
+def run(command: Sequence[str], log: Path | None = None) -> int:
+    """Run pytest in the current directory, so the user's modules import as they do for plain pytest,
+    without the variables of `IGNORED_ENV`.
+
+    With `log`, pytest's whole output goes to that file, and the results collector writes its short
+    progress to this process's standard output (a descriptor passed down as --verifier-progress-fd).
 
     Ctrl-C stops pytest as it stops a plain run: pytest (in its own process group, so that it gets
     one interrupt, from here) ends the test it is in and writes the results so far, which say the run
     was interrupted. A second Ctrl-C kills it. Interrupts are recorded from before pytest starts, so
     none can leave it running unwatched.
     """
+    env = {name: value for name, value in os.environ.items() if name not in IGNORED_ENV}
+    with contextlib.ExitStack() as stack:
+        output, progress = None, None
+        if log is not None:
+            output = stack.enter_context(log.open("wb"))
+            progress = _terminal()
+            if progress is not None:
+                stack.callback(os.close, progress)
+                command = [*command, f"--verifier-progress-fd={progress}"]
+        return _watch(command, env, output, progress)
+
+
+def _terminal() -> int | None:
+    """A duplicate of standard output's descriptor for pytest to inherit, or None when it has none."""
+    try:
+        sys.stdout.flush()
+        return os.dup(sys.stdout.fileno())
+    except (AttributeError, OSError, ValueError):  # replaced by an object without a descriptor
+        return None
+
+
+def _watch(command: Sequence[str], env: dict[str, str], output: IO[bytes] | None, progress: int | None) -> int:
+    """Start `command` and wait for it, passing Ctrl-C on as `run` says."""
     interrupts: list[int] = []
     previous = signal.signal(signal.SIGINT, lambda signum, frame: interrupts.append(signum))
     try:
-        process = subprocess.Popen(list(command), process_group=0)
+        process = subprocess.Popen(
+            list(command),
+            process_group=0,
+            env=env,
+            stdout=output,
+            stderr=subprocess.STDOUT if output is not None else None,
+            pass_fds=() if progress is None else (progress,),
+        )
         forwarded = False
         while True:
             try:

@@ -1,0 +1,66 @@
+"""A new user's first failure fits on one screen: `verifier check` on a model with one bug (the catalog's
+`ScaleByDHead`, which fails most numeric properties) prints a line of progress, one short paragraph per
+failure (property, model, worst error against the bound, first divergent stage, the message, the case),
+then the table and the verdict last; pytest's whole output, tracebacks and all, is in reports/pytest.log.
+Slow: it runs the whole suite on the mutant (about 20 s in the dev profile)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+MODEL = "tests.meta.mutants.catalog:mutants.ScaleByDHead"
+SCREEN = 64  # lines: 58 measured for this mutant's 9 failures, with a margin for a property more
+_HYPOTHESIS_INTERNALS = ("Falsifying", "Failing explicit example", "Verbosity", "reproduce_failure", "ModelSpec(")
+
+
+@pytest.mark.slow
+def test_the_first_failure_fits_on_a_screen_and_the_log_holds_the_rest(tmp_path: Path) -> None:
+    reports = tmp_path / "reports"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VERIFIER_", "PYTEST_"))}
+    done = subprocess.run(
+        [sys.executable, "-m", "verifier", "check", "--model", MODEL, "--hypothesis-profile", "dev",
+         "--reports", str(reports)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 1 and done.stderr == "", done
+    lines = done.stdout.rstrip().splitlines()
+    failures = [r for r in json.loads((reports / "conformance.json").read_text())["results"] if r["outcome"] == "fail"]
+    assert len(failures) >= 5 and len(lines) <= SCREEN, (len(failures), len(lines), done.stdout)
+    assert lines[0] == f"verifier check: running the property suite; pytest's whole output goes to {reports}/pytest.log"
+    assert re.fullmatch(r"[.FEsxX]+ (\d+)/\1", lines[1]), lines[1]  # the progress line
+    assert "Traceback" not in done.stdout and "_ _ _" not in done.stdout
+    assert not [word for word in _HYPOTHESIS_INTERNALS if word in done.stdout], done.stdout
+
+    # One paragraph per failure: heading (property / model: worst error against the bound, first divergent
+    # stage where the model traces), the message, the case that reproduces it.
+    headings = [i for i, line in enumerate(lines) if re.match(r"\[\d+\] FAIL ", line)]
+    assert len(headings) == len(failures) and headings[0] == 3, lines
+    for start, end in zip(headings, [*headings[1:], lines.index("", headings[-1])], strict=True):
+        heading, *body = lines[start:end]
+        assert re.fullmatch(rf"\[\d+\] FAIL test_\w+\.py::test_\w+ / {MODEL}: worst error \S+x the float32 bound.*",
+                            heading), heading  # fmt: skip
+        assert 2 <= len(body) <= 3 and all(line.startswith("    ") for line in body), body
+        assert body[-1].startswith("    case: config = ModelConfig(") and "weights = init_weights(config" in body[-1]
+        assert "float32 tolerance" in body[0], body  # what was compared, the error and its bound
+    logits = next(lines[i] for i in headings if "::test_logits_agree_with_the_oracle " in lines[i])
+    assert logits.endswith("; first divergent stage layers.0.scores"), logits
+
+    # The table and the verdict last.
+    assert lines[-2].startswith(f"{MODEL}: FAILS (") and re.fullmatch(
+        rf"{len(failures)} fail, \d+ pass, \d+ skip: does not conform; reports written: .*/pytest\.log", lines[-1]
+    ), lines[-2:]
+    table = next(i for i, line in enumerate(lines) if line.startswith("property "))
+    assert table > headings[-1] and lines[table + 2].startswith("test_agreement.py::test_logits_agree_with_the_oracle")
+    assert sum("FAIL " in line for line in lines[table:]) == len(failures)
+
+    log = (reports / "pytest.log").read_text()
+    assert "= FAILURES =" in log and "Failing explicit example" in log and "short test summary info" in log
+    assert log.count("PropertyFailure") >= len(failures)
