@@ -2,7 +2,8 @@
 chunks, one row or a batch) gives the logits of one full pass; a cache that exposes its layout
 has the documented shape [n_layers, 2, B, S, n_kv_heads, d_head] and that many elements' bytes;
 and a cache stays usable after decoding from it (branching, restarting, interleaving). A model that
-gives only the last position's logits is compared at the last position of each chunk."""
+gives only the last position's logits is compared at the last position of each chunk. A failure
+names the first divergent chunk and position (`checks.decode_localizer`)."""
 
 from __future__ import annotations
 
@@ -52,13 +53,12 @@ def _decode_in_chunks(
 ) -> tuple[np.ndarray, list[int], Any]:
     """tokens [T] or [B, T] decoded chunk after chunk -> (the logits the model gives, [..., n, V]; the
     n positions they are at: every one, or each chunk's last; the last cache)."""
-    cache, pieces, positions, start = None, [], [], 0
+    cache, pieces, start = None, [], 0
     for n in chunks:
         logits, cache = model.decode(tokens[..., start : start + n], cache)
         pieces.append(logits)
         start += n
-        positions += range(start - logits.shape[-2], start)
-    return np.concatenate(pieces, axis=-2), positions, cache
+    return np.concatenate(pieces, axis=-2), [p for _, p in checks.decode_positions(model, chunks)], cache
 
 
 def _given(model: CheckedModel, expected: Expected) -> Expected:
@@ -92,12 +92,13 @@ def test_decoding_in_chunks_gives_the_logits_of_one_full_pass(model_spec: ModelS
     model = models.build(model_spec, case, "decode")
     tokens = case.token_array()
     found, positions, cache = _decode_in_chunks(model, tokens, chunked.chunks)
+    expected = oracle(case).logits(tokens)[positions]
     checks.agree(
         found,
-        oracle(case).logits(tokens)[positions],
+        expected,
         what=f"logits decoded in chunks {list(chunked.chunks)}",
         model=model,
-        localize=checks.localizer(model, oracle(case), tokens),
+        localize=checks.decode_localizer(model, oracle(case), tokens, chunked.chunks, found, expected),
     )
     _check_layout(model, cache, case, B=1)
 
@@ -110,9 +111,10 @@ def test_decoding_a_batch_in_chunks_gives_the_logits_of_one_full_pass(model_spec
     model = models.build(model_spec, case, "decode", "batch")
     batch = np.stack([case.token_array(), case.token_array()[::-1].copy()])
     found, positions, cache = _decode_in_chunks(model, batch, chunked.chunks)
+    expected = oracle(case).logits(batch)[:, positions]
     checks.agree(
-        found, oracle(case).logits(batch)[:, positions],
-        what=f"a [2, {case.T}] batch decoded in chunks {list(chunked.chunks)}", model=model,
+        found, expected, what=f"a [2, {case.T}] batch decoded in chunks {list(chunked.chunks)}", model=model,
+        localize=checks.decode_localizer(model, oracle(case), batch, chunked.chunks, found, expected),
     )  # fmt: skip
     _check_layout(model, cache, case, B=2)
 
@@ -136,12 +138,16 @@ def test_a_cache_stays_usable_after_decoding_from_it(model_spec: ModelSpec, case
     expected_rest = _given(model, o.logits(tokens)[half:])
     checks.agree(again, expected_rest, what=f"{rule}: the same chunk decoded again from one cache", model=model,
                  against=first)  # fmt: skip
-    checks.agree(first, expected_rest, what="the chunk decoded after the prefix's cache", model=model)
+    checks.agree(
+        first, expected_rest, what="the chunk decoded after the prefix's cache", model=model,
+        localize=checks.decode_localizer(model, o, tokens, (case.T - half,), first, expected_rest, cached=half),
+    )  # fmt: skip
 
     model.decode(other)  # another sequence decoded in between: nothing may leak
     restarted, _ = model.decode(tokens, None)
-    checks.agree(restarted, _given(model, o.logits(tokens)), what="decode(tokens, None) after decoding another "
-                 "sequence", model=model)  # fmt: skip
+    expected = _given(model, o.logits(tokens))
+    checks.agree(restarted, expected, what="decode(tokens, None) after decoding another sequence", model=model,
+                 localize=checks.decode_localizer(model, o, tokens, (case.T,), restarted, expected))  # fmt: skip
     interleaved, _ = model.decode(rest, cache)
     checks.agree(interleaved, expected_rest, what=f"{rule}: the chunk decoded from a cache kept while another "
                  "sequence was decoded", model=model)  # fmt: skip

@@ -304,6 +304,18 @@ class CacheStaleReuse(Transformer):
         return out, new_cache
 
 
+class CacheChunkMaskNotOffset(Transformer):
+    """A chunk of several tokens decoded after a cache is masked as if it were a prefill: its i-th
+    token sees the first i + 1 keys of the cache instead of the cache and the chunk's first i + 1
+    (Meta's `torch.triu(mask, diagonal=1)` built without the `start_pos` offset). A full pass
+    (nothing cached) and single steps (no mask needed) are right."""
+
+    def allowed(self, T: int, S: int) -> np.ndarray:
+        if T == 1:
+            return np.ones((1, S), dtype=bool)
+        return np.arange(S)[None, :] <= np.arange(T)[:, None]
+
+
 class CacheOwnKeyMissing(Transformer):
     """In a decode step, the new tokens attend to the cached keys but not to their own."""
 
