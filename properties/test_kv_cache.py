@@ -1,7 +1,8 @@
 """The KV cache: decoding a sequence in chunks (a prefill then single steps, or arbitrary
 chunks, one row or a batch) gives the logits of one full pass; a cache that exposes its layout
 has the documented shape [n_layers, 2, B, S, n_kv_heads, d_head] and that many elements' bytes;
-and a cache stays usable after decoding from it (branching, restarting, interleaving). A model that
+a cache stays usable after decoding from it (branching, restarting, interleaving); and two sequences
+decoded in turns keep their own caches, with no state kept in the model between calls. A model that
 gives only the last position's logits is compared at the last position of each chunk. A failure
 names the first divergent chunk and position (`checks.decode_localizer`)."""
 
@@ -13,7 +14,7 @@ from typing import Any
 import numpy as np
 from hypothesis import given
 
-from verifier.plugin.contract import RULES, CheckedModel
+from verifier.plugin.contract import RULES, CheckedModel, build_checked
 from verifier.plugin.registry import ModelSpec
 from verifier.properties import checks, models
 from verifier.properties.models import requires
@@ -151,3 +152,50 @@ def test_a_cache_stays_usable_after_decoding_from_it(model_spec: ModelSpec, case
     interleaved, _ = model.decode(rest, cache)
     checks.agree(interleaved, expected_rest, what=f"{rule}: the chunk decoded from a cache kept while another "
                  "sequence was decoded", model=model)  # fmt: skip
+
+
+@requires("decode")
+@pinned(RICH_LLAMA, RICH_GPT2, PUBLISHED_LLAMA, PUBLISHED_GPT2, ONE_KV_HEAD)
+@given(case=cases(min_T=2, max_n_ctx=64))
+def test_two_sequences_decoded_alternately_each_give_their_own_full_pass(model_spec: ModelSpec, case: Case) -> None:
+    """Two generations in one model, as a server interleaves them: sequence A prefilled, then B
+    (cache=None), then each continued a token at a time from its own cache, in turns; and B
+    prefilled again afterwards. A cache must hold its sequence's state and the model none between
+    calls: keys kept in the model's buffers (Meta's `self.cache_k[:bsz, start_pos : start_pos +
+    seqlen] = xk`, the cache handed back a view of them), a prefill that continues what the model
+    last decoded, or a cache that follows the last one decoded all show here."""
+    model = models.build(model_spec, case, "decode")
+    # with a fixed checkpoint the model is built once: the same instance stands for a new one
+    new = model if case.checkpoint else build_checked(model_spec, case.config, case.weights())
+    T, o = case.T, oracle(case)
+    a = case.token_array()
+    b = (a + 1) % case.config.vocab_size  # differs from A at every position
+    ha, hb = T // 2, max(1, T // 2 - 1)  # prefills of different lengths: positions differ between the caches
+
+    fresh_b, _ = new.decode(b[:hb])  # B's prefill in a model that has decoded nothing else
+    a_out, cache_a = model.decode(a[:ha])
+    b_out, cache_b = model.decode(b[:hb])
+    a_steps, b_steps = [a_out], [b_out]
+    for i in range(T - hb):  # hb <= ha: B has at least as many steps as A
+        if ha + i < T:
+            out, cache_a = model.decode(a[ha + i : ha + i + 1], cache_a)
+            a_steps.append(out)
+        out, cache_b = model.decode(b[hb + i : hb + i + 1], cache_b)
+        b_steps.append(out)
+    again_b, _ = model.decode(b[:hb])
+
+    for name, tokens, h, steps in (("A", a, ha, a_steps), ("B", b, hb, b_steps)):
+        chunks = (h,) + (1,) * (T - h)
+        found = np.concatenate(steps, axis=-2)
+        expected = o.logits(tokens)[[p for _, p in checks.decode_positions(model, chunks)]]
+        checks.agree(
+            found, expected, model=model,
+            what=f"sequence {name} decoded in chunks {list(chunks)} in turns with another (A prefilled, B prefilled "
+            "with cache=None, then a token of A and one of B, each from its own cache)",
+            localize=checks.decode_localizer(model, o, tokens, chunks, found, expected),
+        )  # fmt: skip
+    checks.agree(
+        again_b, _given(model, o.logits(b)[:hb]), model=model, against=fresh_b,
+        what=f"contract rule 'deterministic' ({RULES['deterministic']}): B's prefill decode(b, None) after both "
+        "sequences' decodes, against the same prefill in a model that decoded nothing else",
+    )  # fmt: skip

@@ -120,6 +120,7 @@ def test_failure_names_the_stage_of_the_bug(name: str, stage: str, tmp_path) -> 
 # path; no trace stage is blamed (the trace is a full pass, and agrees).
 CACHED_PATH_BUGS = {
     "CacheChunkMaskNotOffset": "test_decoding_in_chunks_gives_the_logits_of_one_full_pass",
+    "CacheKeptInModel": "test_two_sequences_decoded_alternately_each_give_their_own_full_pass",
 }
 
 
