@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 from hypothesis import given
 
+from verifier.analysis.divergence import chunk_list
 from verifier.plugin.contract import RULES, CheckedModel, build_checked
 from verifier.plugin.registry import ModelSpec
 from verifier.properties import checks, models
@@ -97,7 +98,7 @@ def test_decoding_in_chunks_gives_the_logits_of_one_full_pass(model_spec: ModelS
     checks.agree(
         found,
         expected,
-        what=f"logits decoded in chunks {list(chunked.chunks)}",
+        what=f"logits decoded in chunks {chunk_list(chunked.chunks)}",
         model=model,
         localize=checks.decode_localizer(model, oracle(case), tokens, chunked.chunks, found, expected),
     )
@@ -114,7 +115,7 @@ def test_decoding_a_batch_in_chunks_gives_the_logits_of_one_full_pass(model_spec
     found, positions, cache = _decode_in_chunks(model, batch, chunked.chunks)
     expected = oracle(case).logits(batch)[:, positions]
     checks.agree(
-        found, expected, what=f"a [2, {case.T}] batch decoded in chunks {list(chunked.chunks)}", model=model,
+        found, expected, what=f"a [2, {case.T}] batch decoded in chunks {chunk_list(chunked.chunks)}", model=model,
         localize=checks.decode_localizer(model, oracle(case), batch, chunked.chunks, found, expected),
     )  # fmt: skip
     _check_layout(model, cache, case, B=2)
@@ -150,8 +151,11 @@ def test_a_cache_stays_usable_after_decoding_from_it(model_spec: ModelSpec, case
     checks.agree(restarted, expected, what="decode(tokens, None) after decoding another sequence", model=model,
                  localize=checks.decode_localizer(model, o, tokens, (case.T,), restarted, expected))  # fmt: skip
     interleaved, _ = model.decode(rest, cache)
-    checks.agree(interleaved, expected_rest, what=f"{rule}: the chunk decoded from a cache kept while another "
-                 "sequence was decoded", model=model)  # fmt: skip
+    checks.agree(
+        interleaved, expected_rest, model=model,
+        what=f"{rule}: the chunk decoded from a cache kept while another sequence was decoded",
+        localize=checks.decode_localizer(model, o, tokens, (case.T - half,), interleaved, expected_rest, cached=half),
+    )  # fmt: skip
 
 
 @requires("decode")
@@ -190,8 +194,8 @@ def test_two_sequences_decoded_alternately_each_give_their_own_full_pass(model_s
         expected = o.logits(tokens)[[p for _, p in checks.decode_positions(model, chunks)]]
         checks.agree(
             found, expected, model=model,
-            what=f"sequence {name} decoded in chunks {list(chunks)} in turns with another (A prefilled, B prefilled "
-            "with cache=None, then a token of A and one of B, each from its own cache)",
+            what=f"sequence {name} decoded in chunks {chunk_list(chunks)} in turns with another (A prefilled, B "
+            "prefilled with cache=None, then a token of A and one of B, each from its own cache)",
             localize=checks.decode_localizer(model, o, tokens, chunks, found, expected),
         )  # fmt: skip
     checks.agree(

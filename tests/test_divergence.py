@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from verifier.analysis import tolerance
-from verifier.analysis.divergence import DecodeDivergence, DivergentChunk, localize, plot_stage_errors
+from verifier.analysis.divergence import DecodeDivergence, DivergentChunk, chunk_list, localize, plot_stage_errors
 from verifier.analysis.precision import BFLOAT16
 
 
@@ -126,3 +126,9 @@ def test_a_decode_whose_full_pass_departs_too_gives_the_trace_s_first_divergent_
         lines[2]
         == "the full pass logits(tokens) departs from the oracle too (250x the bound): the bug is not the cache's alone"
     )
+
+
+def test_a_chunk_list_writes_runs_once() -> None:
+    assert chunk_list((8,) + (1,) * 16) == "[8, 1 x 16]"
+    assert chunk_list((3, 9, 1, 11)) == "[3, 9, 1, 11]" and chunk_list((2, 2, 2, 14)) == "[2 x 3, 14]"
+    assert chunk_list((1, 1, 5)) == "[1, 1, 5]"

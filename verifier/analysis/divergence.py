@@ -97,6 +97,18 @@ class Divergence:
         return [(s.stage, float("inf") if s.problem else s.max_error, s.bound) for s in self.stages]
 
 
+def chunk_list(chunks: Sequence[int]) -> str:
+    """Chunk lengths as a list, runs of 3 or more written once: (8, 1, 1, 1, 1, 5) -> `[8, 1 x 4, 5]`."""
+    runs: list[list[int]] = []
+    for n in chunks:
+        if runs and runs[-1][0] == n:
+            runs[-1][1] += 1
+        else:
+            runs.append([n, 1])
+    items = [f"{n} x {count}" if count >= 3 else ", ".join([str(n)] * count) for n, count in runs]
+    return "[" + ", ".join(items) + "]"
+
+
 @dataclass(frozen=True)
 class DivergentChunk:
     """The first chunk of a decode whose logits depart from the oracle's beyond `bound`.
@@ -126,7 +138,7 @@ class DivergentChunk:
         shown = ", ".join(map(str, self.positions[:8])) + (", ..." if len(self.positions) > 8 else "")
         ratio = tolerance.Comparison(self.max_error, self.bound, ()).ratio
         text = (
-            f"first divergent chunk: chunk {self.index + 1} of {list(self.chunks)} ({span}, decoded {after}); "
+            f"first divergent chunk: chunk {self.index + 1} of {chunk_list(self.chunks)} ({span}, decoded {after}); "
             f"first divergent position {self.positions[0]}{in_row}: max |diff| {self.max_error:.3g} at vocabulary "
             f"index {self.token} ({precision} tolerance {self.bound:.3g}, {ratio:.3g}x the bound)"
         )
