@@ -11,6 +11,10 @@ Stages a model does not trace are skipped; a stage of the wrong shape diverges t
 trace (and its neighbours') may come as a stream of groups in compute order, one layer's stages at a
 time (`NumpyModel.trace_layers`): each group is compared and dropped, so a full-size model's
 localization never holds all stages of all layers of the oracle at once.
+
+Logits decoded in chunks after a KV cache that depart are described by `DecodeDivergence`: the first
+divergent chunk and position, and whether the full pass agrees (then the bug is in the cached path,
+which a trace, itself a full pass, cannot show; else the trace's localization as above).
 """
 
 from __future__ import annotations
