@@ -30,7 +30,7 @@ the model then behaves like.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -38,7 +38,7 @@ from typing import Any, TypeVar
 import numpy as np
 from hypothesis import note, reject
 
-from verifier.analysis.divergence import Divergence
+from verifier.analysis.divergence import DecodeDivergence, Divergence, DivergentChunk
 from verifier.analysis.precision import BFLOAT16, FLOAT16, FLOAT32, TF32, Precision
 from verifier.plugin.contract import CheckedModel, ContractViolation
 from verifier.properties import oracle as oracles
@@ -50,6 +50,8 @@ __all__ = [
     "Record",
     "agree",
     "compared",
+    "decode_localizer",
+    "decode_positions",
     "fail",
     "judge_at",
     "localizer",
@@ -349,6 +351,82 @@ def localizer(model: CheckedModel, oracle: Oracle, tokens: np.ndarray) -> Callab
         return oracle.localize(model.trace(tokens), tokens, rope_layout=model.rope_layout)
 
     return localize
+
+
+def decode_positions(model: CheckedModel, chunks: Sequence[int], cached: int = 0) -> list[tuple[int, int]]:
+    """(chunk index, position) of each row a decode of `chunks` after a cache of `cached` tokens gives:
+    every position of each chunk, or its last for a model that gives the last position's logits."""
+    rows, start = [], cached
+    for index, n in enumerate(chunks):
+        rows += [(index, p) for p in range(start if model.every_position else start + n - 1, start + n)]
+        start += n
+    return rows
+
+
+def decode_localizer(
+    model: CheckedModel,
+    oracle: Oracle,
+    tokens: np.ndarray,
+    chunks: Sequence[int],
+    found: np.ndarray,
+    expected: Expected,
+    *,
+    cached: int = 0,
+) -> Callable[[], Divergence | None]:
+    """What `agree` calls when logits decoded in `chunks` (after a cache of the first `cached` of
+    `tokens` [T] or [B, T], or from none) depart from the oracle's: `found` [..., n, V] against
+    `expected` (the rows of `decode_positions`) gives the first divergent chunk and position; then
+    the full pass `logits(tokens)` at the same positions, where the model has it. If it agrees with
+    the oracle, the divergence is decode's own and the trace (a full pass) is not consulted; else
+    the trace localizes it, of the batch row that diverged first."""
+
+    def localize() -> Divergence | None:
+        rows = decode_positions(model, chunks, cached)
+        positions = [p for _, p in rows]
+        chunk = _first_divergent_chunk(found, expected, rows, tuple(chunks), cached)
+        full_pass = None if model.lacks("logits") else expected.compare(model.logits(tokens)[..., positions, :]).ratio
+        trace = None
+        if full_pass is None or full_pass > 1.0:
+            sequence = tokens if tokens.ndim == 1 or chunk is None or chunk.row is None else tokens[chunk.row]
+            trace = localizer(model, oracle, sequence)()
+        return DecodeDivergence(
+            trace.stages if trace else (),
+            trace.untraced if trace else (),
+            expected.precision.label,
+            chunk=chunk,
+            full_pass=full_pass,
+            traced=trace is not None,
+        )
+
+    return localize
+
+
+def _first_divergent_chunk(
+    found: np.ndarray, expected: Expected, rows: list[tuple[int, int]], chunks: tuple[int, ...], cached: int
+) -> DivergentChunk | None:
+    """The first chunk with a row of `found` [..., n, V] beyond the bound `agree` applied to it."""
+    bound = expected.compare(found).bound
+    n, V = found.shape[-2:]
+    f = np.asarray(found, np.float64).reshape(-1, n, V)
+    diff = np.where(np.isnan(f), np.inf, np.abs(f - np.asarray(expected.value, np.float64).reshape(-1, n, V)))
+    beyond = diff.max(-1) > bound  # [batch rows, n]
+    divergent = np.flatnonzero(beyond.any(0))
+    if divergent.size == 0:
+        return None
+    first = int(divergent[0])
+    index = rows[first][0]
+    batch_row = int(np.argmax(beyond[:, first]))
+    return DivergentChunk(
+        chunks=chunks,
+        index=index,
+        start=cached + sum(chunks[:index]),
+        compared=sum(1 for i, _ in rows if i == index),
+        positions=tuple(rows[r][1] for r in divergent if rows[r][0] == index),
+        max_error=float(diff[batch_row, first].max()),
+        bound=bound,
+        token=int(np.argmax(diff[batch_row, first])),
+        row=batch_row if found.ndim > 2 else None,
+    )
 
 
 def trace_agrees(divergence: Divergence, *, what: str, model: CheckedModel) -> None:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from verifier.analysis import tolerance
-from verifier.analysis.divergence import localize, plot_stage_errors
+from verifier.analysis.divergence import DecodeDivergence, DivergentChunk, chunk_list, localize, plot_stage_errors
 from verifier.analysis.precision import BFLOAT16
 
 
@@ -82,3 +82,53 @@ def test_gpt2_s_gelu_floor_follows_its_input_where_its_tail_cancels() -> None:
     divergence = localize(found, expected, precision=BFLOAT16, family="llama")
     assert divergence.first is not None and divergence.first.stage == "layers.0.mlp_act"
     assert divergence.first.bound == pytest.approx(BFLOAT16.bound(gelu))
+
+
+TRACE_BLAMED = "logits() and trace() do not compute the same thing"
+# chunk 2 of [5, 7], positions 5..11 after a cache of 5: positions 6 and 9 beyond the bound 1e-4
+CHUNK = DivergentChunk(
+    chunks=(5, 7), index=1, start=5, compared=7, positions=(6, 9), max_error=0.5, bound=1e-4, token=3
+)
+
+
+def test_a_decode_whose_full_pass_agrees_names_the_chunk_and_position_and_blames_the_cached_path() -> None:
+    text = DecodeDivergence((), chunk=CHUNK, full_pass=0.04).describe()
+    assert text.startswith(
+        "first divergent chunk: chunk 2 of [5, 7] (positions 5 to 11, decoded after a cache of 5 tokens); "
+        "first divergent position 6: max |diff| 0.5 at vocabulary index 3 (float32 tolerance 0.0001, 5e+03x the bound)"
+        "; 2 of the 7 positions compared in the chunk diverge: 6, 9"
+    ), text
+    assert "the full pass logits(tokens) agrees with the oracle at these positions (0.04x the bound)" in text
+    assert "so the bug is in decode's cached path" in text and TRACE_BLAMED not in text
+    assert DecodeDivergence((), chunk=CHUNK, full_pass=0.04).first is None  # no stage is blamed
+
+
+def test_a_divergent_prefill_whose_full_pass_agrees_is_blamed_on_decode_s_prefill() -> None:
+    prefill = DivergentChunk(
+        chunks=(4,), index=0, start=0, compared=1, positions=(3,), max_error=1.0, bound=0.1, token=0
+    )
+    text = DecodeDivergence((), chunk=prefill, full_pass=0.5).describe()
+    assert "chunk 1 of [4] (positions 0 to 3, decoded with no cache (a prefill)); first divergent position 3:" in text
+    assert "positions compared" not in text  # one position compared (a model giving each chunk's last)
+    assert "so the bug is in decode's prefill (cache=None)" in text and TRACE_BLAMED not in text
+
+
+def test_a_decode_whose_full_pass_departs_too_gives_the_trace_s_first_divergent_stage_first() -> None:
+    expected = _trace()
+    found = {stage: array.copy() for stage, array in expected.items()}
+    found["layers.0.scores"][1, 2, 0] += 0.5
+    trace = localize(found, expected)
+    divergence = DecodeDivergence(trace.stages, trace.untraced, chunk=CHUNK, full_pass=250.0, traced=True)
+    assert divergence.first is not None and divergence.first.stage == "layers.0.scores"
+    lines = divergence.describe().split("\n")
+    assert lines[0] == trace.describe() and lines[1].startswith("first divergent chunk: chunk 2 of [5, 7]")
+    assert (
+        lines[2]
+        == "the full pass logits(tokens) departs from the oracle too (250x the bound): the bug is not the cache's alone"
+    )
+
+
+def test_a_chunk_list_writes_runs_once() -> None:
+    assert chunk_list((8,) + (1,) * 16) == "[8, 1 x 16]"
+    assert chunk_list((3, 9, 1, 11)) == "[3, 9, 1, 11]" and chunk_list((2, 2, 2, 14)) == "[2 x 3, 14]"
+    assert chunk_list((1, 1, 5)) == "[1, 1, 5]"

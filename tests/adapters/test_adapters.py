@@ -40,6 +40,7 @@ BATCH = {"test_batch_rows_equal_the_rows_run_alone"}
 DECODE = {
     "test_decoding_in_chunks_gives_the_logits_of_one_full_pass",
     "test_a_cache_stays_usable_after_decoding_from_it",
+    "test_two_sequences_decoded_alternately_each_give_their_own_full_pass",
 }
 TRACE_GPT2 = {  # with a trace that has no attention probabilities
     "test_every_traced_stage_agrees_with_the_oracle", "test_every_traced_stage_has_its_formula_shape",

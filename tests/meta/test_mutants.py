@@ -113,3 +113,23 @@ def test_failure_names_the_stage_of_the_bug(name: str, stage: str, tmp_path) -> 
     )
     message = (tmp_path / "junit.xml").read_text()
     assert f"first divergent stage: {stage_label(stage)}:" in message, f"the failure message does not name {stage}"
+
+
+# Mutants whose full pass is right and whose KV-cached decode is not, and the property that catches
+# each: its failure names the first divergent chunk and position and says the bug is in the cached
+# path; no trace stage is blamed (the trace is a full pass, and agrees).
+CACHED_PATH_BUGS = {
+    "CacheChunkMaskNotOffset": "test_decoding_in_chunks_gives_the_logits_of_one_full_pass",
+    "CacheKeptInModel": "test_two_sequences_decoded_alternately_each_give_their_own_full_pass",
+}
+
+
+@pytest.mark.parametrize(("name", "test"), list(CACHED_PATH_BUGS.items()))
+def test_a_cached_path_failure_names_the_chunk_and_position_not_the_trace(name: str, test: str, tmp_path) -> None:
+    report = run_suite(mutant_spec(name), tmp_path, "-k", test)
+    assert report.failures, f"mutant {name} ({DOCS[name]}) passed {test}"
+    assert report.failures[0].first_divergent_stage is None, report.failures[0].first_divergent_stage
+    message = (tmp_path / "junit.xml").read_text()
+    assert "first divergent chunk: chunk " in message and "; first divergent position " in message, message
+    assert "so the bug is in decode's cached path" in message
+    assert "logits() and trace() do not compute the same thing" not in message

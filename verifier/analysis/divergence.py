@@ -13,6 +13,10 @@ model's trace holds q/k in an order it does not declare, and the message says wh
 trace (and its neighbours') may come as a stream of groups in compute order, one layer's stages at a
 time (`NumpyModel.trace_layers`): each group is compared and dropped, so a full-size model's
 localization never holds all stages of all layers of the oracle at once.
+
+Logits decoded in chunks after a KV cache that depart are described by `DecodeDivergence`: the first
+divergent chunk and position, and whether the full pass agrees (then the bug is in the cached path,
+which a trace, itself a full pass, cannot show; else the trace's localization as above).
 """
 
 from __future__ import annotations
@@ -97,6 +101,91 @@ class Divergence:
     def as_rows(self) -> list[tuple[str, float, float]]:
         """(stage, max error, bound) per compared stage, in compute order (inf error: wrong shape)."""
         return [(s.stage, float("inf") if s.problem else s.max_error, s.bound) for s in self.stages]
+
+
+def chunk_list(chunks: Sequence[int]) -> str:
+    """Chunk lengths as a list, runs of 3 or more written once: (8, 1, 1, 1, 1, 5) -> `[8, 1 x 4, 5]`."""
+    runs: list[list[int]] = []
+    for n in chunks:
+        if runs and runs[-1][0] == n:
+            runs[-1][1] += 1
+        else:
+            runs.append([n, 1])
+    items = [f"{n} x {count}" if count >= 3 else ", ".join([str(n)] * count) for n, count in runs]
+    return "[" + ", ".join(items) + "]"
+
+
+@dataclass(frozen=True)
+class DivergentChunk:
+    """The first chunk of a decode whose logits depart from the oracle's beyond `bound`.
+
+    The decode ran chunks of lengths `chunks` one after another; this is chunk `index` (from 0),
+    decoded at positions `start`.. after a cache of `start` tokens (0: a prefill). Of its `compared`
+    positions (each one, or only its last for a model that gives the last position's logits),
+    `positions` are beyond the bound; at the first, in batch row `row` (None: one sequence), the
+    error is `max_error`, largest at vocabulary index `token`.
+    """
+
+    chunks: tuple[int, ...]
+    index: int
+    start: int
+    compared: int
+    positions: tuple[int, ...]
+    max_error: float
+    bound: float
+    token: int
+    row: int | None = None
+
+    def describe(self, precision: str) -> str:
+        n = self.chunks[self.index]
+        span = f"position {self.start}" if n == 1 else f"positions {self.start} to {self.start + n - 1}"
+        after = f"after a cache of {self.start} tokens" if self.start else "with no cache (a prefill)"
+        in_row = "" if self.row is None else f" of batch row {self.row}"
+        shown = ", ".join(map(str, self.positions[:8])) + (", ..." if len(self.positions) > 8 else "")
+        ratio = tolerance.Comparison(self.max_error, self.bound, ()).ratio
+        text = (
+            f"first divergent chunk: chunk {self.index + 1} of {chunk_list(self.chunks)} ({span}, decoded {after}); "
+            f"first divergent position {self.positions[0]}{in_row}: max |diff| {self.max_error:.3g} at vocabulary "
+            f"index {self.token} ({precision} tolerance {self.bound:.3g}, {ratio:.3g}x the bound)"
+        )
+        if self.compared > 1:
+            text += f"; {len(self.positions)} of the {self.compared} positions compared in the chunk diverge: {shown}"
+        return text
+
+
+@dataclass(frozen=True)
+class DecodeDivergence(Divergence):
+    """Logits decoded in chunks that depart from the oracle's: the first divergent chunk and position
+    (`chunk`), and the full pass `logits(tokens)` at the same positions, its error / bound in
+    `full_pass`. When the full pass agrees, the divergence is in decode's own path and the trace (a
+    full pass too) is not consulted: `stages` is empty. When it departs too, `stages` hold the trace's
+    localization (`traced`), as for any failure of the full pass."""
+
+    chunk: DivergentChunk | None = None
+    full_pass: float | None = None
+    traced: bool = False
+
+    def describe(self) -> str:
+        """The trace's localization first, if consulted; then the divergent chunk and what the full pass says."""
+        lines = [super().describe()] if self.traced else []
+        if self.chunk is not None:
+            lines.append(self.chunk.describe(self.precision))
+        if self.full_pass is not None and self.full_pass <= 1.0:
+            where = (
+                "decode's prefill (cache=None), not in what it shares with the full pass"
+                if self.chunk is not None and self.chunk.start == 0
+                else "decode's cached path (a chunk decoded after a cache); a trace of the full pass cannot show it"
+            )
+            lines.append(
+                f"the full pass logits(tokens) agrees with the oracle at these positions ({self.full_pass:.2g}x the "
+                f"bound), so the bug is in {where}"
+            )
+        elif self.full_pass is not None:
+            lines.append(
+                f"the full pass logits(tokens) departs from the oracle too ({self.full_pass:.3g}x the bound): the bug "
+                "is not the cache's alone"
+            )
+        return "\n".join(lines)
 
 
 def _describe_agreeing(before: Sequence[StageError]) -> str:

@@ -304,6 +304,42 @@ class CacheStaleReuse(Transformer):
         return out, new_cache
 
 
+class CacheChunkMaskNotOffset(Transformer):
+    """A chunk of several tokens decoded after a cache is masked as if it were a prefill: its i-th
+    token sees the first i + 1 keys of the cache instead of the cache and the chunk's first i + 1
+    (Meta's `torch.triu(mask, diagonal=1)` built without the `start_pos` offset). A full pass
+    (nothing cached) and single steps (no mask needed) are right."""
+
+    def allowed(self, T: int, S: int) -> np.ndarray:
+        if T == 1:
+            return np.ones((1, S), dtype=bool)
+        return np.arange(S)[None, :] <= np.arange(T)[:, None]
+
+
+class CacheKeptInModel(Transformer):
+    """The keys and values live in buffers the model preallocates, and the cache it hands back is a
+    view of them, so another sequence's prefill overwrites a cache kept for later (Meta's Llama:
+    `self.cache_k[:bsz, start_pos : start_pos + seqlen] = xk`). Each sequence decoded on its own,
+    or restarted before its cache is used again, is right."""
+
+    max_batch = 8
+
+    def __init__(self, config, weights, precision: str = "float32") -> None:
+        super().__init__(config, weights, precision)
+        shape = (config.n_layers, self.max_batch, config.n_kv_heads, config.n_ctx, config.d_head)
+        self.cache_k, self.cache_v = np.zeros(shape, np.float32), np.zeros(shape, np.float32)
+
+    def decode(self, tokens: np.ndarray, cache=None):
+        out, new_cache = super().decode(tokens, cache)
+        bsz, start_pos, end = np.atleast_2d(tokens).shape[0], self.past_length(cache), self.past_length(new_cache)
+        views = []
+        for i, (k, v) in enumerate(new_cache):
+            self.cache_k[i, :bsz, :, start_pos:end] = k[:, :, start_pos:]
+            self.cache_v[i, :bsz, :, start_pos:end] = v[:, :, start_pos:]
+            views.append((self.cache_k[i, :bsz, :, :end], self.cache_v[i, :bsz, :, :end]))
+        return out, tuple(views)
+
+
 class CacheOwnKeyMissing(Transformer):
     """In a decode step, the new tokens attend to the cached keys but not to their own."""
 
