@@ -120,12 +120,12 @@ def test_a_decode_whose_full_pass_departs_too_gives_the_trace_s_first_divergent_
     trace = localize(found, expected)
     divergence = DecodeDivergence(trace.stages, trace.untraced, chunk=CHUNK, full_pass=250.0, traced=True)
     assert divergence.first is not None and divergence.first.stage == "layers.0.scores"
-    lines = divergence.describe().split("\n")
-    assert lines[0] == trace.describe() and lines[1].startswith("first divergent chunk: chunk 2 of [5, 7]")
-    assert (
-        lines[2]
-        == "the full pass logits(tokens) departs from the oracle too (250x the bound): the bug is not the cache's alone"
-    )
+    lines = divergence.describe().split("\n")  # the chunk as a clause: the trace has localized the bug
+    assert lines == [
+        trace.describe(),
+        "the full pass logits(tokens) departs from the oracle too (250x the bound): the bug is not the cache's alone "
+        f"(decoded in chunks, it first departs in chunk 2 of [5, 7], at position {CHUNK.positions[0]})",
+    ]
 
 
 def test_a_chunk_list_writes_runs_once() -> None:

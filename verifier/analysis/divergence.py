@@ -136,6 +136,11 @@ class DivergentChunk:
     token: int
     row: int | None = None
 
+    def short(self) -> str:
+        """`chunk 2 of [5, 7], at position 5`: where, without the sizes."""
+        in_row = "" if self.row is None else f" of batch row {self.row}"
+        return f"chunk {self.index + 1} of {chunk_list(self.chunks)}, at position {self.positions[0]}{in_row}"
+
     def describe(self, precision: str) -> str:
         n = self.chunks[self.index]
         span = f"position {self.start}" if n == 1 else f"positions {self.start} to {self.start + n - 1}"
@@ -168,7 +173,9 @@ class DecodeDivergence(Divergence):
     def describe(self) -> str:
         """The trace's localization first, if consulted; then the divergent chunk and what the full pass says."""
         lines = [super().describe()] if self.traced else []
-        if self.chunk is not None:
+        departs = self.full_pass is not None and self.full_pass > 1.0
+        # Where the trace has localized a bug the full pass has too, the chunk is a detail: a clause, not a line.
+        if self.chunk is not None and not (departs and self.traced):
             lines.append(self.chunk.describe(self.precision))
         if self.full_pass is not None and self.full_pass <= 1.0:
             where = (
@@ -180,10 +187,13 @@ class DecodeDivergence(Divergence):
                 f"the full pass logits(tokens) agrees with the oracle at these positions ({self.full_pass:.2g}x the "
                 f"bound), so the bug is in {where}"
             )
-        elif self.full_pass is not None:
+        elif departs:
+            first = (
+                f" (decoded in chunks, it first departs in {self.chunk.short()})" if self.chunk and self.traced else ""
+            )
             lines.append(
                 f"the full pass logits(tokens) departs from the oracle too ({self.full_pass:.3g}x the bound): the bug "
-                "is not the cache's alone"
+                f"is not the cache's alone{first}"
             )
         return "\n".join(lines)
 

@@ -198,7 +198,7 @@ _LONG_CASE_LINE = 240  # characters of a case line the terminal shows (a long pr
 def _paragraph(t: Table, n: int) -> list[str]:
     """Note n, a failure, as the terminal shows it: `[n] FAIL property / model: worst error ...x the
     <class> bound; first divergent stage <stage>`, the failure's message (without the property and
-    model it repeats) and the case to reproduce it on one line (Python statements)."""
+    model it repeats, nor the stage's line) and the case to reproduce it on one line (Python statements)."""
     results, _ = t.notes[n - 1]
     result = results[0]
     facts = []
@@ -208,6 +208,8 @@ def _paragraph(t: Table, n: int) -> list[str]:
         facts.append(f"first divergent stage {result.first_divergent_stage}")
     head = f"[{n}] {_LABELS[result.outcome]} {t.note_heading(n)}" + (f": {'; '.join(facts)}" if facts else "")
     body = _statement(result).splitlines() or ["(no message)"]
+    if result.first_divergent_stage:  # the heading names it; its errors stage by stage are in the report files
+        body = [line for line in body if not line.startswith("first divergent stage: ")] or body
     if result.case:
         case = [line if len(line) <= _LONG_CASE_LINE else line[: _LONG_CASE_LINE - 5] + " ..." for line in
                 result.case.splitlines()]  # fmt: skip
