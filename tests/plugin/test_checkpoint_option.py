@@ -53,7 +53,7 @@ def test_a_correct_model_conforms_on_a_checkpoint_named_with_its_sha256(gpt2_dir
     )
     assert "is a gpt2 model" in skipped["test_rope_preserves_the_norm_of_every_pair_and_head_vector"]
     ran = [r.property for r in report.results if r.outcome == "pass" and r.examples]
-    assert len(ran) == 15, ran  # of 24 properties on a model: all but the 6 RoPE, large scales, quantized, 124M table
+    assert len(ran) == 16, ran  # of 25 properties on a model: all but the 6 RoPE, large scales, quantized, 124M table
 
 
 SLOW = pytest.mark.slow  # 8 s a run: the default tier has one bug of each family
