@@ -23,11 +23,12 @@ is equivalent to `assert max|found - expected| <= bound`, with the message and t
 Bounds are those of the model's precision class (`verifier.analysis.precision`), which `judge_at`
 sets when the model is built for an example; every failure message names the class. A model that
 declares no class is float32; when one of its checks against the oracle fails, `agree` also says
-which coarser floating class it behaves like, where its error follows that class's rounding
-(`verifier.analysis.precision.rounding_fit`: the size of the reference rounded to the class's
-error at every position and, when the model traces, at every stage) and is within that class's
-bound; recorded, from the failure the test reports, as ("behaves_like", class). Otherwise it says
-nothing about precision: a bug's error, however small, starts at one stage and is not rounding's.
+which coarser floating class it behaves like, where its error is that class's rounding
+(`verifier.analysis.precision.rounding_fit`: the size of the error of the reference rounded to the
+class, and in part its direction, at every position and, when the model traces, at every stage)
+and within that class's bound; recorded, from the failure the test reports, as ("behaves_like",
+class). Otherwise it says nothing about precision: a bug's error starts at one stage, or
+concentrates at some positions, as rounding's does not.
 """
 
 from __future__ import annotations
@@ -302,7 +303,10 @@ def agree(
     )
     divergence = localize() if localize is not None else None
     like = None
-    if isinstance(model, CheckedModel) and not model.precision_declared and not expected.identity and against is None:
+    undeclared = isinstance(model, CheckedModel) and not model.precision_declared
+    # A model that traces shows its stages, and the hint needs them: a check that did not localize gives none.
+    stages_shown = divergence is not None or (isinstance(model, CheckedModel) and "trace" not in model.capabilities)
+    if undeclared and stages_shown and not expected.identity and against is None:
         like, hint = _behaves_like(found, expected, divergence, localize)
         detail += hint
     if divergence is not None:
@@ -321,7 +325,9 @@ def _behaves_like(
     (`HINT_CLASSES`) whose rounding its error follows (`rounding_fit`, position by position and, when
     it traced, stage by stage; the nearest emulation where tf32 and float16 both do) and whose bound
     holds it, and what the message says of it; (None, "") when no class's does. A comparison with the
-    model's own output, or an exact law, has no emulated error to follow: no hint."""
+    model's own output, or an exact law, has no emulated error to follow: no hint (nor, for a model
+    that traces, a check made without localizing: its logits alone can look like rounding, as float16
+    accumulation's look like tf32's, where its stages would not)."""
     fits = []
     for p in HINT_CLASSES:
         c = expected.compare(found, precision=p)
@@ -340,12 +346,12 @@ def _behaves_like(
         return None, ""
     c = next(c for fit, c in fits if fit is best)
     p = best.precision
-    traced = ", and stage by stage" if divergence is not None else ""
+    traced = " and at every traced stage" if divergence is not None else ""
     return p.label, (
-        f"; its error follows {p.label}'s rounding (position by position {best.median:.2g}x the reference rounded to "
-        f"{p.label}'s{traced}) and is within the {p.label} tolerance {c.bound:.3g} ({c.ratio:.3g}x): the model "
-        f"declares no precision and behaves like {p.label} here (if it computes in {p.label}, declare "
-        f"precision = {p.name!r})"
+        f"; its error is {p.label}'s rounding (the size of the error of the reference rounded to {p.label}, "
+        f"{best.median:.2g}x, at every position{traced}) and within the {p.label} tolerance {c.bound:.3g} "
+        f"({c.ratio:.3g}x): the model declares no precision and behaves like {p.label} here (if it computes in "
+        f"{p.label}, declare precision = {p.name!r})"
     )
 
 

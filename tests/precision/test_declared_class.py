@@ -84,8 +84,10 @@ GPT2 = SMALL.replace(family="gpt2", tie_embeddings=True)
 
 def test_an_undeclared_model_computing_in_bfloat16_behaves_like_bfloat16() -> None:
     message, behaves_like = _behaves_like(Case(SMALL, 1, 3.0, _tokens(SMALL, 24)))
-    assert "its error follows bfloat16's rounding (position by position 1x the reference rounded to bfloat16's, " \
-        "and stage by stage) and is within the bfloat16 tolerance" in message  # fmt: skip
+    assert (
+        "its error is bfloat16's rounding (the size of the error of the reference rounded to bfloat16, 1x, at every "
+        "position and at every traced stage) and within the bfloat16 tolerance"
+    ) in message
     assert "behaves like bfloat16 here (if it computes in bfloat16, declare precision = 'bfloat16')" in message
     assert behaves_like == "bfloat16"
 
