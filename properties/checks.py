@@ -22,9 +22,13 @@ is equivalent to `assert max|found - expected| <= bound`, with the message and t
 
 Bounds are those of the model's precision class (`verifier.analysis.precision`), which `judge_at`
 sets when the model is built for an example; every failure message names the class. A model that
-declares no class is float32; when one of its numeric checks fails, `agree` also says whether the
-error is within a coarser floating class's bound (recorded as ("behaves_like", class)), the class
-the model then behaves like.
+declares no class is float32; when one of its checks against the oracle fails, `agree` also says
+which coarser floating class it behaves like, where its error is that class's rounding
+(`verifier.analysis.precision.rounding_fit`: the size of the error of the reference rounded to the
+class, and in part its direction, at every position and, when the model traces, at every stage)
+and within that class's bound; recorded, from the failure the test reports, as ("behaves_like",
+class). Otherwise it says nothing about precision: a bug's error starts at one stage, or
+concentrates at some positions, as rounding's does not.
 """
 
 from __future__ import annotations
@@ -38,14 +42,15 @@ from typing import Any, TypeVar
 import numpy as np
 from hypothesis import note, reject
 
-from verifier.analysis.divergence import DecodeDivergence, Divergence, DivergentChunk
-from verifier.analysis.precision import BFLOAT16, FLOAT16, FLOAT32, TF32, Precision
+from verifier.analysis.divergence import DecodeDivergence, Divergence, DivergentChunk, localize
+from verifier.analysis.precision import EMULATION, FLOAT32, HINT_CLASSES, Precision, closest, rounding_fit
 from verifier.plugin.contract import CheckedModel, ContractViolation
 from verifier.properties import oracle as oracles
 from verifier.properties.oracle import Expected, Oracle
 from verifier.properties.strategies import Case
 
 __all__ = [
+    "Localizer",
     "PropertyFailure",
     "Record",
     "agree",
@@ -88,7 +93,7 @@ class Record:
     refused: dict[str, None] = field(default_factory=dict)
     by_model: dict[str, None] = field(default_factory=dict)
     precision: str | None = None  # the class the model was judged at
-    behaves_like: str | None = None  # an undeclared model's failure within this coarser class's bound
+    behaves_like: str | None = None  # an undeclared model's reported failure follows this class's rounding
 
     def why_nothing_compared(self, model: str) -> str:
         """The skip reason of a property that ran `examples` cases on `model` and compared nothing."""
@@ -214,11 +219,13 @@ def record_ratio(ratio: float) -> None:
 
 
 class PropertyFailure(AssertionError):
-    """A property's verdict on a model; `divergence` is the trace comparison that localized it."""
+    """A property's verdict on a model; `divergence` is the trace comparison that localized it, and
+    `behaves_like` the class whose rounding the error follows (a model that declares none)."""
 
-    def __init__(self, message: str, divergence: Divergence | None = None) -> None:
+    def __init__(self, message: str, divergence: Divergence | None = None, behaves_like: str | None = None) -> None:
         super().__init__(message)
         self.divergence = divergence
+        self.behaves_like = behaves_like
 
 
 def record_failure(record: Record, error: BaseException) -> None:
@@ -229,6 +236,8 @@ def record_failure(record: Record, error: BaseException) -> None:
     if violation is not None:
         record.contract_rule = violation.rule
     failure = _first_of(error, PropertyFailure)
+    if failure is not None:
+        record.behaves_like = failure.behaves_like  # the reported failure's, as its message says
     if failure is not None and failure.divergence is not None and failure.divergence.first is not None:
         record.first_divergent_stage = failure.divergence.first.stage
         record.stage_errors = failure.divergence.as_rows()
@@ -248,12 +257,19 @@ def _first_of(error: BaseException, kind: type[E]) -> E | None:
     return None
 
 
-def fail(model: CheckedModel | str, what: str, detail: str, divergence: Divergence | None = None) -> None:
+def fail(
+    model: CheckedModel | str,
+    what: str,
+    detail: str,
+    divergence: Divergence | None = None,
+    *,
+    behaves_like: str | None = None,
+) -> None:
     """Raise the suite's failure: `<property>: model 'x' (<precision class>), <what>: <detail>`."""
     __tracebackhide__ = True
     name = model if isinstance(model, str) else model.name
     label = oracles.precision().label if isinstance(model, str) else model.precision.label
-    raise PropertyFailure(f"{property_name()}: model {name!r} ({label}), {what}: {detail}", divergence)
+    raise PropertyFailure(f"{property_name()}: model {name!r} ({label}), {what}: {detail}", divergence, behaves_like)
 
 
 def _at(array: np.ndarray, index: tuple[int, ...]) -> str:
@@ -288,39 +304,58 @@ def agree(
         f"{source} {_at(reference, c.index)}) exceeds the {expected.precision.label} tolerance {c.bound:.3g} "
         f"({c.ratio:.3g}x the bound)"
     )
-    if isinstance(model, CheckedModel) and not model.precision_declared and not expected.identity:
-        detail += _behaves_like(found, expected, against, slack)
     divergence = localize() if localize is not None else None
+    like = None
+    undeclared = isinstance(model, CheckedModel) and not model.precision_declared
+    # A model that traces shows its stages, and the hint needs them: a check that did not localize gives none.
+    stages_shown = divergence is not None or (isinstance(model, CheckedModel) and "trace" not in model.capabilities)
+    if undeclared and stages_shown and not expected.identity and against is None:
+        like, hint = _behaves_like(found, expected, divergence, localize)
+        detail += hint
     if divergence is not None:
         detail += ("\nfirst divergent stage: " if divergence.first else "\n") + divergence.describe()
-    fail(model, what, detail, divergence)
+    fail(model, what, detail, divergence, behaves_like=like)
     return c.ratio
 
 
-# The floating classes an undeclared model's failure is measured against, finest first.
-COARSER = (TF32, FLOAT16, BFLOAT16)
-
-
-def _behaves_like(found: np.ndarray, expected: Expected, against: np.ndarray | None, slack: float) -> str:
-    """For an undeclared (float32) model's failed check: the finest coarser class whose bound the
-    error is within, said and recorded, or that none is. A class whose bound is infinite (its
-    emulation overflowed: the case is beyond float16's range) says nothing."""
-    for p in COARSER:
-        c = expected.compare(found, against=against, slack=slack, precision=p)
-        if c.ok and math.isfinite(c.bound):
-            record = _current()
-            if record is not None and (record.behaves_like is None or _coarser(p, record.behaves_like)):
-                record.behaves_like = p.label
-            return (
-                f"; within the {p.label} tolerance {c.bound:.3g} ({c.ratio:.3g}x): the model declares no precision "
-                f"and behaves like {p.label} here (if it computes in {p.label}, declare precision = {p.name!r})"
-            )
-    return "; beyond the tf32, float16 and bfloat16 tolerances too"
-
-
-def _coarser(p: Precision, label: str) -> bool:
-    order = [c.label for c in COARSER]
-    return label in order and order.index(p.label) > order.index(label)
+def _behaves_like(
+    found: np.ndarray,
+    expected: Expected,
+    divergence: Divergence | None,
+    localize: Callable[[], Divergence | None] | None,
+) -> tuple[str | None, str]:
+    """For an undeclared (float32) model's failed comparison with the oracle: the one floating class
+    (`HINT_CLASSES`) whose rounding its error follows (`rounding_fit`, position by position and, when
+    it traced, stage by stage; the nearest emulation where tf32 and float16 both do) and whose bound
+    holds it, and what the message says of it; (None, "") when no class's does. A comparison with the
+    model's own output, or an exact law, has no emulated error to follow: no hint (nor, for a model
+    that traces, a check made without localizing: its logits alone can look like rounding, as float16
+    accumulation's look like tf32's, where its stages would not)."""
+    fits = []
+    for p in HINT_CLASSES:
+        c = expected.compare(found, precision=p)
+        if not (c.ok and math.isfinite(c.bound)):  # an infinite bound: the emulation overflowed (float16's range)
+            continue
+        emulated = expected.neighbours_at(p)[EMULATION]
+        stages = emulated_stages = None
+        if divergence is not None:
+            stages = {s.stage: (math.inf if s.problem else s.max_error) for s in divergence.stages}
+            emulated_stages = localize.emulated_stages(p) if isinstance(localize, Localizer) else None
+        fit = rounding_fit(p, found, expected.value, emulated, stages, emulated_stages)
+        if fit is not None:
+            fits.append((fit, c))
+    best = closest([fit for fit, _ in fits])
+    if best is None:
+        return None, ""
+    c = next(c for fit, c in fits if fit is best)
+    p = best.precision
+    traced = " and at every traced stage" if divergence is not None else ""
+    return p.label, (
+        f"; its error is {p.label}'s rounding (the size of the error of the reference rounded to {p.label}, "
+        f"{best.median:.2g}x, at every position{traced}) and within the {p.label} tolerance {c.bound:.3g} "
+        f"({c.ratio:.3g}x): the model declares no precision and behaves like {p.label} here (if it computes in "
+        f"{p.label}, declare precision = {p.name!r})"
+    )
 
 
 def top_token(
@@ -342,15 +377,30 @@ def top_token(
         )
 
 
-def localizer(model: CheckedModel, oracle: Oracle, tokens: np.ndarray) -> Callable[[], Divergence | None]:
-    """What `agree` calls on failure: the model's trace of `tokens` [T] against the oracle's, when it traces."""
+class Localizer:
+    """What `agree` calls on failure: the model's trace of `tokens` [T] against the oracle's, when it
+    traces; and, for the hint of a model that declares no class, how far the class emulations' traces
+    lie from the oracle's."""
 
-    def localize() -> Divergence | None:
-        if "trace" not in model.capabilities:
+    def __init__(self, model: CheckedModel, oracle: Oracle, tokens: np.ndarray) -> None:
+        self.model, self.oracle, self.tokens = model, oracle, tokens
+
+    def __call__(self) -> Divergence | None:
+        if "trace" not in self.model.capabilities:
             return None
-        return oracle.localize(model.trace(tokens), tokens, rope_layout=model.rope_layout)
+        return self.oracle.localize(self.model.trace(self.tokens), self.tokens, rope_layout=self.model.rope_layout)
 
-    return localize
+    def emulated_stages(self, precision: Precision) -> dict[str, float]:
+        """{stage: max |error|} of `precision`'s emulation (the reference run at the class) against
+        the oracle, over the same tokens (the oracle's trace streamed a layer at a time)."""
+        emulation = self.oracle.neighbour_models(precision)[EMULATION]
+        found = localize(emulation.trace(self.tokens), self.oracle.model.trace_layers(self.tokens), precision=precision)
+        return {s.stage: s.max_error for s in found.stages}
+
+
+def localizer(model: CheckedModel, oracle: Oracle, tokens: np.ndarray) -> Localizer:
+    """What `agree` calls on failure to name the first divergent stage (`Localizer`)."""
+    return Localizer(model, oracle, tokens)
 
 
 def decode_positions(model: CheckedModel, chunks: Sequence[int], cached: int = 0) -> list[tuple[int, int]]:

@@ -39,7 +39,7 @@ def test_an_undeclared_model_says_float32_and_what_its_failures_behave_like() ->
     card = ModelCard("m", "--model", {"gpt2": "logits"})
     report = _report(
         card,
-        Result("a", "m", "fail", "numeric", examples=1, precision="float32", behaves_like="tf32"),
+        Result("a", "m", "fail", "numeric", examples=1, precision="float32", behaves_like="bfloat16"),
         Result("b", "m", "fail", "numeric", examples=1, precision="float32", behaves_like="bfloat16"),
         Result("c", "m", "fail", "a shape", examples=1, precision="float32"),
     )
@@ -48,8 +48,24 @@ def test_an_undeclared_model_says_float32_and_what_its_failures_behave_like() ->
     assert verdict.behaves_like == "bfloat16 (2 of 3 failed properties)"
     text = render.text(report)
     assert "precision: float32 (declares none)" in text
-    assert "m: FAILS (3 properties run: 0 pass, 3 fail; 0 skip; 3 examples); it declares no precision and its " in text
-    assert "it behaves like bfloat16 (if it computes in bfloat16, declare precision = 'bfloat16')" in text
+    assert "m: FAILS (3 properties run: 0 pass, 3 fail; 0 skip; 3 examples); it declares no precision, and the " in text
+    assert (
+        "the errors of its failures follow bfloat16's rounding (2 of 3 failed properties): it behaves like bfloat16 "
+        "(if it computes in bfloat16, declare precision = 'bfloat16')"
+    ) in text
+
+
+def test_failures_that_name_different_classes_leave_the_verdict_naming_none() -> None:
+    """The verdict says only what every hinted failure says: notes naming tf32 and bfloat16 (the
+    verdict once said bfloat16, the coarsest, beside a note saying tf32) make it name no class."""
+    report = _report(
+        ModelCard("m", "--model", {"gpt2": "logits"}),
+        Result("a", "m", "fail", "numeric", examples=1, precision="float32", behaves_like="tf32"),
+        Result("b", "m", "fail", "numeric", examples=1, precision="float32", behaves_like="bfloat16"),
+    )
+    (verdict,) = report.verdicts()
+    assert verdict.behaves_like == ""
+    assert "behaves like" not in render.text(report)
 
 
 def test_the_collector_reads_the_class_and_what_it_behaves_like(tmp_path: Path) -> None:

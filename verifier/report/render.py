@@ -114,10 +114,10 @@ def verdict_lines(report: Report) -> list[str]:
         name = v.model if v.precision == "float32" else f"{v.model} ({v.precision})"
         line = f"{name}: {label} ({counts})" + (f"; {v.reason}" if v.reason else "")
         if v.behaves_like:
-            like = v.behaves_like.split(" ", 1)[0]
+            like, failures = v.behaves_like.split(" ", 1)
             line += (
-                f"; it declares no precision and its failures are within the bounds of {v.behaves_like}: it behaves "
-                f"like {like} (if it computes in {like}, declare precision = {like!r})"
+                f"; it declares no precision, and the errors of its failures follow {like}'s rounding {failures}: it "
+                f"behaves like {like} (if it computes in {like}, declare precision = {like!r})"
             )
         lines.append(line)
     return lines

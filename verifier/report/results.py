@@ -14,7 +14,7 @@ these keys; each also shows in pytest's own JUnit XML:
 - `contract_rule`: str, on a failure that is a contract breach, the rule broken (e.g. `shape`);
 - `precision`: str, the precision class the model was judged at (`verifier.analysis.precision`);
 - `behaves_like`: str, on a failure of a model that declares no class, the coarser floating class
-  whose bounds its numeric failures are within (the class the model behaves like).
+  whose rounding the reported failure's error follows (the class the model behaves like).
 
 A registered model that cannot run here (the built-in `transformers` without its extra) is not
 under test: the header names it with the reason (`Header.unavailable`); it has no verdict and
@@ -91,7 +91,7 @@ class ModelVerdict:
     reason: str = ""
     precision: str = "float32"  # the class it was judged at
     declared: bool = False  # whether the model declared it
-    behaves_like: str = ""  # undeclared: the coarsest class its failures were within, and in how many
+    behaves_like: str = ""  # undeclared: the one class its failures' errors follow, and in how many
 
     @property
     def run(self) -> int:
@@ -235,15 +235,16 @@ class Report:
 
 
 def _behaves_like(results: list[Result]) -> str:
-    """`bfloat16 (5 of 7 failed properties)`: the coarsest class an undeclared model's failures were
-    within, and how many of its failures were; empty when none was."""
+    """`bfloat16 (5 of 7 failed properties)`: the class an undeclared model's failures behave like
+    (their errors follow its rounding), and how many of its failures do; empty when none does, or
+    when two failures name different classes (the verdict then names none: it says only what every
+    hinted failure says)."""
     failed = [r for r in results if r.outcome in FAILING]
-    within = [r.behaves_like for r in failed if r.behaves_like]
-    if not within:
+    named = {r.behaves_like for r in failed if r.behaves_like}
+    if len(named) != 1:
         return ""
-    order = ["tf32", "float16", "bfloat16"]
-    coarsest = max(within, key=lambda label: order.index(label) if label in order else -1)
-    return f"{coarsest} ({len(within)} of {len(failed)} failed properties)"
+    (like,) = named
+    return f"{like} ({sum(r.behaves_like == like for r in failed)} of {len(failed)} failed properties)"
 
 
 def _finite(value: Any) -> Any:
