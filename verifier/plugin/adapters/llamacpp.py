@@ -114,7 +114,7 @@ class LlamaCppModel:
 
         self._lib, self._log = _library()
         self.config = config
-        # A Q8_0 file's class; an F32 one declares none (float32), so a failure says what it behaves like.
+        # A Q8_0 file's class; an F32 one declares none (float32): judged by float32's bounds.
         self.precision: Precision | None = Q8_0 if tensor_type == "Q8_0" else None
         self._threads = threads
         self._dir = tempfile.TemporaryDirectory(prefix="verifier-llamacpp-")
