@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from verifier.cli import main
 from verifier.plugin.llama2c import Llama2cUnavailable, checkout
+from verifier.report import suite
 
 
 @pytest.fixture
@@ -33,3 +35,24 @@ def test_the_variable_names_the_tree(stray_tree: Path, monkeypatch: pytest.Monke
     monkeypatch.setenv(checkout.SOURCE_ENV, str(tmp_path / "work"))
     with pytest.raises(Llama2cUnavailable, match=r"VERIFIER_LLAMA2C_SRC=.*work holds no run\.c"):
         checkout.source_tree()
+
+
+def test_check_s_option_names_the_tree_for_the_suite_it_runs(
+    stray_tree: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seen = []
+    monkeypatch.setattr(suite, "run", lambda *a, **k: seen.append(checkout.source_tree()) or 4)  # pytest's usage error
+    assert main(["check", "--model", "numpy", "--reports", str(tmp_path / "r"), "--llama2c-src", str(stray_tree)]) == 2
+    assert seen == [stray_tree]  # what the run's pytest (a child of this process) finds
+
+
+def test_check_s_option_refuses_a_folder_without_run_c(
+    stray_tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["check", "--model", "numpy", "--reports", str(tmp_path / "r"), "--llama2c-src", "."]) == 2
+    err = capsys.readouterr().err
+    where = tmp_path / "work"
+    assert err == (
+        f"verifier check: error: --llama2c-src .: there is no run.c in {where}; "
+        "give the folder of a llama2.c checkout\n"
+    )

@@ -12,6 +12,7 @@ examples on it), 1 when one does not or was untested, 2 when pytest could not st
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -22,6 +23,7 @@ from verifier.plugin.command.declarations import DECLARATIONS, FILE_SUFFIX, META
 from verifier.plugin.command.files import FORMATS
 from verifier.plugin.command.options import CHECK_OPTIONS, PYTEST_OPTIONS, SETTINGS, from_options
 from verifier.plugin.command.program import DEFAULT_TIMEOUT_S, UNSUPPORTED_STATUS
+from verifier.plugin.llama2c.checkout import SOURCE_ENV
 from verifier.plugin.registry import ENV_VAR, PluginError
 from verifier.properties import profiles
 from verifier.report import render, suite
@@ -90,6 +92,12 @@ def add_parser(subparsers: Any) -> None:
         "only tokens, lengths, chunkings, batches and edits, and the report names the checkpoint and its sha256",
     )
     p.add_argument(
+        "--llama2c-src",
+        metavar="DIR",
+        help=f"your llama2.c checkout, whose run.c and runq.c the built-in llama2c and runq build "
+        f"(default: ${SOURCE_ENV}; without either, llama2c runs the pinned 2023 run.c and runq skips)",
+    )
+    p.add_argument(
         "--suite",
         metavar="DIR",
         help=f"the properties/ folder (default: ${suite.SUITE_ENV_VAR}, else next to the package)",
@@ -128,11 +136,21 @@ def _command_options(args: argparse.Namespace) -> list[str]:
     return [f"{name}={value}" for name, value in options.items()]
 
 
+def _llama2c_tree(path: str) -> str:
+    """The absolute path of a llama2.c checkout given with --llama2c-src; PluginError if it holds no run.c."""
+    tree = Path(path).resolve()
+    if not (tree / "run.c").is_file():
+        raise PluginError(f"--llama2c-src {path}: there is no run.c in {tree}; give the folder of a llama2.c checkout")
+    return str(tree)
+
+
 def run(args: argparse.Namespace) -> int:
     suite_dir = suite.find_suite(args.suite)
     config = suite.pytest_config(args.pytest_config) if args.pytest_config else None
     suite.check_pytest_args(args.pytest_args)
     pytest_args = [*_command_options(args), *args.pytest_args]  # a bad --command is a usage error before the run
+    if args.llama2c_src is not None:
+        os.environ[SOURCE_ENV] = _llama2c_tree(args.llama2c_src)  # for pytest, which this process starts
     reports = Path(args.reports)
     check_directory(reports)  # before the run, not after it
     log = None if any(arg in _INTERACTIVE for arg in args.pytest_args) else reports / LOG

@@ -87,13 +87,14 @@ def run(args: argparse.Namespace) -> int:
         sys.path.insert(0, str(Path.cwd()))
     own = [registry.load_spec(n, origin="model") for n in dict.fromkeys(args.names) if n not in listed]
     for spec in specs:
+        if args.names and spec.name not in args.names:  # asked about some: those only, not every model listed
+            continue
         print(f"{spec.name}  ({spec.origin}{'' if spec.default else f', tested when named: --model {spec.name}'})")
         if spec.unavailable:
             print(f"  not available here (left out of runs): {spec.unavailable}")
             continue
-        if args.no_probe or (args.names and spec.name not in args.names):
-            continue
-        _show_probes(spec)
+        if not args.no_probe:
+            _show_probes(spec)
     for spec in own:
         print(f"{spec.name}  ({_where(spec)}; test it with: verifier check --model {spec.name})")
         if not args.no_probe:

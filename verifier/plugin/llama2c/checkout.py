@@ -26,7 +26,9 @@ def source_tree() -> Path:
     """The llama2.c tree $VERIFIER_LLAMA2C_SRC names; Llama2cUnavailable when it names none, or one without run.c."""
     named = os.environ.get(SOURCE_ENV)
     if not named:
-        raise Llama2cUnavailable(f"no llama2.c source tree: set ${SOURCE_ENV} to a llama2.c checkout")
+        raise Llama2cUnavailable(
+            f"no llama2.c source tree: set ${SOURCE_ENV} to a llama2.c checkout (verifier check: --llama2c-src DIR)"
+        )
     tree = Path(named)
     if not (tree / "run.c").is_file():
         raise Llama2cUnavailable(f"${SOURCE_ENV}={named} holds no run.c")
