@@ -41,6 +41,7 @@ def test_check_s_option_names_the_tree_for_the_suite_it_runs(
     stray_tree: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     seen = []
+    monkeypatch.setenv(checkout.SOURCE_ENV, "")  # so that the variable check sets is undone after the test
     monkeypatch.setattr(suite, "run", lambda *a, **k: seen.append(checkout.source_tree()) or 4)  # pytest's usage error
     assert main(["check", "--model", "numpy", "--reports", str(tmp_path / "r"), "--llama2c-src", str(stray_tree)]) == 2
     assert seen == [stray_tree]  # what the run's pytest (a child of this process) finds
