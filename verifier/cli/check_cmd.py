@@ -19,9 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from verifier.plugin.command import GIVES, CommandTemplateError
-from verifier.plugin.command.declarations import DECLARATIONS, FILE_SUFFIX, METAVARS
 from verifier.plugin.command.files import FORMATS
-from verifier.plugin.command.options import CHECK_OPTIONS, PYTEST_OPTIONS, SETTINGS, from_options
+from verifier.plugin.command.options import CHECK_OPTIONS, PYTEST_OPTIONS, SETTINGS, from_options, help_texts
 from verifier.plugin.command.program import DEFAULT_TIMEOUT_S, UNSUPPORTED_STATUS
 from verifier.plugin.llama2c.checkout import SOURCE_ENV
 from verifier.plugin.registry import ENV_VAR, PluginError
@@ -70,20 +69,8 @@ def add_parser(subparsers: Any) -> None:
         metavar="SECONDS",
         help=f"how long one run of the --command program may take (default {DEFAULT_TIMEOUT_S:g})",
     )
-    p.add_argument(
-        "--declarations",
-        metavar="FILE",
-        help=f"the TOML file of what the --command program declares (default: <program>{FILE_SUFFIX} beside it, "
-        "if there is one; options win over it)",
-    )
-    for key, meaning in DECLARATIONS.items():
-        p.add_argument(
-            CHECK_OPTIONS[key],
-            dest=key,
-            metavar=METAVARS[key],
-            help=f"the --command program declares {meaning}"
-            + (" (default: float32, or the Q8_0 of a llama2c-v2 or gguf-q8_0 file)" if key == "precision" else ""),
-        )
+    for key, (metavar, text) in help_texts().items():
+        p.add_argument(CHECK_OPTIONS[key], dest=key, metavar=metavar, help=text)
     p.add_argument(
         "--checkpoint",
         metavar="PATH|REPO_ID",

@@ -29,6 +29,21 @@ PYTEST_OPTIONS = _spelled("command-")  # --command-format, --command-families, .
 CHECK_OPTIONS = _spelled("")  # --format, --families, ...
 
 
+def help_texts() -> dict[str, tuple[str, str]]:
+    """(metavar, help) of the declaration file's option and of each declaration's, the same in both front ends."""
+    texts = {
+        "declarations": (
+            "FILE",
+            f"the TOML file of what the --command program declares (default: <program>{declarations.FILE_SUFFIX} "
+            "beside it, if there is one; options win over it)",
+        )
+    }
+    for key, meaning in declarations.DECLARATIONS.items():
+        default = " (default: float32, or the Q8_0 of a llama2c-v2 or gguf-q8_0 file)" if key == "precision" else ""
+        texts[key] = (declarations.METAVARS[key], f"the --command program declares {meaning}{default}")
+    return texts
+
+
 def from_options(values: Mapping[str, Any], options: Mapping[str, str], directory: Path) -> Command | None:
     """The program `values` describe (key of SETTINGS or "command" -> the option's value, None where
     not given), or None without a template; `options` spells each key as the user typed it. The
