@@ -6,16 +6,21 @@ and the verdict last; pytest's whole output goes to `pytest.log` in the reports 
 
 Exit status: 0 when every model conforms (none of its tests failed, and its properties ran
 examples on it), 1 when one does not or was untested, 2 when pytest could not start (a bad
---model, a bad pytest option), 130 when Ctrl-C stopped the run (after the reports of what ran).
+--model, a bad pytest option, an empty --checkpoint, a --reports another run is writing into), 130
+when Ctrl-C or SIGTERM stopped the run (after the reports of what ran).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from verifier.plugin.command import GIVES, CommandTemplateError
@@ -26,7 +31,7 @@ from verifier.plugin.llama2c.checkout import SOURCE_ENV
 from verifier.plugin.registry import ENV_VAR, PluginError
 from verifier.properties import profiles
 from verifier.report import render, suite
-from verifier.report.output import LOG, check_directory, write_reports
+from verifier.report.output import LOG, check_directory, only_run, write_reports
 from verifier.report.results import Report
 
 # pytest's exit status for a usage error (a bad option, a --model that names nothing).
@@ -118,6 +123,10 @@ def _command_options(args: argparse.Namespace) -> list[str]:
     except CommandTemplateError as e:
         raise PluginError(str(e)) from None
     options = {PYTEST_OPTIONS[key]: value for key, value in values.items() if value is not None}
+    if args.checkpoint == "":  # `--checkpoint "$CKPT"` with the variable unset: not a run on drawn configs
+        raise PluginError(
+            "--checkpoint '': an empty value names no checkpoint; give a path or repo id, or leave it out"
+        )
     if args.checkpoint is not None:
         options["--checkpoint"] = args.checkpoint
     return [f"{name}={value}" for name, value in options.items()]
@@ -131,7 +140,26 @@ def _llama2c_tree(path: str) -> str:
     return str(tree)
 
 
+def _stop(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt  # SIGTERM outside pytest's run: unwind as Ctrl-C does, removing the temporary folder
+
+
+@contextlib.contextmanager
+def _sigterm_as_ctrl_c() -> Iterator[None]:
+    """SIGTERM (CI timeouts, cancellations) stops the run as Ctrl-C does (`suite.run` while pytest runs)."""
+    previous = signal.signal(signal.SIGTERM, _stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def run(args: argparse.Namespace) -> int:
+    with _sigterm_as_ctrl_c():
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     suite_dir = suite.find_suite(args.suite)
     config = suite.pytest_config(args.pytest_config) if args.pytest_config else None
     suite.check_pytest_args(args.pytest_args)
@@ -140,6 +168,14 @@ def run(args: argparse.Namespace) -> int:
         os.environ[SOURCE_ENV] = _llama2c_tree(args.llama2c_src)  # for pytest, which this process starts
     reports = Path(args.reports)
     check_directory(reports)  # before the run, not after it
+    with only_run(reports):
+        return _check(args, suite_dir, config, pytest_args, reports)
+
+
+def _check(
+    args: argparse.Namespace, suite_dir: Path, config: Path | None, pytest_args: list[str], reports: Path
+) -> int:
+    """Run pytest on the suite and write the reports into `reports` (locked, the old reports removed)."""
     log = None if any(arg in _INTERACTIVE for arg in args.pytest_args) else reports / LOG
     if log is not None:
         print(f"verifier check: running the property suite; pytest's whole output goes to {log}", flush=True)

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
+
+import filelock
 
 from verifier.formats.fileio import atomic_write
 from verifier.report import html, plot, render
@@ -14,6 +18,7 @@ MARKDOWN = "conformance.md"
 JSON = "conformance.json"
 HTML = "conformance.html"
 LOG = "pytest.log"  # pytest's whole output of a `verifier check` run
+LOCK = ".verifier-check.lock"  # held by the `verifier check` run writing into a reports directory
 
 
 class ReportError(ValueError):
@@ -28,6 +33,32 @@ def check_directory(directory: Path) -> None:
         raise ReportError(f"{directory}: cannot be the reports directory: {e.strerror or e}") from None
     if not os.access(directory, os.W_OK | os.X_OK):
         raise ReportError(f"{directory}: cannot be the reports directory: not writable")
+
+
+@contextlib.contextmanager
+def only_run(directory: Path) -> Iterator[None]:
+    """Hold `directory`'s lock for one run, and remove the previous run's reports as the run starts.
+
+    Two runs into one directory would overwrite each other's reports, leaving a Markdown, JSON and HTML
+    from different runs: the second is refused (ReportError) instead of waiting, as a CI job should fail
+    than hang. The old reports go before the run, so a run stopped before it writes any never leaves
+    the previous run's "conforms" beside its own log.
+    """
+    lock = filelock.FileLock(directory / LOCK, timeout=0)  # non-blocking: held means refused
+    try:
+        lock.acquire()
+    except filelock.Timeout:
+        raise ReportError(
+            f"{directory}: another verifier check is writing its reports here; wait for it or give another --reports"
+        ) from None
+    except OSError as e:
+        raise ReportError(f"{directory}: cannot lock the reports directory: {e.strerror or e}") from None
+    try:
+        for name in (MARKDOWN, JSON, HTML):
+            (directory / name).unlink(missing_ok=True)
+        yield
+    finally:
+        lock.release()
 
 
 def write_atomic(path: Path, data: bytes) -> None:

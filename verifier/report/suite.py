@@ -28,6 +28,9 @@ SUITE_ENV_VAR = "VERIFIER_SUITE"
 OWN_CONFIG = Path(__file__).resolve().with_name("pytest.ini")
 IGNORED_ENV = ("PYTEST_ADDOPTS",)  # the user's pytest options: `verifier check -- OPTIONS` passes them on
 _POLL_S = 0.1  # how often a run checks for Ctrl-C while pytest runs
+# SIGTERM (what CI timeouts and cancellations send) stops a run as Ctrl-C does: left to its default
+# action it would kill this process alone, leaving pytest (in its own process group) running to the end.
+STOPS = (signal.SIGINT, signal.SIGTERM)
 
 
 class SuiteNotFound(ValueError):
@@ -119,7 +122,7 @@ def run(command: Sequence[str], log: Path | None = None) -> int:
     Ctrl-C stops pytest as it stops a plain run: pytest (in its own process group, so that it gets
     one interrupt, from here) ends the test it is in and writes the results so far, which say the run
     was interrupted. A second Ctrl-C kills it. Interrupts are recorded from before pytest starts, so
-    none can leave it running unwatched.
+    none can leave it running unwatched. SIGTERM counts as a Ctrl-C (`STOPS`).
     """
     env = {name: value for name, value in os.environ.items() if name not in IGNORED_ENV}
     with contextlib.ExitStack() as stack:
@@ -145,7 +148,7 @@ def _terminal() -> int | None:
 def _watch(command: Sequence[str], env: dict[str, str], output: IO[bytes] | None, progress: int | None) -> int:
     """Start `command` and wait for it, passing Ctrl-C on as `run` says."""
     interrupts: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: interrupts.append(signum))
+    previous = {stop: signal.signal(stop, lambda signum, frame: interrupts.append(signum)) for stop in STOPS}
     try:
         process = subprocess.Popen(
             list(command),
@@ -169,4 +172,5 @@ def _watch(command: Sequence[str], env: dict[str, str], output: IO[bytes] | None
                 process.send_signal(signal.SIGINT)
                 forwarded = True
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for stop, handler in previous.items():
+            signal.signal(stop, handler)
