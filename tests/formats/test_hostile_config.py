@@ -68,7 +68,7 @@ def test_hostile_value_is_one_checkpoint_error(
         read_config_json(directory)
     message = str(caught.value)
     assert words in message
-    assert message.startswith(str(directory))
+    assert message.startswith(str(directory / "config.json"))
     assert "\n" not in message and len(message) < 300
 
 
@@ -111,3 +111,11 @@ def test_inspect_refuses_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert main(["inspect", str(directory)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"{key}: must be" in err
+
+
+def test_params_refuses_a_llama_like_size_above_the_maximum(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`verifier params` counts Mistral-like configs without a ModelConfig; the same maxima apply there."""
+    fields = {**LLAMA.to_hf_dict(), "model_type": "mistral", "num_hidden_layers": 10**19}
+    assert main(["params", str(write_config(tmp_path / "model", fields))]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "num_hidden_layers: must be at most" in err

@@ -37,6 +37,9 @@ def read_config_fields(path: str | Path) -> dict[str, Any]:
 
 def read_config_json(path: str | Path) -> ModelConfig:
     """The config described by a `config.json` file (or by the one inside directory `path`)."""
+    path = Path(path)
+    if path.is_dir():  # errors name the file itself, not the folder around it
+        path = path / "config.json"
     return config_from_fields(path, read_config_fields(path), from_hf_dict)
 
 
