@@ -26,6 +26,10 @@ def read_config_fields(path: str | Path) -> dict[str, Any]:
         raise CheckpointError(path, "config.json", f"cannot be read: {e.strerror or e}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise CheckpointError(path, "config.json", f"not valid JSON: {e}") from None
+    except RecursionError:  # e.g. 100,000 nested arrays: no configuration nests more than a few levels
+        raise CheckpointError(path, "config.json", "JSON nested too deeply") from None
+    except ValueError as e:  # e.g. an integer of more digits than Python converts (sys.get_int_max_str_digits)
+        raise CheckpointError(path, "config.json", f"not valid JSON: {str(e)[:80]}") from None
     if not isinstance(fields, dict):
         raise CheckpointError(path, "config.json", "must hold a JSON object", found=type(fields).__name__)
     return fields
@@ -33,6 +37,9 @@ def read_config_fields(path: str | Path) -> dict[str, Any]:
 
 def read_config_json(path: str | Path) -> ModelConfig:
     """The config described by a `config.json` file (or by the one inside directory `path`)."""
+    path = Path(path)
+    if path.is_dir():  # errors name the file itself, not the folder around it
+        path = path / "config.json"
     return config_from_fields(path, read_config_fields(path), from_hf_dict)
 
 

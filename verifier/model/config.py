@@ -9,6 +9,7 @@ This module does no I/O and imports `transformers` only inside the functions tha
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -162,6 +163,26 @@ def _require(fields: dict[str, Any], *names: str) -> Any:
     raise ConfigError(names[0], "missing from the config")
 
 
+def _size(fields: dict[str, Any], maximum: int, *names: str) -> int:
+    """The first of `names` present, checked as a size in 1..maximum under the config.json key it came from."""
+    value = _require(fields, *names)
+    return check_size(next(name for name in names if fields.get(name) is not None), value, maximum)
+
+
+def _number(fields: dict[str, Any], name: str, default: float) -> float:
+    """Field `name` as a finite float: a JSON number, not a boolean (`true` is not 1.0), not Infinity or NaN."""
+    value = fields.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(name, f"must be a number, found {type(value).__name__} {_quote(value)}")
+    try:
+        number = float(value)
+    except OverflowError:  # an int too large for a float
+        number = math.inf
+    if not math.isfinite(number):
+        raise ConfigError(name, f"must be finite, found {_quote(value)}")
+    return number
+
+
 def _from_gpt2_fields(f: dict[str, Any]) -> ModelConfig:
     activation = f.get("activation_function", "gelu_new")
     if activation != "gelu_new":
@@ -173,28 +194,33 @@ def _from_gpt2_fields(f: dict[str, Any]) -> ModelConfig:
             raise ConfigError(flag, "GPT-2 variants with this flag set are not implemented")
     if f.get("scale_attn_weights") is False:
         raise ConfigError("scale_attn_weights", "attention without 1/sqrt(d_head) scaling is not implemented")
-    d_model = _require(f, "n_embd", "hidden_size")
-    n_heads = _require(f, "n_head", "num_attention_heads")
+    d_model = _size(f, D_MODEL_MAX, "n_embd", "hidden_size")
+    n_heads = _size(f, N_HEADS_MAX, "n_head", "num_attention_heads")
     return ModelConfig(
         family="gpt2",
-        vocab_size=_require(f, "vocab_size"),
-        n_ctx=_require(f, "n_positions", "max_position_embeddings"),
+        vocab_size=_size(f, VOCAB_SIZE_MAX, "vocab_size"),
+        n_ctx=_size(f, N_CTX_MAX, "n_positions", "max_position_embeddings"),
         d_model=d_model,
-        n_layers=_require(f, "n_layer", "num_hidden_layers"),
+        n_layers=_size(f, N_LAYERS_MAX, "n_layer", "num_hidden_layers"),
         n_heads=n_heads,
         n_kv_heads=n_heads,
-        d_ff=f.get("n_inner") or 4 * d_model,
-        norm_eps=float(f.get("layer_norm_epsilon", 1e-5)),
+        d_ff=_size(f, D_FF_MAX, "n_inner") if f.get("n_inner") else 4 * d_model,
+        norm_eps=_number(f, "layer_norm_epsilon", 1e-5),
         tie_embeddings=bool(f.get("tie_word_embeddings", True)),
     )
 
 
 def _rope_theta(f: dict[str, Any]) -> float:
-    rope = f.get("rope_parameters") or f.get("rope_scaling") or {}
+    key = "rope_parameters" if f.get("rope_parameters") else "rope_scaling"
+    rope = f.get(key) or {}
+    if not isinstance(rope, dict):
+        raise ConfigError(key, f"must be an object, found {type(rope).__name__} {_quote(rope)}")
     rope_type = rope.get("rope_type", rope.get("type", "default"))
     if rope_type != "default":
         raise ConfigError("rope_parameters", f"only the default RoPE is implemented, found rope_type {rope_type!r}")
-    return float(rope.get("rope_theta", f.get("rope_theta", 10000.0)))
+    if "rope_theta" in rope:
+        return _number(rope, "rope_theta", 10000.0)
+    return _number(f, "rope_theta", 10000.0)
 
 
 def _from_llama_fields(f: dict[str, Any]) -> ModelConfig:
@@ -203,41 +229,75 @@ def _from_llama_fields(f: dict[str, Any]) -> ModelConfig:
     for flag in ("attention_bias", "mlp_bias"):
         if f.get(flag):
             raise ConfigError(flag, "Llama with biased projections is not implemented")
-    d_model = _require(f, "hidden_size")
-    n_heads = _require(f, "num_attention_heads")
+    d_model = _size(f, D_MODEL_MAX, "hidden_size")
+    n_heads = _size(f, N_HEADS_MAX, "num_attention_heads")
     head_dim = f.get("head_dim")
+    if head_dim is not None:
+        check_size("head_dim", head_dim, D_MODEL_MAX)
     if head_dim is not None and head_dim * n_heads != d_model:
         raise ConfigError(
             "head_dim", f"must be hidden_size / num_attention_heads = {d_model}/{n_heads}, found {head_dim}"
         )
     return ModelConfig(
         family="llama",
-        vocab_size=_require(f, "vocab_size"),
-        n_ctx=_require(f, "max_position_embeddings"),
+        vocab_size=_size(f, VOCAB_SIZE_MAX, "vocab_size"),
+        n_ctx=_size(f, N_CTX_MAX, "max_position_embeddings"),
         d_model=d_model,
-        n_layers=_require(f, "num_hidden_layers"),
+        n_layers=_size(f, N_LAYERS_MAX, "num_hidden_layers"),
         n_heads=n_heads,
-        n_kv_heads=f.get("num_key_value_heads") or n_heads,
-        d_ff=_require(f, "intermediate_size"),
-        norm_eps=float(f.get("rms_norm_eps", 1e-6)),
+        n_kv_heads=_size(f, N_HEADS_MAX, "num_key_value_heads") if f.get("num_key_value_heads") else n_heads,
+        d_ff=_size(f, D_FF_MAX, "intermediate_size"),
+        norm_eps=_number(f, "rms_norm_eps", 1e-6),
         tie_embeddings=bool(f.get("tie_word_embeddings", False)),
         rope_theta=_rope_theta(f),
     )
 
 
-_SIZE_FIELDS = ("vocab_size", "n_ctx", "d_model", "n_layers", "n_heads", "n_kv_heads", "d_ff")
+# Sane maxima, each well above the largest published model of the two families (Llama 3.1 405B:
+# 126 layers, d_model 16384, 128 heads, d_ff 53248, vocab 128256, n_ctx 131072). They exist so a
+# tiny hostile config.json (num_hidden_layers 10**19) is refused before anything is allocated or
+# looped over per layer, head or token.
+N_LAYERS_MAX = 4096
+D_MODEL_MAX = 1 << 17  # 131072
+N_HEADS_MAX = 4096
+D_FF_MAX = 1 << 20  # 1048576
+VOCAB_SIZE_MAX = 1 << 23  # 8388608
+N_CTX_MAX = 1 << 24  # 16777216
+SIZE_MAXIMA: dict[str, int] = {
+    "vocab_size": VOCAB_SIZE_MAX,
+    "n_ctx": N_CTX_MAX,
+    "d_model": D_MODEL_MAX,
+    "n_layers": N_LAYERS_MAX,
+    "n_heads": N_HEADS_MAX,
+    "n_kv_heads": N_HEADS_MAX,
+    "d_ff": D_FF_MAX,
+}
+_SIZE_FIELDS = tuple(SIZE_MAXIMA)
+
+
+def _quote(value: Any) -> str:
+    """`repr(value)`, cut short: a hostile file's value is never echoed whole into a one-line error."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def check_size(name: str, value: Any, maximum: int) -> int:
+    """`value` if it is an int in 1..maximum (not a bool); else ConfigError naming `name`."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(name, f"must be an int, found {type(value).__name__} {_quote(value)}")
+    if value <= 0:
+        raise ConfigError(name, f"must be positive, found {_quote(value)}")
+    if value > maximum:
+        raise ConfigError(name, f"must be at most {maximum:,}, found {_quote(value)}")
+    return value
 
 
 def validate(config: ModelConfig) -> None:
     """Raise ConfigError naming the first field that makes `config` inconsistent."""
     if config.family not in FAMILIES:
         raise ConfigError("family", f"expected one of {FAMILIES}, found {config.family!r}")
-    for name in _SIZE_FIELDS:
-        value = getattr(config, name)
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(name, f"must be an int, found {type(value).__name__} {value!r}")
-        if value <= 0:
-            raise ConfigError(name, f"must be positive, found {value}")
+    for name, maximum in SIZE_MAXIMA.items():
+        check_size(name, getattr(config, name), maximum)
     if config.d_model % config.n_heads:
         raise ConfigError("n_heads", f"d_model={config.d_model} is not divisible by n_heads={config.n_heads}")
     if config.n_kv_heads > config.n_heads or config.n_heads % config.n_kv_heads:
@@ -246,7 +306,8 @@ def validate(config: ModelConfig) -> None:
         raise ConfigError("n_kv_heads", f"GPT-2 has no grouped-query attention: must equal n_heads={config.n_heads}")
     if config.uses_rope and config.d_head % 2:
         raise ConfigError("n_heads", f"RoPE rotates pairs, so d_head must be even; d_head={config.d_head}")
-    if not config.norm_eps > 0:  # also rejects NaN
-        raise ConfigError("norm_eps", f"must be a positive number, found {config.norm_eps}")
-    if not config.rope_theta > 1:
-        raise ConfigError("rope_theta", f"must be greater than 1, found {config.rope_theta}")
+    # An infinite epsilon makes every normalised activation 0 (and every comparison trivially pass).
+    if not (math.isfinite(config.norm_eps) and config.norm_eps > 0):  # also rejects NaN
+        raise ConfigError("norm_eps", f"must be a finite positive number, found {config.norm_eps}")
+    if not (math.isfinite(config.rope_theta) and config.rope_theta > 1):
+        raise ConfigError("rope_theta", f"must be a finite number greater than 1, found {config.rope_theta}")

@@ -15,7 +15,18 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from verifier.model.config import ConfigError, Family, ModelConfig
+from verifier.model.config import (
+    D_FF_MAX,
+    D_MODEL_MAX,
+    N_CTX_MAX,
+    N_HEADS_MAX,
+    N_LAYERS_MAX,
+    VOCAB_SIZE_MAX,
+    ConfigError,
+    Family,
+    ModelConfig,
+    check_size,
+)
 from verifier.model.config import from_hf_dict as config_from_hf_dict
 
 # config.json model types counted with the Llama layout, and how each differs from Llama's.
@@ -66,13 +77,27 @@ def from_config(c: ModelConfig) -> Architecture:
     )
 
 
+# The config.json keys counted here, with the sane maxima the suite's own config states (so a
+# hostile num_hidden_layers of 10**19 is refused, not counted); experts are bounded like heads.
+_MAXIMA = {
+    "hidden_size": D_MODEL_MAX,
+    "head_dim": D_MODEL_MAX,
+    "num_attention_heads": N_HEADS_MAX,
+    "num_key_value_heads": N_HEADS_MAX,
+    "num_local_experts": N_HEADS_MAX,
+    "num_experts_per_tok": N_HEADS_MAX,
+    "vocab_size": VOCAB_SIZE_MAX,
+    "max_position_embeddings": N_CTX_MAX,
+    "num_hidden_layers": N_LAYERS_MAX,
+    "intermediate_size": D_FF_MAX,
+}
+
+
 def _int_field(f: dict[str, Any], name: str, default: int | None = None) -> int:
     value = f.get(name, default)
     if value is None:
         raise ConfigError(name, "missing from the config")
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ConfigError(name, f"must be a positive int, found {value!r}")
-    return value
+    return check_size(name, value, _MAXIMA[name])
 
 
 def from_hf_dict(fields: dict[str, Any]) -> Architecture:
