@@ -61,7 +61,7 @@ def _entry(path: Path, name: str, spec: object) -> Entry:
     if not isinstance(spec, dict) or set(spec) != {"dtype", "shape", "data_offsets"}:
         raise CheckpointError(path, what, "must be an object with exactly dtype, shape, data_offsets", found=spec)
     dtype, shape, offsets = spec["dtype"], spec["shape"], spec["data_offsets"]
-    if dtype not in DTYPES:
+    if not isinstance(dtype, str) or dtype not in DTYPES:  # a list or object is not even hashable
         raise CheckpointError(
             path, f"{what} dtype", "unknown or unsupported dtype", expected=sorted(DTYPES), found=dtype
         )
@@ -101,6 +101,8 @@ def read_header(reader: BoundedReader) -> SafetensorsFile:
         header = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise CheckpointError(path, "safetensors header", f"not valid UTF-8 JSON: {e}") from None
+    except RecursionError:  # the parser recurses per level of nesting; a valid header has three
+        raise CheckpointError(path, "safetensors header", "JSON nested too deeply to parse") from None
     if not isinstance(header, dict):
         raise CheckpointError(path, "safetensors header", "must be a JSON object", found=type(header).__name__)
     metadata = header.pop("__metadata__", None) or {}
