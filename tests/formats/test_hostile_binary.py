@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from verifier.formats import CheckpointError, load_checkpoint
+from verifier.formats import safetensors_file as safetensors_module
 from verifier.formats.errors import MAX_QUOTED
 from verifier.formats.safetensors_file import read_safetensors
 
@@ -43,16 +44,32 @@ def test_a_dtype_that_is_a_list_is_a_checkpoint_error(tmp_path: Path) -> None:
 
 
 def test_a_header_nested_100000_deep_is_a_checkpoint_error(tmp_path: Path) -> None:
-    header = b'{"w": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    header = b'{"w": ' + b'{"a": ' * 100_000 + b"1" + b"}" * 100_000 + b"}"
     path = safetensors_file(tmp_path / "m.safetensors", header)
     refused(path, r"safetensors header: JSON nested too deeply", read_safetensors)
 
 
-def test_a_huge_value_is_quoted_by_a_bounded_prefix(tmp_path: Path) -> None:
-    # The 99 MB header of empty lists, smaller: the message quoted all of it (132 MB).
+def test_a_header_of_empty_lists_is_refused_before_it_is_parsed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The 99 MB header of empty lists, smaller: parsed, it took 2.8 GB before being refused.
     header = b'{"w": [' + b"[]," * 300_000 + b"[]]}"
     path = safetensors_file(tmp_path / "m.safetensors", header)
-    refused(path, r"header entry 'w': must be an object .*found \[\[\], \[\],.*\.\.\.", read_safetensors)
+
+    def no_parse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the header was parsed")
+
+    monkeypatch.setattr(safetensors_module.json, "loads", no_parse)
+    refused(path, r"safetensors header: more lists than tensor entries can hold", read_safetensors)
+
+
+def test_a_huge_value_is_quoted_by_a_bounded_prefix(tmp_path: Path) -> None:
+    # The message quoted the whole value (132 MB for the header).
+    header = json.dumps({"w": {"dtype": "F32" * 100_000, "shape": [1], "data_offsets": [0, 4]}}).encode()
+    path = safetensors_file(tmp_path / "m.safetensors", header)
+    refused(
+        path, r"dtype: unknown or unsupported dtype .*found F32F32.*\.\.\. \(300,000 characters\)", read_safetensors
+    )
 
 
 # ---------------------------------------------------------------------------------------------
