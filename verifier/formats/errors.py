@@ -2,8 +2,23 @@
 
 from __future__ import annotations
 
+import reprlib
 from os import PathLike
 from typing import Any
+
+MAX_QUOTED = 200  # characters of a value a message quotes: a hostile file's value may be 100 MB
+
+# Containers are shown by their first items only, so a huge one is never formatted in full.
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxlist, _REPR.maxtuple, _REPR.maxdict, _REPR.maxset = 3, 20, 20, 10, 10
+_REPR.maxstring = _REPR.maxother = _REPR.maxlong = MAX_QUOTED
+
+
+def quoted(value: Any) -> str:
+    """`value` as a message shows it (a string as is), cut to about MAX_QUOTED characters."""
+    containers = (list, tuple, dict, set, frozenset)  # shown as str() shows them, without formatting all items
+    text = _REPR.repr(value) if isinstance(value, containers) else str(value)
+    return text if len(text) <= MAX_QUOTED else f"{text[:MAX_QUOTED]}... ({len(text):,} characters)"
 
 
 class CheckpointError(ValueError):
@@ -21,7 +36,11 @@ class CheckpointError(ValueError):
         expected: Any = None,
         found: Any = None,
     ) -> None:
-        parts = [f"{label} {value}" for label, value in (("expected", expected), ("found", found)) if value is not None]
+        parts = [
+            f"{label} {quoted(value)}"
+            for label, value in (("expected", expected), ("found", found))
+            if value is not None
+        ]
         detail = f" ({', '.join(parts)})" if parts else ""
         super().__init__(f"{path}: {what}: {problem}{detail}")
         self.path = str(path)

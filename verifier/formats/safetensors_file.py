@@ -10,6 +10,7 @@ Writing uses the `safetensors` library (the format's own writer).
 from __future__ import annotations
 
 import json
+import re
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,7 +62,7 @@ def _entry(path: Path, name: str, spec: object) -> Entry:
     if not isinstance(spec, dict) or set(spec) != {"dtype", "shape", "data_offsets"}:
         raise CheckpointError(path, what, "must be an object with exactly dtype, shape, data_offsets", found=spec)
     dtype, shape, offsets = spec["dtype"], spec["shape"], spec["data_offsets"]
-    if dtype not in DTYPES:
+    if not isinstance(dtype, str) or dtype not in DTYPES:  # a list or object is not even hashable
         raise CheckpointError(
             path, f"{what} dtype", "unknown or unsupported dtype", expected=sorted(DTYPES), found=dtype
         )
@@ -84,6 +85,27 @@ def _entry(path: Path, name: str, spec: object) -> Entry:
     return Entry(name, dtype, tuple(shape), begin, end)
 
 
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+
+
+def _check_lists(path: Path, raw: bytes) -> None:
+    """Refuse, before parsing, a header with more lists than a valid one can have: each list is a
+    Python object of ~60 bytes from 2 bytes of JSON, so a 99 MB header of empty lists took 2.8 GB
+    and 15 s to parse only to be refused. A valid header's lists are each entry's shape and
+    data_offsets, and each entry is an object: at most 2 lists per object (counted outside strings;
+    one more lets a header that is a list be refused as not an object)."""
+    structure = _JSON_STRING.sub(b'""', raw)
+    lists, objects = structure.count(b"["), structure.count(b"{")
+    if lists > 2 * objects + 1:
+        raise CheckpointError(
+            path,
+            "safetensors header",
+            "more lists than tensor entries can hold",
+            expected=f"at most 2 per object ({objects:,} objects)",
+            found=f"{lists:,} lists",
+        )
+
+
 def read_header(reader: BoundedReader) -> SafetensorsFile:
     """The checked header of the file `reader` is open on."""
     path = reader.path
@@ -97,10 +119,13 @@ def read_header(reader: BoundedReader) -> SafetensorsFile:
             found=f"{n:,} bytes",
         )
     raw = reader.read(n, "safetensors header")
+    _check_lists(path, raw)
     try:
         header = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise CheckpointError(path, "safetensors header", f"not valid UTF-8 JSON: {e}") from None
+    except RecursionError:  # the parser recurses per level of nesting; a valid header has three
+        raise CheckpointError(path, "safetensors header", "JSON nested too deeply to parse") from None
     if not isinstance(header, dict):
         raise CheckpointError(path, "safetensors header", "must be a JSON object", found=type(header).__name__)
     metadata = header.pop("__metadata__", None) or {}
