@@ -4,6 +4,7 @@ loop sized by a count the file claims, or a message that echoes a huge value."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import struct
 from collections.abc import Callable
@@ -15,6 +16,12 @@ from verifier.formats import CheckpointError, load_checkpoint
 from verifier.formats import safetensors_file as safetensors_module
 from verifier.formats.errors import MAX_QUOTED
 from verifier.formats.safetensors_file import read_safetensors
+
+# The GGUF reader is the gguf package behind these checks (the gguf extra); the README's test command has no extra.
+NEEDS_GGUF = pytest.mark.skipif(
+    importlib.util.find_spec("gguf") is None,
+    reason="the gguf package is not installed (pip install 'lm-verifier[gguf]')",
+)
 
 MAX_MESSAGE = 2 * MAX_QUOTED + 400  # path, field, problem and two quoted values
 
@@ -124,12 +131,14 @@ LLAMA = {
 EMBEDDING = {"token_embd.weight": [8, 10]}
 
 
+@NEEDS_GGUF
 def test_the_hand_written_gguf_reaches_the_tensor_checks(tmp_path: Path) -> None:
     # The baseline the cases below vary: only the missing layer tensors are wrong.
     path = gguf_file(tmp_path / "m.gguf", LLAMA, EMBEDDING)
     refused(path, r"tensor output_norm.weight: missing")
 
 
+@NEEDS_GGUF
 @pytest.mark.parametrize("item_type", [U8, STRING])
 def test_a_49_byte_gguf_claiming_2_61_array_items_is_refused_at_once(item_type: int, tmp_path: Path) -> None:
     # The gguf package loops once per claimed item: u8 items never ended, with memory growing.
@@ -141,6 +150,7 @@ def test_a_49_byte_gguf_claiming_2_61_array_items_is_refused_at_once(item_type: 
     refused(path, r"metadata 'a' array \(2,305,843,009,213,693,952 items\): claims .* bytes")
 
 
+@NEEDS_GGUF
 @pytest.mark.parametrize(
     ("key", "stored", "problem"),
     [
@@ -156,11 +166,13 @@ def test_metadata_of_another_type_is_a_checkpoint_error(
     refused(path, rf"metadata {key}: {problem}")
 
 
+@NEEDS_GGUF
 def test_a_1d_token_embedding_is_a_checkpoint_error(tmp_path: Path) -> None:
     path = gguf_file(tmp_path / "m.gguf", LLAMA, {"token_embd.weight": [8]})
     refused(path, r"tensor token_embd.weight: must be 2-D")
 
 
+@NEEDS_GGUF
 @pytest.mark.parametrize(
     ("claim", "match"),
     [
