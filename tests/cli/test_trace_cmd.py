@@ -123,3 +123,12 @@ def test_gpt2_as_the_articles_tell_it(gpt2_tokenizer, capsys) -> None:
         assert shown in out, shown
     assert "layers 1-11: the same steps, 11 more times" in out
     assert "the next token is the same" in out
+
+
+def test_a_token_id_beyond_int64_is_one_line(capsys) -> None:
+    # Issue 25: an id above 2**63 escaped as NumPy's OverflowError, a traceback.
+    assert main(["trace", "llama2c-stories260K", "--tokens", f"1,{2**63}"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"verifier trace: error: --tokens: {2**63} is no token id (ids are below the vocabulary size)\n"
+    assert main(["trace", "llama2c-stories260K", "--tokens", f"{2**63 - 1}"]) == 2  # NumPy holds it: the range check
+    assert "token ids must be in [0, 512)" in capsys.readouterr().err

@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from verifier.analysis import trace, trace_plot
 from verifier.cli import arguments
 from verifier.formats import checkpoint_config, load_checkpoint
@@ -66,6 +68,10 @@ def parse_tokens(text: str) -> list[int]:
     parts = [p for p in re.split(r"[\s,]+", text.strip().strip("[]")) if p]
     if not parts or not all(re.fullmatch(r"\d+", p) for p in parts):
         raise trace.TraceError(f"--tokens must be non-negative integers separated by commas or spaces, found {text!r}")
+    too_large = next((p for p in parts if len(p) > 18 and int(p) > np.iinfo(np.int64).max), None)
+    if too_large is not None:  # before NumPy, which cannot hold it (OverflowError); the vocabulary check comes later
+        shown = too_large if len(too_large) <= 40 else too_large[:40] + "..."
+        raise trace.TraceError(f"--tokens: {shown} is no token id (ids are below the vocabulary size)")
     return [int(p) for p in parts]
 
 
