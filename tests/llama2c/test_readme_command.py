@@ -1,7 +1,7 @@
 """The README's `verifier check --command "./run {model} -t 0 -n {steps} -i {prompt} -z {tokenizer}"`,
-as written, from a fresh folder holding llama2.c's current run.c built as `./run`: raw, it fails
-`test_greedy` where a drawn config's RoPE theta is not the 10000 run.c hard-codes; with that limit
-declared (`--rope-theta 10000`) it conforms."""
+as written, from a fresh folder holding llama2.c's current run.c built as `./run`, with the RoPE theta
+run.c hard-codes declared (`--rope-theta 10000`): it conforms. (Undeclared, it fails only where the
+profile happens to draw another theta among its 20 examples: not asserted, that would be a flaky test.)"""
 
 from __future__ import annotations
 
@@ -40,9 +40,3 @@ def test_run_c_declared_with_its_rope_theta_conforms(folder: Path) -> None:
     done = check(folder, "--rope-theta", "10000")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert "\nrun: conforms (1 property run: 1 pass, 0 fail;" in done.stdout, done.stdout[-3000:]
-
-
-def test_run_c_undeclared_fails_the_greedy_property(folder: Path) -> None:
-    done = check(folder)
-    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-2000:]
-    assert "\nrun: FAILS (1 property run: 0 pass, 1 fail;" in done.stdout, done.stdout[-3000:]
