@@ -65,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:  # Ctrl-C: the user's choice, not an error to trace (files are written atomically)
         print(f"verifier {args.command}: interrupted", file=sys.stderr)
-        return 130
+        return check_cmd.INTERRUPTED
     except BrokenPipeError:  # `verifier ... | head`: the reader left; not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
