@@ -128,7 +128,10 @@ def test_an_interrupted_run_conforms_in_nothing() -> None:
     interrupted = _report(exit_status=2)  # pytest's exit status for Ctrl-C
     assert interrupted.verdict == "untested" and not interrupted.conforms
     (verdict,) = interrupted.verdicts()
-    assert (verdict.verdict, verdict.reason) == ("untested", "the run was interrupted before every property ran on it")
+    assert (verdict.verdict, verdict.reason) == (
+        "untested",
+        "the run was interrupted (Ctrl-C) before every property ran on it",
+    )
 
 
 def test_ctrl_c_in_a_command_is_interrupted_not_a_traceback(
@@ -223,7 +226,7 @@ def test_an_interrupted_check_reports_what_ran_and_conforms_in_nothing(tmp_path:
          "--reports", str(tmp_path / "reports"), "--", "-p", "no:cacheprovider"],
         cwd=tmp_path, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
-    assert (done.returncode, done.stderr) == (130, "verifier check: interrupted\n"), done  # as every command's Ctrl-C
+    assert (done.returncode, done.stderr) == (130, "verifier check: interrupted (Ctrl-C)\n"), done
     report = json.loads((tmp_path / "reports" / "conformance.json").read_text())
     outcomes = {r["property"]: (r["outcome"], r["detail"]) for r in report["results"]}
     assert outcomes == {
@@ -231,4 +234,4 @@ def test_an_interrupted_check_reports_what_ran_and_conforms_in_nothing(tmp_path:
         "test_suite.py::test_interrupted_here": ("skip", "the run was interrupted (Ctrl-C) while this test ran"),
     }
     assert report["verdict"] == "untested" and report["models"][0]["verdict"] == "untested"
-    assert done.stdout.rstrip().splitlines()[-1].startswith("interrupted: 1 pass, 1 skip: untested: not conforming")
+    assert done.stdout.rstrip().splitlines()[-1].startswith("interrupted (Ctrl-C): 1 pass, 1 skip: untested: not")
