@@ -204,6 +204,18 @@ def test_a_second_ctrl_c_kills_pytest(tmp_path: Path) -> None:
     assert check.returncode != 0 and stderr.rstrip().endswith("KeyboardInterrupt"), stderr
 
 
+def test_sigterm_that_kills_pytest_before_it_can_stop_is_an_interrupt(tmp_path: Path) -> None:
+    # pytest turns SIGTERM into Ctrl-C once the results collector is configured; before, SIGTERM kills it.
+    check = _check_running_pytest(tmp_path / "pytest-saw", stopping_s=60)  # the child has no SIGTERM handler
+    try:
+        os.kill(check.pid, signal.SIGTERM)
+        stdout, stderr = check.communicate(timeout=120)
+    finally:
+        check.kill()
+    assert (tmp_path / "pytest-saw").read_text() == "started"
+    assert stdout == "" and stderr.rstrip().endswith("KeyboardInterrupt"), (stdout, stderr)  # not a status
+
+
 _INTERRUPTED_SUITE = """
 def test_passes(model_spec):
     assert callable(model_spec.factory)

@@ -186,9 +186,13 @@ def _watch(command: Sequence[str], env: dict[str, str], output: IO[bytes] | None
         forwarded = False
         while True:
             try:
-                return process.wait(timeout=_POLL_S)
+                status = process.wait(timeout=_POLL_S)
             except subprocess.TimeoutExpired:
                 pass
+            else:
+                if interrupts and status == -interrupts[0]:  # killed by the stop passed on, before it could stop
+                    raise KeyboardInterrupt
+                return status
             if len(interrupts) > 1:
                 process.kill()
                 process.wait()
