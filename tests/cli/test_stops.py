@@ -173,6 +173,8 @@ def test_sigkill_of_check_takes_pytest_and_its_processes_down(tmp_path: Path, pa
     # The killed run's staging folder (its pytest.log) stays in the reports folder until the next run.
     (stale,) = (tmp_path / "reports").iterdir()
     assert stale.name.startswith(".verifier-run-") and (stale / LOG).exists()
+    with only_run(tmp_path / "reports") as staging:  # the killed run's lock went with it; the next run clears up
+        assert list((tmp_path / "reports").iterdir()) == [staging]
 
 
 def _wait(condition: Callable[[], bool], failure: str) -> None:

@@ -2,12 +2,20 @@
 
 The terminal shows a line of progress while pytest runs, then one paragraph per failure, the table
 and the verdict last; pytest's whole output goes to `pytest.log` in the reports directory (but with
---pdb or --trace, which talk to the terminal).
+--pdb or --trace, which talk to the terminal). The reports directory holds one run's files at most
+(`verifier.report.output`): the run works in a staging folder there and the reports and log
+appear together at its end.
+
+Stops: Ctrl-C or SIGTERM stops pytest as Ctrl-C stops a plain run, and the reports of what ran say
+which it was; pytest and everything it started die with this process, even SIGKILLed
+(`verifier.report.suite`); a model that kills the process running it (a segfault or abort in
+native code) fails, the report naming the signal, the property and the model
+(`verifier.report.collect`).
 
 Exit status: 0 when every model conforms (none of its tests failed, and its properties ran
-examples on it), 1 when one does not or was untested, 2 when pytest could not start (a bad
---model, a bad pytest option, an empty --checkpoint, a --reports another run is writing into), 130
-when Ctrl-C or SIGTERM stopped the run (after the reports of what ran).
+examples on it), 1 when one does not or was untested (a crash included), 2 when pytest could not
+start (a bad --model, a bad pytest option, an empty --checkpoint, a --reports another run is
+writing into), 130 when Ctrl-C or SIGTERM stopped the run (after the reports of what ran).
 """
 
 from __future__ import annotations
