@@ -141,7 +141,9 @@ import os, pathlib, subprocess, sys, time
 def test_waits(model_spec):
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     pids = [os.getpid(), child.pid] + ([os.getppid()] if os.environ.get("PYTEST_XDIST_WORKER") else [])
-    pathlib.Path(os.environ["STARTED"]).write_text(" ".join(map(str, pids)))
+    started = pathlib.Path(os.environ["STARTED"])
+    started.with_suffix(".tmp").write_text(" ".join(map(str, pids)))
+    started.with_suffix(".tmp").replace(started)  # whole when it appears
     time.sleep(600)  # longer than the test's deadline: only a kill ends it in time
 """
 
@@ -158,7 +160,7 @@ def test_sigkill_of_check_takes_pytest_and_its_processes_down(tmp_path: Path, pa
     check = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     pids: list[int] = []
     try:
-        _wait(lambda: started.exists() and started.read_text() != "", "the test never started")
+        _wait(started.exists, "the test never started")
         pids = [int(pid) for pid in started.read_text().split()]
         check.kill()
         check.wait(timeout=60)
