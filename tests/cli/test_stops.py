@@ -1,5 +1,6 @@
 """Stops that leave the truth (issue 25): an empty --checkpoint is refused, SIGTERM stops `verifier check`
-as Ctrl-C does, and one run at a time writes into a reports folder, the previous run's reports removed."""
+as Ctrl-C does and says so, SIGKILL leaves no pytest running, a model's crash is its verdict, and one run
+at a time writes into a reports folder, the previous run's files removed and its own appearing together."""
 
 from __future__ import annotations
 
