@@ -97,6 +97,16 @@ def test_unreadable_files_and_directories_are_one_line_errors(tiny: Path, tmp_pa
         (tmp_path / "locked").chmod(0o755)
 
 
+def test_reports_that_cannot_be_listed_are_a_usage_error_before_the_run(tmp_path: Path) -> None:
+    (tmp_path / "reports").mkdir(mode=0o300)  # writable, not readable: no lock on it, no listing of old reports
+    try:
+        done = _as_a_user(["check", "--reports", "reports"], tmp_path)
+    finally:
+        (tmp_path / "reports").chmod(0o755)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith("verifier check: error: reports: cannot lock the reports directory: Permission")
+
+
 def test_reports_where_a_file_is_are_a_usage_error_before_the_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -63,7 +63,10 @@ def only_run(directory: Path) -> Iterator[Path]:
     the previous run's "conforms" beside its own log.
     """
     check_directory(directory)
-    fd = os.open(directory, os.O_RDONLY)  # not inherited by pytest (PEP 446): the lock ends with this process
+    try:
+        fd = os.open(directory, os.O_RDONLY)  # not inherited by pytest (PEP 446): the lock ends with this process
+    except OSError as e:
+        raise ReportError(f"{directory}: cannot lock the reports directory: {e.strerror or e}") from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # non-blocking: held means refused
