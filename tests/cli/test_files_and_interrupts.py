@@ -97,6 +97,16 @@ def test_unreadable_files_and_directories_are_one_line_errors(tiny: Path, tmp_pa
         (tmp_path / "locked").chmod(0o755)
 
 
+def test_reports_that_cannot_be_listed_are_a_usage_error_before_the_run(tmp_path: Path) -> None:
+    (tmp_path / "reports").mkdir(mode=0o300)  # writable, not readable: no lock on it, no listing of old reports
+    try:
+        done = _as_a_user(["check", "--reports", "reports"], tmp_path)
+    finally:
+        (tmp_path / "reports").chmod(0o755)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith("verifier check: error: reports: cannot lock the reports directory: Permission")
+
+
 def test_reports_where_a_file_is_are_a_usage_error_before_the_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -128,7 +138,10 @@ def test_an_interrupted_run_conforms_in_nothing() -> None:
     interrupted = _report(exit_status=2)  # pytest's exit status for Ctrl-C
     assert interrupted.verdict == "untested" and not interrupted.conforms
     (verdict,) = interrupted.verdicts()
-    assert (verdict.verdict, verdict.reason) == ("untested", "the run was interrupted before every property ran on it")
+    assert (verdict.verdict, verdict.reason) == (
+        "untested",
+        "the run was interrupted (Ctrl-C) before every property ran on it",
+    )
 
 
 def test_ctrl_c_in_a_command_is_interrupted_not_a_traceback(
@@ -201,6 +214,18 @@ def test_a_second_ctrl_c_kills_pytest(tmp_path: Path) -> None:
     assert check.returncode != 0 and stderr.rstrip().endswith("KeyboardInterrupt"), stderr
 
 
+def test_sigterm_that_kills_pytest_before_it_can_stop_is_an_interrupt(tmp_path: Path) -> None:
+    # pytest turns SIGTERM into Ctrl-C once the results collector is configured; before, SIGTERM kills it.
+    check = _check_running_pytest(tmp_path / "pytest-saw", stopping_s=60)  # the child has no SIGTERM handler
+    try:
+        os.kill(check.pid, signal.SIGTERM)
+        stdout, stderr = check.communicate(timeout=120)
+    finally:
+        check.kill()
+    assert (tmp_path / "pytest-saw").read_text() == "started"
+    assert stdout == "" and stderr.rstrip().endswith("KeyboardInterrupt"), (stdout, stderr)  # not a status
+
+
 _INTERRUPTED_SUITE = """
 def test_passes(model_spec):
     assert callable(model_spec.factory)
@@ -223,7 +248,7 @@ def test_an_interrupted_check_reports_what_ran_and_conforms_in_nothing(tmp_path:
          "--reports", str(tmp_path / "reports"), "--", "-p", "no:cacheprovider"],
         cwd=tmp_path, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
-    assert (done.returncode, done.stderr) == (130, "verifier check: interrupted\n"), done  # as every command's Ctrl-C
+    assert (done.returncode, done.stderr) == (130, "verifier check: interrupted (Ctrl-C)\n"), done
     report = json.loads((tmp_path / "reports" / "conformance.json").read_text())
     outcomes = {r["property"]: (r["outcome"], r["detail"]) for r in report["results"]}
     assert outcomes == {
@@ -231,4 +256,4 @@ def test_an_interrupted_check_reports_what_ran_and_conforms_in_nothing(tmp_path:
         "test_suite.py::test_interrupted_here": ("skip", "the run was interrupted (Ctrl-C) while this test ran"),
     }
     assert report["verdict"] == "untested" and report["models"][0]["verdict"] == "untested"
-    assert done.stdout.rstrip().splitlines()[-1].startswith("interrupted: 1 pass, 1 skip: untested: not conforming")
+    assert done.stdout.rstrip().splitlines()[-1].startswith("interrupted (Ctrl-C): 1 pass, 1 skip: untested: not")

@@ -34,7 +34,8 @@ def test_the_first_failure_fits_on_a_screen_and_the_log_holds_the_rest(tmp_path:
     lines = done.stdout.rstrip().splitlines()
     failures = [r for r in json.loads((reports / "conformance.json").read_text())["results"] if r["outcome"] == "fail"]
     assert len(failures) >= 5 and len(lines) <= SCREEN, (len(failures), len(lines), done.stdout)
-    assert lines[0] == f"verifier check: running the property suite; pytest's whole output goes to {reports}/pytest.log"
+    running = f"verifier check: running the property suite; pytest's whole output goes to {reports}/pytest.log"
+    assert lines[0].startswith(f"{running} (while it runs: {reports}/.verifier-run-"), lines[0]
     assert re.fullmatch(r"[.FEsxX]+ (\d+)/\1", lines[1]), lines[1]  # the progress line
     assert "Traceback" not in done.stdout and "_ _ _" not in done.stdout
     assert not [word for word in _HYPOTHESIS_INTERNALS if word in done.stdout], done.stdout

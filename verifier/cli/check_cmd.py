@@ -2,12 +2,20 @@
 
 The terminal shows a line of progress while pytest runs, then one paragraph per failure, the table
 and the verdict last; pytest's whole output goes to `pytest.log` in the reports directory (but with
---pdb or --trace, which talk to the terminal).
+--pdb or --trace, which talk to the terminal). The reports directory holds one run's files at most
+(`verifier.report.output`): the run works in a staging folder there and the reports and log
+appear together at its end.
+
+Stops: Ctrl-C or SIGTERM stops pytest as Ctrl-C stops a plain run, and the reports of what ran say
+which it was; pytest and everything it started die with this process, even SIGKILLed
+(`verifier.report.suite`); a model that kills the process running it (a segfault or abort in
+native code) fails, the report naming the signal, the property and the model
+(`verifier.report.collect`).
 
 Exit status: 0 when every model conforms (none of its tests failed, and its properties ran
-examples on it), 1 when one does not or was untested, 2 when pytest could not start (a bad
---model, a bad pytest option, an empty --checkpoint, a --reports another run is writing into), 130
-when Ctrl-C or SIGTERM stopped the run (after the reports of what ran).
+examples on it), 1 when one does not or was untested (a crash included), 2 when pytest could not
+start (a bad --model, a bad pytest option, an empty --checkpoint, a --reports another run is
+writing into), 130 when Ctrl-C or SIGTERM stopped the run (after the reports of what ran).
 """
 
 from __future__ import annotations
@@ -17,7 +25,6 @@ import contextlib
 import os
 import signal
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
@@ -30,8 +37,8 @@ from verifier.plugin.command.program import DEFAULT_TIMEOUT_S, UNSUPPORTED_STATU
 from verifier.plugin.llama2c.checkout import SOURCE_ENV
 from verifier.plugin.registry import ENV_VAR, PluginError
 from verifier.properties import profiles
-from verifier.report import render, suite
-from verifier.report.output import LOG, check_directory, only_run, write_reports
+from verifier.report import collect, render, suite
+from verifier.report.output import LOG, only_run, publish, write_reports
 from verifier.report.results import Report
 
 # pytest's exit status for a usage error (a bad option, a --model that names nothing).
@@ -167,48 +174,53 @@ def _run(args: argparse.Namespace) -> int:
     if args.llama2c_src is not None:
         os.environ[SOURCE_ENV] = _llama2c_tree(args.llama2c_src)  # for pytest, which this process starts
     reports = Path(args.reports)
-    check_directory(reports)  # before the run, not after it
-    with only_run(reports):
-        return _check(args, suite_dir, config, pytest_args, reports)
+    with only_run(reports) as staging:  # checks the folder before the run, not after it
+        return _check(args, suite_dir, config, pytest_args, reports, staging)
 
 
 def _check(
-    args: argparse.Namespace, suite_dir: Path, config: Path | None, pytest_args: list[str], reports: Path
+    args: argparse.Namespace, suite_dir: Path, config: Path | None, pytest_args: list[str], reports: Path, staging: Path
 ) -> int:
-    """Run pytest on the suite and write the reports into `reports` (locked, the old reports removed)."""
-    log = None if any(arg in _INTERACTIVE for arg in args.pytest_args) else reports / LOG
+    """Run pytest on the suite and write the reports into `staging`, then into `reports` together."""
+    log = None if any(arg in _INTERACTIVE for arg in args.pytest_args) else staging / LOG
     if log is not None:
-        print(f"verifier check: running the property suite; pytest's whole output goes to {log}", flush=True)
-    with tempfile.TemporaryDirectory(prefix="verifier-check-") as tmp:
-        results = Path(tmp) / "results.json"
-        command = suite.pytest_command(
-            suite_dir,
-            results,
-            models=args.model,
-            profile=args.hypothesis_profile,
-            pytest_args=pytest_args,
-            config=config,
+        print(
+            f"verifier check: running the property suite; pytest's whole output goes to {reports / LOG} "
+            f"(while it runs: {log})",
+            flush=True,
         )
+    results = staging / "results.json"
+    command = suite.pytest_command(
+        suite_dir, results, models=args.model, profile=args.hypothesis_profile, pytest_args=pytest_args, config=config
+    )
+    logs = [] if log is None else [log]
+    try:
         status = suite.run(command, log)
-        if not results.exists():
-            reason = "a usage error" if status == _PYTEST_USAGE_ERROR else f"exit status {status}"
-            where = "above"
-            if log is not None:
-                print(*log.read_text(errors="replace").rstrip().splitlines()[-_LOG_TAIL:], sep="\n", file=sys.stderr)
-                where = str(log)
-            print(
-                f"verifier check: error: pytest stopped before the suite ran ({reason}); see {where}", file=sys.stderr
-            )
-            return 2
+    except BaseException:  # a second Ctrl-C: no report, but pytest's output so far
+        publish([path for path in logs if path.exists()], reports)
+        raise
+    if results.exists():
         report = Report.read(results)
-    written = write_reports(report, reports, plots=args.plot)
+    elif status < 0 and (recovered := collect.recover(results, status)) is not None:
+        report = recovered  # pytest died of a signal (a model's crash): the report of what ran, and of that
+    else:
+        reason = "a usage error" if status == _PYTEST_USAGE_ERROR else f"exit status {status}"
+        if status < 0:
+            reason = f"killed by {collect.signal_name(-status)}"
+        where = "above"
+        if log is not None:
+            print(*log.read_text(errors="replace").rstrip().splitlines()[-_LOG_TAIL:], sep="\n", file=sys.stderr)
+            where = str(publish(logs, reports)[0])
+        print(f"verifier check: error: pytest stopped before the suite ran ({reason}); see {where}", file=sys.stderr)
+        return 2
+    written = publish([*write_reports(report, staging, plots=args.plot), *logs], reports)
     print()
     if args.plot:
         for result in report.failures:
             if result.first_divergent_stage and not result.stage_errors:
                 print(f"no plot for {result.property} / {result.model}: it recorded no stage errors")
-    print(render.text(report, written if log is None else [*written, log]))
+    print(render.text(report, written))
     if report.interrupted:  # the reports of what ran are written; the status says the run did not finish
-        print("verifier check: interrupted", file=sys.stderr)
+        print(f"verifier check: {report.stopped}", file=sys.stderr)
         return INTERRUPTED
     return 0 if report.conforms else 1

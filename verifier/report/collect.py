@@ -9,6 +9,15 @@ PATH` (as `verifier check` does), it writes the `Report` as JSON to PATH instead
 and with `--verifier-progress-fd N` it writes one character per finished test to descriptor N (the
 terminal of `verifier check`, whose pytest output goes to a log file).
 
+With --verifier-results it also keeps a journal beside PATH (`journal_path`): the header, each test
+as it starts and each result as it changes, one JSON line each, written as they happen. When
+pytest dies of a signal (a native engine's segfault or abort in a model's forward kills the process
+running it) and writes no report, `verifier check` makes the report from it (`recover`): the test
+that was running fails, naming the signal, the property and the model. Under pytest-xdist the
+controller survives a crashed worker and reports its test as failed, naming the signal too. It
+also turns SIGTERM into pytest's KeyboardInterrupt, so that SIGTERM stops the run as Ctrl-C does,
+and the report says which it was (`Report.stop`).
+
 A failure's message is kept without what Hypothesis adds that a user cannot act on (the repr of the
 failing example's arguments, how many other examples failed, `@reproduce_failure` blobs): the
 suite's own note of the case (`model '...'; case:` and its `config = ...` lines) goes to the
@@ -17,13 +26,19 @@ result's `case`, and pytest's log keeps the whole text.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import json
 import os
 import platform
 import re
+import signal
+import subprocess
 from collections.abc import Generator
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
+from types import FrameType
 from typing import Any, TextIO
 
 import pytest
@@ -35,6 +50,7 @@ from verifier.report.output import write_atomic
 from verifier.report.results import (
     BEHAVES_LIKE,
     CONTRACT_RULE,
+    CTRL_C,
     EXAMPLES,
     FIRST_DIVERGENT_STAGE,
     FIRST_FAILURE_SECONDS,
@@ -47,6 +63,7 @@ from verifier.report.results import (
     ModelCard,
     Report,
     Result,
+    finite,
 )
 
 # Distributions whose versions the header shows.
@@ -86,9 +103,77 @@ def pytest_configure(config: pytest.Config) -> None:
     collector = register(config)
     if path and collector is not None:
         collector.path = Path(path)
+        collector.journal = journal_path(collector.path).open("a", encoding="utf-8", buffering=1)  # line by line
+        collector.previous_sigterm = signal.signal(signal.SIGTERM, collector.sigterm)
     fd = config.getoption("verifier_progress_fd", default=None)
     if fd is not None and collector is not None:
         collector.progress = Progress(os.fdopen(fd, "w"))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    collector = config.pluginmanager.get_plugin(PLUGIN_NAME)
+    if collector is not None and collector.journal is not None:
+        collector.journal.close()
+        if collector.previous_sigterm is not None:  # None: a handler not set from Python
+            signal.signal(signal.SIGTERM, collector.previous_sigterm)
+
+
+def journal_path(results: Path) -> Path:
+    """The journal of a run that writes its report to `results`: `results.jsonl` beside it."""
+    return results.with_suffix(".jsonl")
+
+
+def signal_name(signum: int) -> str:
+    """`SIGSEGV`, or `signal N` for a number that names none here."""
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def crashed(process: str, signum: int, prop: str, model: str | None) -> str:
+    """A crash's failure message: what died of which signal while running which property on which model."""
+    described = f" ({signal.strsignal(signum)})" if signal.strsignal(signum) else ""
+    on = f" on {model}" if model else ""
+    return f"crashed: {process} died of {signal_name(signum)}{described} while running {prop}{on}"
+
+
+def _model_of(nodeid: str, models: list[str]) -> str | None:
+    """The model among `models` whose id is in the test's parameters, if any."""
+    return next((m for m in models if property_name(nodeid, m) != property_name(nodeid, None)), None)
+
+
+def recover(results: Path, status: int) -> Report | None:
+    """The report of a run whose pytest died of signal -`status` before it wrote `results`, made from
+    its journal: the results so far, the test it was running a failure naming the signal; the run
+    stopped by it (nothing conforms). None when pytest died before its session started."""
+    journal = journal_path(results)
+    header: dict[str, Any] | None = None
+    found: dict[str, dict[str, Any]] = {}
+    running: dict[str, None] = {}  # started and not finished, in order
+    for line in journal.read_text(errors="replace").splitlines() if journal.exists() else []:
+        try:
+            record = json.loads(line)
+        except ValueError:  # the last line, cut short by the death
+            continue
+        if "header" in record:
+            header = record["header"]
+        elif "start" in record:
+            running[record["start"]] = None
+        else:
+            found[record["result"]["nodeid"]] = record["result"]
+            if record["done"]:
+                running.pop(record["result"]["nodeid"], None)
+    if header is None:
+        return None
+    models = [card["name"] for card in header["models"]]
+    for nodeid in running:
+        model = _model_of(nodeid, models)
+        fields = found.get(nodeid) or dataclasses.asdict(Result(property_name(nodeid, model), model, "", nodeid=nodeid))
+        detail = crashed("pytest", -status, fields["property"], fields["model"]) + "; the tests after it did not run"
+        found[nodeid] = {**fields, "outcome": "fail", "detail": detail}
+    stop = signal_name(-status)
+    return Report.from_dict({"header": header, "results": list(found.values()), "exit_status": status, "stop": stop})
 
 
 def property_name(nodeid: str, model: str | None) -> str:
@@ -197,7 +282,39 @@ class Collector:
         self.results: dict[str, Result] = {}
         self.order: dict[str, int] = {}  # collection order, so that reports list tests as the suite does
         self._report: Report | None = None
+        self._header: Header | None = None
         self.progress: Progress | None = None
+        self.journal: TextIO | None = None  # see the module's docstring
+        self.previous_sigterm: Any = None
+        self.stop = CTRL_C  # what interrupted the run, if something does
+        self.workers_down: dict[str, int] = {}  # pytest-xdist's crashed workers -> their exit status
+
+    def sigterm(self, signum: int, frame: FrameType | None) -> None:
+        self.stop = "SIGTERM"
+        raise KeyboardInterrupt  # pytest stops as on Ctrl-C: the test it is in ends, the results are written
+
+    def _record(self, record: dict[str, Any]) -> None:
+        if self.journal is not None:
+            self.journal.write(json.dumps(finite(record)) + "\n")
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        if self.journal is not None:  # the header first, for a report of a run pytest does not live to end
+            self._header = header(self.config)
+            self._record({"header": dataclasses.asdict(self._header)})
+
+    def pytest_runtest_logstart(self, nodeid: str) -> None:
+        self._record({"start": nodeid})
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: object | None) -> None:
+        """Keep the exit status of a pytest-xdist worker that died, for the message of its test (which
+        pytest-xdist reports next). It is read from execnet's process object, a private attribute: where
+        that is gone, the message names no signal."""
+        popen = getattr(getattr(node.gateway, "_io", None), "popen", None)
+        if error is None or popen is None:
+            return
+        with contextlib.suppress(subprocess.TimeoutExpired):  # it died: its end of the pipe is closed
+            self.workers_down[node.gateway.id] = popen.wait(timeout=10)
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.order = {item.nodeid: i for i, item in enumerate(session.items)}
@@ -218,6 +335,7 @@ class Collector:
             self.results[report.nodeid] = Result(
                 report.nodeid, None, "error", f"collection failed: {detail}", nodeid=report.nodeid, case=case
             )
+            self._record({"result": dataclasses.asdict(self.results[report.nodeid]), "done": True})
             if self.progress is not None:
                 self.progress.test_done("error")
 
@@ -226,6 +344,8 @@ class Collector:
         result = self.results.get(report.nodeid)
         if result is None:
             model = props.get(MODEL)
+            if model is None and self._header is not None:  # pytest-xdist's report of a crash has no properties
+                model = _model_of(report.nodeid, [card.name for card in self._header.models])
             # An error until its call reports, so a run that stops half-way shows no false pass.
             result = Result(property_name(report.nodeid, model), model, "error", _UNFINISHED)
             result.nodeid = report.nodeid
@@ -258,11 +378,23 @@ class Collector:
                 result.detail, result.case = split_message(_message(report))
         elif report.skipped:  # skipped in setup: a skip mark, or a fixture that skipped
             result.outcome, result.detail = "skip", _message(report)
+        elif report.when not in ("setup", "teardown"):  # pytest-xdist's report of a test whose worker died
+            result.outcome, result.detail = "fail", self._worker_crash(report, result)
         elif report.failed and (report.when == "setup" or result.outcome not in ("fail", "error")):
             detail, result.case = split_message(_message(report))
             result.outcome, result.detail = "error", f"{report.when} failed: {detail}"
-        if report.when == "teardown" and self.progress is not None:
+        done = report.when not in ("setup", "call")
+        self._record({"result": dataclasses.asdict(result), "done": done})
+        if done and self.progress is not None:
             self.progress.test_done(result.outcome)
+
+    def _worker_crash(self, report: pytest.TestReport, result: Result) -> str:
+        node = getattr(report, "node", None)
+        worker = getattr(getattr(node, "gateway", None), "id", None)
+        status = self.workers_down.get(str(worker))
+        if worker is None or status is None or status >= 0:
+            return f"crashed: {_message(report)}"  # "worker 'gw0' crashed while running '...'"
+        return crashed(f"pytest-xdist's worker {worker}", -status, result.property, result.model)
 
     def report(self, exitstatus: int) -> Report:
         """The run's report (made once: the header probes every model)."""
@@ -271,8 +403,10 @@ class Collector:
             if exitstatus == INTERRUPTED:  # stopped by the user: neither a pass nor a failure (nothing conforms)
                 for result in results:
                     if result.outcome == "error" and result.detail == _UNFINISHED:
-                        result.outcome, result.detail = "skip", "the run was interrupted (Ctrl-C) while this test ran"
-            self._report = Report(header(self.config), results, int(exitstatus))
+                        result.outcome = "skip"
+                        result.detail = f"the run was interrupted ({self.stop}) while this test ran"
+            stop = self.stop if exitstatus == INTERRUPTED else ""
+            self._report = Report(self._header or header(self.config), results, int(exitstatus), stop)
         return self._report
 
     def _tested_models(self) -> bool:

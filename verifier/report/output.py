@@ -1,14 +1,29 @@
-"""Writing the report files: Markdown, JSON, HTML and error-per-stage plots, each atomically."""
+"""Writing the report files: Markdown, JSON, HTML and error-per-stage plots, each atomically, and the
+reports folder of one `verifier check` run (`only_run`, `publish`).
+
+What a reports folder holds, whatever stops a run (Ctrl-C, SIGTERM, SIGKILL, a crash):
+
+- files of one run at most: a run, holding the folder's lock, first removes the previous run's set
+  (`SET`) and what a killed run left (its staging folder); it writes its own set into a fresh
+  staging folder inside the reports folder, `.verifier-run-XXXXXXXX/` (its pytest.log while pytest
+  runs), and only when the set is whole renames each file into place (`publish`): a rename within a
+  folder replaces a file at once, so no report is ever half-written, and the set appears together,
+  but for the instant between its renames (a run killed in that instant leaves part of its own set);
+- no lock file: the lock is a `flock` on the folder itself, which the system releases when the run
+  ends, even killed;
+- after a SIGKILL, the killed run's staging folder (with its pytest.log), until the next run removes it.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import re
-from collections.abc import Iterator
+import shutil
+import tempfile
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-
-import filelock
 
 from verifier.formats.fileio import atomic_write
 from verifier.report import html, plot, render
@@ -18,7 +33,9 @@ MARKDOWN = "conformance.md"
 JSON = "conformance.json"
 HTML = "conformance.html"
 LOG = "pytest.log"  # pytest's whole output of a `verifier check` run
-LOCK = ".verifier-check.lock"  # held by the `verifier check` run writing into a reports directory
+PLOTS = "stage-errors_*.png"  # `plot_path`
+SET = (MARKDOWN, JSON, HTML, LOG, PLOTS)  # the files of one run (glob patterns), replaced together
+STAGING = ".verifier-run-"  # the prefix of a run's staging folder inside the reports folder
 
 
 class ReportError(ValueError):
@@ -36,29 +53,55 @@ def check_directory(directory: Path) -> None:
 
 
 @contextlib.contextmanager
-def only_run(directory: Path) -> Iterator[None]:
-    """Hold `directory`'s lock for one run, and remove the previous run's reports as the run starts.
+def only_run(directory: Path) -> Iterator[Path]:
+    """Hold `directory`'s lock for one run, remove the previous run's files, and give the run its
+    staging folder (removed at the end; after a SIGKILL, by the next run).
 
     Two runs into one directory would overwrite each other's reports, leaving a Markdown, JSON and HTML
     from different runs: the second is refused (ReportError) instead of waiting, as a CI job should fail
     than hang. The old reports go before the run, so a run stopped before it writes any never leaves
     the previous run's "conforms" beside its own log.
     """
-    lock = filelock.FileLock(directory / LOCK, timeout=0)  # non-blocking: held means refused
+    check_directory(directory)
     try:
-        lock.acquire()
-    except filelock.Timeout:
-        raise ReportError(
-            f"{directory}: another verifier check is writing its reports here; wait for it or give another --reports"
-        ) from None
+        fd = os.open(directory, os.O_RDONLY)  # not inherited by pytest (PEP 446): the lock ends with this process
     except OSError as e:
         raise ReportError(f"{directory}: cannot lock the reports directory: {e.strerror or e}") from None
     try:
-        for name in (MARKDOWN, JSON, HTML):
-            (directory / name).unlink(missing_ok=True)
-        yield
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # non-blocking: held means refused
+        except BlockingIOError:
+            raise ReportError(
+                f"{directory}: another verifier check is writing its reports here; wait for it or give another "
+                "--reports"
+            ) from None
+        except OSError as e:
+            raise ReportError(f"{directory}: cannot lock the reports directory: {e.strerror or e}") from None
+        for pattern in SET:
+            for path in directory.glob(pattern):
+                path.unlink(missing_ok=True)
+        for path in directory.glob(STAGING + "*"):  # a killed run's
+            shutil.rmtree(path, ignore_errors=True)
+        staging = Path(tempfile.mkdtemp(prefix=STAGING, dir=directory))
+        try:
+            yield staging
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
     finally:
-        lock.release()
+        os.close(fd)  # releases the lock
+
+
+def publish(paths: Sequence[Path], directory: Path) -> list[Path]:
+    """Move the staged files `paths` into `directory` (renames in one file system: each replaces at once)."""
+    published = []
+    for path in paths:
+        target = directory / path.name
+        try:
+            os.replace(path, target)
+        except OSError as e:
+            raise ReportError(f"{target}: cannot write the report: {e.strerror or e}") from None
+        published.append(target)
+    return published
 
 
 def write_atomic(path: Path, data: bytes) -> None:

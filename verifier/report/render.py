@@ -100,7 +100,7 @@ _VERDICTS = {"conforms": "conforms", "fails": "does not conform", "untested": "u
 def summary(report: Report) -> str:
     """`12 pass, 1 fail, 3 skip: does not conform` (or `conforms`, or `untested: not conforming`)."""
     counts = ", ".join(f"{n} {outcome}" for outcome, n in report.counts().items()) or "no tests ran"
-    return f"{'interrupted: ' if report.interrupted else ''}{counts}: {_VERDICTS[report.verdict]}"
+    return f"{report.stopped + ': ' if report.stopped else ''}{counts}: {_VERDICTS[report.verdict]}"
 
 
 def verdict_lines(report: Report) -> list[str]:

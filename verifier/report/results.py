@@ -24,7 +24,8 @@ A model **conforms** when none of its tests failed and at least one of its prope
 suite turns a property that ran no example or compared nothing into a skip, so a pass means the
 property checked the model. A model with no failure and no pass is **untested**; a run conforms
 only when every model under test conforms and no model-independent test failed. A run stopped
-before it finished (Ctrl-C) conforms in nothing: each model that would is untested.
+before it finished (Ctrl-C, SIGTERM, or pytest killed by a signal: a crash) conforms in nothing:
+each model that would is untested.
 
 Non-finite numbers (an infinite error ratio) are written to JSON as the strings "inf" and "nan",
 so the file stays standard JSON.
@@ -51,6 +52,7 @@ BEHAVES_LIKE = "behaves_like"
 
 # pytest's exit status for a run stopped by Ctrl-C (pytest.ExitCode.INTERRUPTED).
 INTERRUPTED = 2
+CTRL_C = "Ctrl-C"  # `Report.stop` of an interrupted run, unless SIGTERM stopped it
 
 # Outcomes, in the order a summary lists them; the first two fail a run.
 FAILING = ("fail", "error")
@@ -126,11 +128,14 @@ class Header:
 
 @dataclass
 class Report:
-    """A whole run: the header, the results in run order, and pytest's exit status."""
+    """A whole run: the header, the results in run order, pytest's exit status (negative: pytest was
+    killed by that signal, a crash), and what stopped the run before its end: `Ctrl-C` or `SIGTERM`
+    (interrupted), the signal pytest died of (`SIGSEGV`), or "" when it ran to its end."""
 
     header: Header
     results: list[Result] = field(default_factory=list)
     exit_status: int = 0
+    stop: str = ""
 
     def verdicts(self) -> list[ModelVerdict]:
         """Per model under test (the header's, then any other the results name), in that order."""
@@ -146,8 +151,8 @@ class Report:
         verdict, reason = ("fails", "") if failed else ("conforms", "") if passed else ("untested", "")
         if verdict == "untested":
             reason = self._why_untested(model, mine)
-        elif verdict == "conforms" and self.interrupted:
-            verdict, reason = "untested", "the run was interrupted before every property ran on it"
+        elif verdict == "conforms" and self.stopped:
+            verdict, reason = "untested", f"the run was {self.stopped} before every property ran on it"
         card = next((c for c in self.header.models if c.name == model), None)
         judged = next((r.precision for r in mine if r.precision), "float32")
         precision, declared = (card.precision, card.declared) if card else (judged, judged != "float32")
@@ -160,7 +165,9 @@ class Report:
         card = next((c for c in self.header.models if c.name == model), None)
         refused = {k: p for k, p in (card.probes if card else {}).items() if p.startswith(("unsupported", "broken"))}
         if not results:
-            why = "no property ran on it"
+            why = (
+                f"the run was {self.stopped} before any property ran on it" if self.stopped else "no property ran on it"
+            )
         elif len(results) == 1:
             why = "its only property ran no example (it skipped)"
         else:
@@ -179,8 +186,16 @@ class Report:
 
     @property
     def interrupted(self) -> bool:
-        """Whether the run was stopped (Ctrl-C) before it finished: then nothing conforms."""
+        """Whether the run was stopped (Ctrl-C, SIGTERM) before it finished: then nothing conforms."""
         return self.exit_status == INTERRUPTED
+
+    @property
+    def stopped(self) -> str:
+        """How the run stopped before its end, "" if it did not: `interrupted (SIGTERM)`, `stopped by
+        SIGSEGV` (pytest died of it); then nothing conforms."""
+        if self.interrupted:
+            return f"interrupted ({self.stop or CTRL_C})"
+        return f"stopped by {self.stop or f'signal {-self.exit_status}'}" if self.exit_status < 0 else ""
 
     @property
     def failures(self) -> list[Result]:
@@ -188,13 +203,13 @@ class Report:
 
     @property
     def verdict(self) -> str:
-        """`fails` if any test failed, else `untested` if a model under test is or the run was
-        interrupted, else `conforms`; without models, `conforms` only if a test passed (a run that
+        """`fails` if any test failed, else `untested` if a model under test is or the run stopped
+        before its end, else `conforms`; without models, `conforms` only if a test passed (a run that
         skips everything proves nothing)."""
         verdicts = {v.verdict for v in self.verdicts()}
         if self.failures or "fails" in verdicts:
             return "fails"
-        if self.interrupted or "untested" in verdicts or not any(r.outcome == "pass" for r in self.results):
+        if self.stopped or "untested" in verdicts or not any(r.outcome == "pass" for r in self.results):
             return "untested"
         return "conforms"
 
@@ -224,10 +239,10 @@ class Report:
             if result.stage_errors is not None:
                 result.stage_errors = [(stage, float(e), float(b)) for stage, e, b in result.stage_errors]
             results.append(result)
-        return cls(Header(**header), results, data["exit_status"])
+        return cls(Header(**header), results, data["exit_status"], data.get("stop", ""))
 
     def to_json(self) -> str:
-        return json.dumps(_finite(self.to_dict()), indent=2, allow_nan=False)
+        return json.dumps(finite(self.to_dict()), indent=2, allow_nan=False)
 
     @classmethod
     def read(cls, path: Path) -> Report:
@@ -247,12 +262,12 @@ def _behaves_like(results: list[Result]) -> str:
     return f"{like} ({sum(r.behaves_like == like for r in failed)} of {len(failed)} failed properties)"
 
 
-def _finite(value: Any) -> Any:
+def finite(value: Any) -> Any:
     """`value` with every non-finite float replaced by its name ("inf", "-inf", "nan")."""
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
     if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
+        return {k: finite(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
+        return [finite(v) for v in value]
     return value

@@ -31,6 +31,13 @@ _POLL_S = 0.1  # how often a run checks for Ctrl-C while pytest runs
 # SIGTERM (what CI timeouts and cancellations send) stops a run as Ctrl-C does: left to its default
 # action it would kill this process alone, leaving pytest (in its own process group) running to the end.
 STOPS = (signal.SIGINT, signal.SIGTERM)
+# The watchdog of a run: it reads its standard input, the read end of a pipe only `run` holds open for
+# writing, to its end, which comes when `run` is done or this process dies in any way, SIGKILL included;
+# then it kills its process group, pytest's: pytest, its xdist workers and whatever the model started.
+# A process rather than prctl(PR_SET_PDEATHSIG) in pytest: PDEATHSIG is Linux's only and signals pytest
+# alone (its workers and the model's processes would run on), and rather than a thread in pytest: a
+# native engine holding Python's lock (the GIL) would keep a thread from acting.
+_WATCHDOG = "import os, signal, sys; sys.stdin.buffer.read(); os.killpg(os.getpgrp(), signal.SIGKILL)"
 
 
 class SuiteNotFound(ValueError):
@@ -122,7 +129,10 @@ def run(command: Sequence[str], log: Path | None = None) -> int:
     Ctrl-C stops pytest as it stops a plain run: pytest (in its own process group, so that it gets
     one interrupt, from here) ends the test it is in and writes the results so far, which say the run
     was interrupted. A second Ctrl-C kills it. Interrupts are recorded from before pytest starts, so
-    none can leave it running unwatched. SIGTERM counts as a Ctrl-C (`STOPS`).
+    none can leave it running unwatched. SIGTERM counts as a Ctrl-C (`STOPS`): it is passed on as
+    SIGTERM, which the results collector turns into pytest's KeyboardInterrupt, naming it.
+
+    pytest and every process it starts die with this process, even killed (`_WATCHDOG`).
     """
     env = {name: value for name, value in os.environ.items() if name not in IGNORED_ENV}
     with contextlib.ExitStack() as stack:
@@ -147,12 +157,27 @@ def _terminal() -> int | None:
 
 def _watch(command: Sequence[str], env: dict[str, str], output: IO[bytes] | None, progress: int | None) -> int:
     """Start `command` and wait for it, passing Ctrl-C on as `run` says."""
+    watched, watching = os.pipe()  # neither end is inherited by pytest (PEP 446)
+    try:
+        # The watchdog leads the process group pytest joins, from before pytest starts.
+        watchdog = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", _WATCHDOG],
+            stdin=watched,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            process_group=0,
+        )
+    except BaseException:
+        os.close(watching)
+        raise
+    finally:
+        os.close(watched)
     interrupts: list[int] = []
     previous = {stop: signal.signal(stop, lambda signum, frame: interrupts.append(signum)) for stop in STOPS}
     try:
         process = subprocess.Popen(
             list(command),
-            process_group=0,
+            process_group=watchdog.pid,
             env=env,
             stdout=output,
             stderr=subprocess.STDOUT if output is not None else None,
@@ -161,16 +186,22 @@ def _watch(command: Sequence[str], env: dict[str, str], output: IO[bytes] | None
         forwarded = False
         while True:
             try:
-                return process.wait(timeout=_POLL_S)
+                status = process.wait(timeout=_POLL_S)
             except subprocess.TimeoutExpired:
                 pass
+            else:
+                if interrupts and status == -interrupts[0]:  # killed by the stop passed on, before it could stop
+                    raise KeyboardInterrupt
+                return status
             if len(interrupts) > 1:
                 process.kill()
                 process.wait()
                 raise KeyboardInterrupt
             if interrupts and not forwarded:
-                process.send_signal(signal.SIGINT)
+                process.send_signal(interrupts[0])
                 forwarded = True
     finally:
+        os.close(watching)  # pytest is done: the watchdog ends what it left running, and itself
+        watchdog.wait()
         for stop, handler in previous.items():
             signal.signal(stop, handler)
