@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from verifier.formats.errors import CheckpointError
-from verifier.formats.fileio import BoundedReader, atomic_path, map_array, open_bounded
+from verifier.formats.fileio import BoundedReader, atomic_path, open_bounded, read_array
 
 MAX_HEADER_BYTES = 100_000_000  # the safetensors library's own limit
 # dtype name -> (numpy dtype of the stored bytes, float dtype it converts to, or None for non-floats)
@@ -159,9 +159,12 @@ def read_tensor(reader: BoundedReader, file: SafetensorsFile, entry: Entry) -> n
     return as_float32(entry, reader.array(DTYPES[entry.dtype][0], entry.shape, f"tensor {entry.name}"))
 
 
-def map_tensor(file: SafetensorsFile, entry: Entry) -> np.ndarray:
-    """One tensor mapped from the file and converted as `read_tensor` converts it (F32: no copy)."""
-    return as_float32(entry, map_array(file.path, file.data_start + entry.begin, DTYPES[entry.dtype][0], entry.shape))
+def load_tensor(file: SafetensorsFile, entry: Entry) -> np.ndarray:
+    """One tensor read from the file by name (no reader kept open), converted as `read_tensor` converts it."""
+    stored = read_array(
+        file.path, file.data_start + entry.begin, DTYPES[entry.dtype][0], entry.shape, f"tensor {entry.name}"
+    )
+    return as_float32(entry, stored)
 
 
 def as_float32(entry: Entry, stored: np.ndarray) -> np.ndarray:
