@@ -26,6 +26,7 @@ from verifier.formats.checkpoint import Checkpoint, TensorInfo, check_array, che
 from verifier.formats.config_json import read_config_json
 from verifier.formats.errors import CheckpointError
 from verifier.formats.fileio import ReadAhead, atomic_write, open_bounded
+from verifier.formats.jsonio import read_json
 from verifier.formats.safetensors_file import (
     DTYPES,
     Entry,
@@ -56,10 +57,7 @@ def weight_files(directory: Path) -> list[Path]:
 
 def _shards(index_path: Path) -> dict[Path, list[str]]:
     """The shard files an index names, each with the tensors it should hold (file names only: no paths)."""
-    try:
-        index = json.loads(index_path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CheckpointError(index_path, "shard index", f"not readable JSON: {e}") from None
+    index = read_json(index_path, "shard index")
     weight_map = index.get("weight_map") if isinstance(index, dict) else None
     if not isinstance(weight_map, dict) or not weight_map:
         raise CheckpointError(index_path, "weight_map", "must be a non-empty object {tensor: shard file}")
