@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -190,9 +191,9 @@ def _from_gpt2_fields(f: dict[str, Any]) -> ModelConfig:
             "activation_function", f"only 'gelu_new' (GPT-2's tanh GELU) is implemented, found {activation!r}"
         )
     for flag in ("scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn"):
-        if f.get(flag):
+        if flag_field(f, flag, False):
             raise ConfigError(flag, "GPT-2 variants with this flag set are not implemented")
-    if f.get("scale_attn_weights") is False:
+    if not flag_field(f, "scale_attn_weights", True):
         raise ConfigError("scale_attn_weights", "attention without 1/sqrt(d_head) scaling is not implemented")
     d_model = _size(f, D_MODEL_MAX, "n_embd", "hidden_size")
     n_heads = _size(f, N_HEADS_MAX, "n_head", "num_attention_heads")
@@ -204,9 +205,9 @@ def _from_gpt2_fields(f: dict[str, Any]) -> ModelConfig:
         n_layers=_size(f, N_LAYERS_MAX, "n_layer", "num_hidden_layers"),
         n_heads=n_heads,
         n_kv_heads=n_heads,
-        d_ff=_size(f, D_FF_MAX, "n_inner") if f.get("n_inner") else 4 * d_model,
+        d_ff=_size(f, D_FF_MAX, "n_inner") if f.get("n_inner") is not None else 4 * d_model,
         norm_eps=_number(f, "layer_norm_epsilon", 1e-5),
-        tie_embeddings=bool(f.get("tie_word_embeddings", True)),
+        tie_embeddings=flag_field(f, "tie_word_embeddings", True),
     )
 
 
@@ -227,7 +228,7 @@ def _from_llama_fields(f: dict[str, Any]) -> ModelConfig:
     if f.get("hidden_act", "silu") != "silu":
         raise ConfigError("hidden_act", f"the suite implements SwiGLU with 'silu', found {f['hidden_act']!r}")
     for flag in ("attention_bias", "mlp_bias"):
-        if f.get(flag):
+        if flag_field(f, flag, False):
             raise ConfigError(flag, "Llama with biased projections is not implemented")
     d_model = _size(f, D_MODEL_MAX, "hidden_size")
     n_heads = _size(f, N_HEADS_MAX, "num_attention_heads")
@@ -245,10 +246,12 @@ def _from_llama_fields(f: dict[str, Any]) -> ModelConfig:
         d_model=d_model,
         n_layers=_size(f, N_LAYERS_MAX, "num_hidden_layers"),
         n_heads=n_heads,
-        n_kv_heads=_size(f, N_HEADS_MAX, "num_key_value_heads") if f.get("num_key_value_heads") else n_heads,
+        n_kv_heads=_size(f, N_HEADS_MAX, "num_key_value_heads")
+        if f.get("num_key_value_heads") is not None
+        else n_heads,
         d_ff=_size(f, D_FF_MAX, "intermediate_size"),
         norm_eps=_number(f, "rms_norm_eps", 1e-6),
-        tie_embeddings=bool(f.get("tie_word_embeddings", False)),
+        tie_embeddings=flag_field(f, "tie_word_embeddings", False),
         rope_theta=_rope_theta(f),
     )
 
@@ -292,6 +295,24 @@ def check_size(name: str, value: Any, maximum: int) -> int:
     return value
 
 
+def flag_field(fields: dict[str, Any], name: str, default: bool) -> bool:
+    """Flag `name` of a config.json: JSON true or false (as `transformers` requires), `default` if absent.
+    1, "false" or null are refused: read as Python truth values they would silently mean the opposite."""
+    if name not in fields:
+        return default
+    value = fields[name]
+    if not isinstance(value, bool):
+        raise ConfigError(name, f"must be true or false, found {type(value).__name__} {_quote(value)}")
+    return value
+
+
+def _check_number(name: str, value: Any) -> float:
+    """`value` if it is a real number (an int or float, not a bool); else ConfigError naming `name`."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ConfigError(name, f"must be a number, found {type(value).__name__} {_quote(value)}")
+    return float(value)
+
+
 def validate(config: ModelConfig) -> None:
     """Raise ConfigError naming the first field that makes `config` inconsistent."""
     if config.family not in FAMILIES:
@@ -306,8 +327,10 @@ def validate(config: ModelConfig) -> None:
         raise ConfigError("n_kv_heads", f"GPT-2 has no grouped-query attention: must equal n_heads={config.n_heads}")
     if config.uses_rope and config.d_head % 2:
         raise ConfigError("n_heads", f"RoPE rotates pairs, so d_head must be even; d_head={config.d_head}")
+    if not isinstance(config.tie_embeddings, bool):
+        raise ConfigError("tie_embeddings", f"must be a bool, found {type(config.tie_embeddings).__name__}")
     # An infinite epsilon makes every normalised activation 0 (and every comparison trivially pass).
-    if not (math.isfinite(config.norm_eps) and config.norm_eps > 0):  # also rejects NaN
+    if not (math.isfinite(_check_number("norm_eps", config.norm_eps)) and config.norm_eps > 0):  # also rejects NaN
         raise ConfigError("norm_eps", f"must be a finite positive number, found {config.norm_eps}")
-    if not (math.isfinite(config.rope_theta) and config.rope_theta > 1):
+    if not (math.isfinite(_check_number("rope_theta", config.rope_theta)) and config.rope_theta > 1):
         raise ConfigError("rope_theta", f"must be a finite number greater than 1, found {config.rope_theta}")
