@@ -10,10 +10,10 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from verifier.formats import save_checkpoint
 from verifier.formats.hf import build_model
 from verifier.formats.hf_dir import write_hf_dir
 from verifier.formats.llama2c import write_llama2c
@@ -76,17 +76,35 @@ def test_a_mapped_checkpoint_that_shrinks_is_a_checkpoint_error_not_sigbus(
     assert len(lines) == 2 and "the file changed while it was read" in lines[1], result.stdout
 
 
-@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed")
-def test_torch_weights_that_shrink_after_loading_stay_valid(tmp_path: Path) -> None:
-    """A torch zip archive was loaded with mmap=True: its float32 weights were views of the mapped file."""
+def write_torch(directory: Path) -> Path:
     import torch
 
-    save_checkpoint(tmp_path, LLAMA, init_weights(LLAMA, seed=1), format="hf")
-    model = build_model(LLAMA, init_weights(LLAMA, seed=1))
-    torch.save(model.state_dict(), tmp_path / "pytorch_model.bin")
-    (tmp_path / "model.safetensors").unlink()
-    result = run_child("load_checkpoint", tmp_path, tmp_path / "pytorch_model.bin")
+    write_hf_dir(directory, LLAMA, init_weights(LLAMA, seed=1))
+    torch.save(build_model(LLAMA, init_weights(LLAMA, seed=1)).state_dict(), directory / "pytorch_model.bin")
+    (directory / "model.safetensors").unlink()
+    return directory / "pytorch_model.bin"
+
+
+def write_gguf_file(directory: Path) -> Path:
+    from verifier.formats.gguf import write_gguf
+
+    write_gguf(directory / "model.gguf", LLAMA, init_weights(LLAMA, seed=1))
+    return directory / "model.gguf"
+
+
+@pytest.mark.parametrize(
+    ("write", "package"),
+    [(write_torch, "torch"), (write_gguf_file, "gguf")],
+    ids=["torch zip (was loaded with mmap=True)", "gguf (the package maps the file while it is read)"],
+)
+def test_weights_loaded_whole_stay_valid_after_the_file_shrinks(tmp_path: Path, write: Any, package: str) -> None:
+    """Loaded whole, no weight may remain a view of a mapping: torch's float32 tensors loaded with
+    mmap=True were, and touching one after the file shrank killed the process."""
+    if importlib.util.find_spec(package) is None:
+        pytest.skip(f"{package} is not installed")
+    shrunk = write(tmp_path)
+    result = run_child("load_checkpoint", tmp_path if package == "torch" else shrunk, shrunk)
     assert result.returncode != -signal.SIGBUS, "the child died of SIGBUS touching a mapped page that vanished"
-    # Loaded whole: every weight is in memory, so a lookup after the shrink succeeds too (exit 0).
+    # Every weight is in memory, so a lookup after the shrink succeeds too (exit 0).
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.splitlines() == ["weights read stay valid"]
