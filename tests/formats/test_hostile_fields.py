@@ -19,11 +19,12 @@ from verifier.cli import main
 from verifier.formats import CheckpointError, load_checkpoint
 from verifier.formats.config_json import read_config_json
 from verifier.formats.llama2c import write_llama2c
-from verifier.model.config import N_CTX_MAX, N_HEADS_MAX, ConfigError
+from verifier.model.config import N_CTX_MAX, N_HEADS_MAX, SIZE_MAXIMA, ConfigError
 from verifier.model.presets import preset
 from verifier.model.weights import init_weights
 
 LLAMA = preset("llama2c-stories260K").replace(n_layers=2, vocab_size=90, n_ctx=32)
+ROOT = Path(__file__).resolve().parents[2]
 GPT2 = preset("gpt2").replace(vocab_size=50, n_ctx=16, d_model=32, n_layers=2, n_heads=4, n_kv_heads=4, d_ff=64)
 
 
@@ -215,3 +216,14 @@ def test_a_legacy_negative_vocab_size_still_means_an_unshared_classifier(tmp_pat
     (vocab,) = struct.unpack_from("<i", (tmp_path / "model.bin").read_bytes(), 20)
     assert vocab == -untied.vocab_size
     assert load_checkpoint(tmp_path / "model.bin").config == untied
+
+
+def test_the_maxima_stated_in_the_docs_are_the_codes() -> None:
+    """docs/security.md's table of maxima, row by row, against `SIZE_MAXIMA`."""
+    rows = [line.split("|") for line in (ROOT / "docs" / "security.md").read_text().splitlines()]
+    stated = {}
+    for row in rows:
+        if len(row) == 5:  # | field | config.json keys | maximum |
+            for name in row[1].replace("`", "").split(","):
+                stated[name.strip()] = row[3].strip()
+    assert {name: stated.get(name) for name in SIZE_MAXIMA} == {name: f"{m:,}" for name, m in SIZE_MAXIMA.items()}

@@ -43,6 +43,23 @@ def test_inspect_refuses_a_deep_shard_index_in_one_line(tmp_path: Path, capsys: 
     assert err.count("\n") == 1 and "JSON nested too deeply" in err, err[-2000:]
 
 
+def test_check_refuses_a_deep_shard_index_before_the_suite_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As the README says: pytest's one-line usage error naming the checkpoint, then check's line;
+    exit status 2 (it was a RecursionError: an INTERNALERROR of some 50 lines)."""
+    model = tmp_path / "model"
+    write_hf_dir(model, LLAMA, init_weights(LLAMA), max_shard_bytes=20_000)
+    (model / SAFETENSORS_INDEX).write_text(DEEP[0], encoding="utf-8")
+    reports = tmp_path / "reports"
+    assert main(["check", "--model", "numpy", "--checkpoint", str(model), "--reports", str(reports)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        f"ERROR: --checkpoint {model}: {model / SAFETENSORS_INDEX}: shard index: JSON nested too deeply",
+        f"verifier check: error: pytest stopped before the suite ran (a usage error); see {reports / 'pytest.log'}",
+    ], err
+
+
 def test_a_vocabulary_nested_100000_deep_is_a_tokenizer_error(tmp_path: Path) -> None:
     (tmp_path / "vocab.json").write_text(DEEP[1], encoding="utf-8")
     (tmp_path / "merges.txt").write_text("#version: 0.2\n", encoding="utf-8")
