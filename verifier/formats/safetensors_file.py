@@ -2,8 +2,9 @@
 
 A file is: u64 little-endian N, an N-byte JSON header {name: {dtype, shape, data_offsets: [begin,
 end]}, "__metadata__": {str: str}}, then the data, tensors packed back to back. The header is
-hostile until proven otherwise: its size, every dtype, shape and offset are checked against the
-file size, and tensors must tile the data exactly, before any tensor is read.
+hostile until proven otherwise: its size and its form (before it is parsed), every dtype, shape and
+offset are checked against the file size, and tensors must tile the data exactly, before any
+tensor is read.
 Writing uses the `safetensors` library (the format's own writer).
 """
 
@@ -119,8 +120,12 @@ def _check_grammar(path: Path, raw: bytes) -> None:
             path, "safetensors header", "must be a JSON object", found=raw[:40].decode("utf-8", "replace")
         )
     offset = start.end()
-    while (member := _TOP_MEMBER_RE.match(raw, offset)) and (comma := _NEXT_MEMBER.match(raw, member.end())):
-        offset = comma.end()  # members that fit, up to the first that does not
+    while member := _TOP_MEMBER_RE.match(raw, offset):  # past the members that fit
+        comma = _NEXT_MEMBER.match(raw, member.end())
+        if comma is None:  # the last member fits: what follows it does not (e.g. bytes after the object)
+            offset = member.end()
+            break
+        offset = comma.end()
     key = _KEY.match(raw, offset)
     where = f"entry {quoted(key.group().decode('utf-8', 'replace'))}" if key else f"byte {8 + offset:,}"
     raise CheckpointError(
