@@ -150,11 +150,41 @@ def from_hf_dict(fields: dict[str, Any]) -> ModelConfig:
     supported type that change the math (biased Llama projections, another activation, ...).
     """
     model_type = fields.get("model_type")
-    if model_type == "gpt2":
-        return _from_gpt2_fields(fields)
-    if model_type == "llama":
-        return _from_llama_fields(fields)
-    raise ConfigError("model_type", f"expected 'gpt2' or 'llama', found {model_type!r}")
+    if model_type not in HF_KEYS:
+        raise ConfigError("model_type", f"expected 'gpt2' or 'llama', found {model_type!r}")
+    try:
+        return _from_gpt2_fields(fields) if model_type == "gpt2" else _from_llama_fields(fields)
+    except ConfigError as e:  # a rule across fields (d_model % n_heads, ...): named by the file's key
+        keys = HF_KEYS[model_type].get(e.field)
+        if keys is None:
+            raise
+        raise ConfigError(next((k for k in keys if fields.get(k) is not None), keys[0]), e.reason) from None
+
+
+# The config.json keys each field is read from, per model type (the first one present is read).
+HF_KEYS: dict[str, dict[str, tuple[str, ...]]] = {
+    "gpt2": {
+        "vocab_size": ("vocab_size",),
+        "n_ctx": ("n_positions", "max_position_embeddings"),
+        "d_model": ("n_embd", "hidden_size"),
+        "n_layers": ("n_layer", "num_hidden_layers"),
+        "n_heads": ("n_head", "num_attention_heads"),
+        "d_ff": ("n_inner",),
+        "norm_eps": ("layer_norm_epsilon",),
+    },
+    "llama": {
+        "vocab_size": ("vocab_size",),
+        "n_ctx": ("max_position_embeddings",),
+        "d_model": ("hidden_size",),
+        "n_layers": ("num_hidden_layers",),
+        "n_heads": ("num_attention_heads",),
+        "n_kv_heads": ("num_key_value_heads",),
+        "d_ff": ("intermediate_size",),
+        "norm_eps": ("rms_norm_eps",),
+        "rope_theta": ("rope_theta",),
+    },
+}
+_GPT2, _LLAMA = HF_KEYS["gpt2"], HF_KEYS["llama"]
 
 
 def _require(fields: dict[str, Any], *names: str) -> Any:
@@ -195,18 +225,18 @@ def _from_gpt2_fields(f: dict[str, Any]) -> ModelConfig:
             raise ConfigError(flag, "GPT-2 variants with this flag set are not implemented")
     if not flag_field(f, "scale_attn_weights", True):
         raise ConfigError("scale_attn_weights", "attention without 1/sqrt(d_head) scaling is not implemented")
-    d_model = _size(f, D_MODEL_MAX, "n_embd", "hidden_size")
-    n_heads = _size(f, N_HEADS_MAX, "n_head", "num_attention_heads")
+    d_model = _size(f, D_MODEL_MAX, *_GPT2["d_model"])
+    n_heads = _size(f, N_HEADS_MAX, *_GPT2["n_heads"])
     return ModelConfig(
         family="gpt2",
-        vocab_size=_size(f, VOCAB_SIZE_MAX, "vocab_size"),
-        n_ctx=_size(f, N_CTX_MAX, "n_positions", "max_position_embeddings"),
+        vocab_size=_size(f, VOCAB_SIZE_MAX, *_GPT2["vocab_size"]),
+        n_ctx=_size(f, N_CTX_MAX, *_GPT2["n_ctx"]),
         d_model=d_model,
-        n_layers=_size(f, N_LAYERS_MAX, "n_layer", "num_hidden_layers"),
+        n_layers=_size(f, N_LAYERS_MAX, *_GPT2["n_layers"]),
         n_heads=n_heads,
         n_kv_heads=n_heads,
-        d_ff=_size(f, D_FF_MAX, "n_inner") if f.get("n_inner") is not None else 4 * d_model,
-        norm_eps=_number(f, "layer_norm_epsilon", 1e-5),
+        d_ff=_size(f, D_FF_MAX, *_GPT2["d_ff"]) if f.get("n_inner") is not None else 4 * d_model,
+        norm_eps=_number(f, _GPT2["norm_eps"][0], 1e-5),
         tie_embeddings=flag_field(f, "tie_word_embeddings", True),
     )
 
@@ -230,8 +260,9 @@ def _from_llama_fields(f: dict[str, Any]) -> ModelConfig:
     for flag in ("attention_bias", "mlp_bias"):
         if flag_field(f, flag, False):
             raise ConfigError(flag, "Llama with biased projections is not implemented")
-    d_model = _size(f, D_MODEL_MAX, "hidden_size")
-    n_heads = _size(f, N_HEADS_MAX, "num_attention_heads")
+    d_model = _size(f, D_MODEL_MAX, *_LLAMA["d_model"])
+    n_heads = _size(f, N_HEADS_MAX, *_LLAMA["n_heads"])
+    kv_keys = _LLAMA["n_kv_heads"]  # absent or null: as many as the query heads
     head_dim = f.get("head_dim")
     if head_dim is not None:
         check_size("head_dim", head_dim, D_MODEL_MAX)
@@ -241,16 +272,14 @@ def _from_llama_fields(f: dict[str, Any]) -> ModelConfig:
         )
     return ModelConfig(
         family="llama",
-        vocab_size=_size(f, VOCAB_SIZE_MAX, "vocab_size"),
-        n_ctx=_size(f, N_CTX_MAX, "max_position_embeddings"),
+        vocab_size=_size(f, VOCAB_SIZE_MAX, *_LLAMA["vocab_size"]),
+        n_ctx=_size(f, N_CTX_MAX, *_LLAMA["n_ctx"]),
         d_model=d_model,
-        n_layers=_size(f, N_LAYERS_MAX, "num_hidden_layers"),
+        n_layers=_size(f, N_LAYERS_MAX, *_LLAMA["n_layers"]),
         n_heads=n_heads,
-        n_kv_heads=_size(f, N_HEADS_MAX, "num_key_value_heads")
-        if f.get("num_key_value_heads") is not None
-        else n_heads,
-        d_ff=_size(f, D_FF_MAX, "intermediate_size"),
-        norm_eps=_number(f, "rms_norm_eps", 1e-6),
+        n_kv_heads=_size(f, N_HEADS_MAX, *kv_keys) if f.get(kv_keys[0]) is not None else n_heads,
+        d_ff=_size(f, D_FF_MAX, *_LLAMA["d_ff"]),
+        norm_eps=_number(f, _LLAMA["norm_eps"][0], 1e-6),
         tie_embeddings=flag_field(f, "tie_word_embeddings", False),
         rope_theta=_rope_theta(f),
     )
