@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from verifier.formats.hf import build_model
 from verifier.formats.hf_dir import write_hf_dir
 from verifier.formats.llama2c import write_llama2c
 from verifier.model.presets import preset
@@ -80,7 +79,8 @@ def write_torch(directory: Path) -> Path:
     import torch
 
     write_hf_dir(directory, LLAMA, init_weights(LLAMA, seed=1))
-    torch.save(build_model(LLAMA, init_weights(LLAMA, seed=1)).state_dict(), directory / "pytorch_model.bin")
+    state = {name: torch.from_numpy(w) for name, w in init_weights(LLAMA, seed=1).items()}
+    torch.save(state, directory / "pytorch_model.bin")  # a zip archive, as save_pretrained writes
     (directory / "model.safetensors").unlink()
     return directory / "pytorch_model.bin"
 
