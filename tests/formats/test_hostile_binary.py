@@ -47,13 +47,13 @@ def safetensors_file(path: Path, header: bytes) -> Path:
 def test_a_dtype_that_is_a_list_is_a_checkpoint_error(tmp_path: Path) -> None:
     header = json.dumps({"w": {"dtype": ["F32"], "shape": [1], "data_offsets": [0, 4]}}).encode()
     path = safetensors_file(tmp_path / "m.safetensors", header)
-    refused(path, r"header entry 'w' dtype: unknown or unsupported dtype", read_safetensors)
+    refused(path, r'header entry "w": not of the form of a safetensors header', read_safetensors)
 
 
 def test_a_header_nested_100000_deep_is_a_checkpoint_error(tmp_path: Path) -> None:
     header = b'{"w": ' + b'{"a": ' * 100_000 + b"1" + b"}" * 100_000 + b"}"
     path = safetensors_file(tmp_path / "m.safetensors", header)
-    refused(path, r"safetensors header: JSON nested too deeply", read_safetensors)
+    refused(path, r'header entry "w": not of the form of a safetensors header', read_safetensors)
 
 
 def test_a_header_of_empty_lists_is_refused_before_it_is_parsed(
@@ -66,8 +66,8 @@ def test_a_header_of_empty_lists_is_refused_before_it_is_parsed(
     def no_parse(*args: object, **kwargs: object) -> None:
         raise AssertionError("the header was parsed")
 
-    monkeypatch.setattr(safetensors_module.json, "loads", no_parse)
-    refused(path, r"safetensors header: more lists than tensor entries can hold", read_safetensors)
+    monkeypatch.setattr(safetensors_module, "parse_json", no_parse)
+    refused(path, r'header entry "w": not of the form of a safetensors header', read_safetensors)
 
 
 def test_a_huge_value_is_quoted_by_a_bounded_prefix(tmp_path: Path) -> None:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 from verifier.formats.errors import CheckpointError
+from verifier.formats.jsonio import read_json
 from verifier.model.config import ConfigError, ModelConfig, from_hf_dict
 
 T = TypeVar("T")
@@ -18,18 +18,7 @@ def read_config_fields(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if path.is_dir():
         path = path / "config.json"
-    try:
-        fields = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CheckpointError(path, "config.json", "file not found") from None
-    except OSError as e:
-        raise CheckpointError(path, "config.json", f"cannot be read: {e.strerror or e}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CheckpointError(path, "config.json", f"not valid JSON: {e}") from None
-    except RecursionError:  # e.g. 100,000 nested arrays: no configuration nests more than a few levels
-        raise CheckpointError(path, "config.json", "JSON nested too deeply") from None
-    except ValueError as e:  # e.g. an integer of more digits than Python converts (sys.get_int_max_str_digits)
-        raise CheckpointError(path, "config.json", f"not valid JSON: {str(e)[:80]}") from None
+    fields = read_json(path, "config.json")
     if not isinstance(fields, dict):
         raise CheckpointError(path, "config.json", "must hold a JSON object", found=type(fields).__name__)
     return fields

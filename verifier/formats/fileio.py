@@ -1,11 +1,12 @@
-"""Bounded reads, mapped reads and all-or-nothing writes, shared by every format.
+"""Bounded reads, reads at an offset and all-or-nothing writes, shared by every format.
 
 Readers never trust a size they read from a file: `BoundedReader` knows the file size and
 refuses to read (or allocate for) more bytes than remain, so a hostile header fails before any
-large allocation. `map_array` maps a checked byte range read-only (pages are read when touched
-and leave memory with the array); `read_ahead` asks the kernel to start reading a range the
-caller will need next. Writers go through `atomic_write`: a temporary file beside the target,
-renamed over it only once complete, so a failed write leaves nothing half-written.
+large allocation. `read_array` reads a checked byte range when a weight is looked up (into
+memory, not mapped: a mapping of a file that shrinks kills the process); `read_ahead` asks the
+kernel to start reading a range the caller will need next. Writers go through `atomic_write`: a
+temporary file beside the target, renamed over it only once complete, so a failed write leaves
+nothing half-written.
 """
 
 from __future__ import annotations
@@ -61,12 +62,34 @@ class BoundedReader:
         return out
 
 
-def map_array(path: Path, offset: int, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
-    """A read-only array of `shape` mapped from the file at byte `offset` (a range its reader checked)."""
+def read_array(path: Path, offset: int, dtype: np.dtype, shape: tuple[int, ...], what: str) -> np.ndarray:
+    """A new array of `shape` read from the file at byte `offset` (a range its reader checked).
+
+    Read, not mapped: a mapped page whose file shrank since kills the process with SIGBUS when
+    touched, which no Python code can catch; a file that shrank is a short read here instead.
+    """
+    out = np.empty(shape, dtype=dtype)
+    view = out.data.cast("B")
     try:
-        return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape)
-    except (OSError, ValueError) as e:  # the file vanished, shrank or cannot be mapped since it was checked
-        raise CheckpointError(path, f"bytes {offset:,}+", f"cannot be mapped: {e}") from None
+        with open(path, "rb", buffering=0) as handle:
+            handle.seek(offset)
+            done = 0
+            while done < len(view):  # one read returns at most ~2 GiB on Linux
+                n = handle.readinto(view[done:])
+                if not n:
+                    break
+                done += n
+    except OSError as e:  # the file vanished or cannot be read since it was checked
+        raise CheckpointError(path, what, f"cannot be read: {e.strerror or e}") from None
+    if done != len(view):
+        raise CheckpointError(
+            path,
+            what,
+            "short read: the file changed while it was read",
+            expected=f"{len(view):,} bytes at offset {offset:,}",
+            found=f"{done:,} bytes",
+        )
+    return out
 
 
 def read_ahead(path: Path, offset: int, length: int) -> None:

@@ -296,6 +296,19 @@ def _float32_field(path: Path, reader: Any, key: str, default: float | None = No
     return float(str(np.float32(value)))
 
 
+# The metadata key each config field is read from, in architecture {}: errors name it.
+_KEYS = {
+    "n_ctx": "{}.context_length",
+    "d_model": "{}.embedding_length",
+    "n_layers": "{}.block_count",
+    "n_heads": "{}.attention.head_count",
+    "n_kv_heads": "{}.attention.head_count_kv",
+    "d_ff": "{}.feed_forward_length",
+    "rope_theta": "{}.rope.freq_base",
+}
+_EPS_KEYS = {"gpt2": "gpt2.attention.layer_norm_epsilon", "llama": "llama.attention.layer_norm_rms_epsilon"}
+
+
 def _config(path: Path, reader: Any) -> tuple[ModelConfig, list[str]]:
     arch = _field(path, reader, "general.architecture")
     if arch not in ("gpt2", "llama"):
@@ -308,35 +321,34 @@ def _config(path: Path, reader: Any) -> tuple[ModelConfig, list[str]]:
     if len(embedding.shape) != 2:
         raise CheckpointError(path, "tensor token_embd.weight", "must be 2-D [d_model, vocab_size]",
                               found=[int(n) for n in embedding.shape])  # fmt: skip
+    keys = {field: key.format(arch) for field, key in _KEYS.items()} | {"norm_eps": _EPS_KEYS[arch]}
     findings = []
-    n_heads = _int_field(path, reader, f"{arch}.attention.head_count")
     fields: dict[str, Any] = {
         "family": arch,
         "vocab_size": int(embedding.shape[1]),  # GGUF shapes list the fastest axis first
-        "n_ctx": _int_field(path, reader, f"{arch}.context_length"),
-        "d_model": _int_field(path, reader, f"{arch}.embedding_length"),
-        "n_layers": _int_field(path, reader, f"{arch}.block_count"),
-        "n_heads": n_heads,
-        "n_kv_heads": _int_field(path, reader, f"{arch}.attention.head_count_kv", n_heads),
-        "d_ff": _int_field(path, reader, f"{arch}.feed_forward_length"),
         "tie_embeddings": "output.weight" not in tensors,
+        "norm_eps": _float32_field(path, reader, keys["norm_eps"]),
     }
-    if arch == "gpt2":
-        fields["norm_eps"] = _float32_field(path, reader, "gpt2.attention.layer_norm_epsilon")
-    else:
-        fields["norm_eps"] = _float32_field(path, reader, "llama.attention.layer_norm_rms_epsilon")
-        if "llama.rope.freq_base" not in reader.fields:
-            findings.append(f"llama.rope.freq_base is not stored; llama.cpp's {DEFAULT_ROPE_THETA:g} assumed")
-        fields["rope_theta"] = _float32_field(path, reader, "llama.rope.freq_base", DEFAULT_ROPE_THETA)
-        d_head = fields["d_model"] // n_heads
-        rot = _int_field(path, reader, "llama.rope.dimension_count", d_head)
-        if rot != d_head:
-            raise CheckpointError(path, "metadata llama.rope.dimension_count", "partial RoPE is not implemented",
-                                  expected=d_head, found=rot)  # fmt: skip
-    try:
-        return ModelConfig(**fields), findings
+    for field in ("n_ctx", "d_model", "n_layers", "n_heads", "d_ff"):
+        fields[field] = _int_field(path, reader, keys[field])
+    fields["n_kv_heads"] = _int_field(path, reader, keys["n_kv_heads"], fields["n_heads"])
+    if arch == "llama":
+        if keys["rope_theta"] not in reader.fields:
+            findings.append(f"{keys['rope_theta']} is not stored; llama.cpp's {DEFAULT_ROPE_THETA:g} assumed")
+        fields["rope_theta"] = _float32_field(path, reader, keys["rope_theta"], DEFAULT_ROPE_THETA)
+    try:  # every size (type, range, maximum, divisibility), eps and theta are checked here, before any use
+        config = ModelConfig(**fields)
     except ConfigError as e:
-        raise CheckpointError(path, f"metadata ({e.field})", e.reason) from None
+        where = (
+            "tensor token_embd.weight (its vocabulary axis)" if e.field == "vocab_size" else f"metadata {keys[e.field]}"
+        )
+        raise CheckpointError(path, where, e.reason) from None
+    if arch == "llama":
+        rot = _int_field(path, reader, "llama.rope.dimension_count", config.d_head)
+        if rot != config.d_head:
+            raise CheckpointError(path, "metadata llama.rope.dimension_count", "partial RoPE is not implemented",
+                                  expected=config.d_head, found=rot)  # fmt: skip
+    return config, findings
 
 
 def read_gguf_config(path: str | Path) -> ModelConfig:

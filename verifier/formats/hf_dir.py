@@ -26,12 +26,13 @@ from verifier.formats.checkpoint import Checkpoint, TensorInfo, check_array, che
 from verifier.formats.config_json import read_config_json
 from verifier.formats.errors import CheckpointError
 from verifier.formats.fileio import ReadAhead, atomic_write, open_bounded
+from verifier.formats.jsonio import read_json
 from verifier.formats.safetensors_file import (
     DTYPES,
     Entry,
     SafetensorsFile,
     byte_range,
-    map_tensor,
+    load_tensor,
     read_header,
     read_safetensors,
     write_safetensors,
@@ -47,7 +48,6 @@ WEIGHT_FILES = (SAFETENSORS, SAFETENSORS_INDEX, PYTORCH, PYTORCH_INDEX)
 
 _DTYPE_NAMES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16"}
 _BUFFERS = {"gpt2": (".attn.bias", ".attn.masked_bias"), "llama": (".rotary_emb.inv_freq",)}  # not learned
-_ZIP_MAGIC = b"PK\x03\x04"
 
 
 def weight_files(directory: Path) -> list[Path]:
@@ -57,10 +57,7 @@ def weight_files(directory: Path) -> list[Path]:
 
 def _shards(index_path: Path) -> dict[Path, list[str]]:
     """The shard files an index names, each with the tensors it should hold (file names only: no paths)."""
-    try:
-        index = json.loads(index_path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CheckpointError(index_path, "shard index", f"not readable JSON: {e}") from None
+    index = read_json(index_path, "shard index")
     weight_map = index.get("weight_map") if isinstance(index, dict) else None
     if not isinstance(weight_map, dict) or not weight_map:
         raise CheckpointError(index_path, "weight_map", "must be a non-empty object {tensor: shard file}")
@@ -81,9 +78,9 @@ def _read_pickle(path: Path) -> tuple[list[TensorInfo], dict[str, np.ndarray]]:
     import torch
 
     try:
-        with open(path, "rb") as handle:
-            zipped = handle.read(4) == _ZIP_MAGIC
-        state = torch.load(path, map_location="cpu", weights_only=True, mmap=zipped)
+        # Not mmap=True: float32 weights would be views of the mapping, and touching one after the
+        # file shrank would kill the process with SIGBUS. The weights are all kept anyway.
+        state = torch.load(path, map_location="cpu", weights_only=True, mmap=False)
     except Exception as e:  # torch raises many kinds (UnpicklingError, RuntimeError, EOFError, ...)
         first_line = str(e).splitlines()[0] if str(e) else ""
         raise CheckpointError(
@@ -256,7 +253,7 @@ def read_hf_dir(path: str | Path, weights_file: str | Path | None = None) -> Che
 
 
 def map_hf_dir(path: str | Path, weights_file: str | Path | None = None) -> Checkpoint:
-    """`read_hf_dir`'s checkpoint with weights mapped from its safetensors files, read at each lookup.
+    """`read_hf_dir`'s checkpoint with weights read from its safetensors files at each lookup.
 
     Every header, name, shape and dtype is checked here; each tensor's values (finite) when read.
     Pickled weights cannot be mapped: they are loaded whole (`read_hf_dir`).
@@ -290,7 +287,7 @@ def map_hf_dir(path: str | Path, weights_file: str | Path | None = None) -> Chec
             )
 
     def read(name: str) -> np.ndarray:
-        return map_tensor(*located[renamed[name]])
+        return load_tensor(*located[renamed[name]])
 
     if config.tie_embeddings and CLASSIFIER in renamed:
         embedding = read(EMBEDDING[config.family]) if EMBEDDING[config.family] in renamed else None

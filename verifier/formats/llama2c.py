@@ -34,7 +34,7 @@ import numpy as np
 from verifier.analysis.precision import Precision, q8_0
 from verifier.formats.checkpoint import Checkpoint, TensorInfo, check_array, check_canonical, check_shapes
 from verifier.formats.errors import CheckpointError
-from verifier.formats.fileio import BoundedReader, ReadAhead, atomic_write, map_array, open_bounded
+from verifier.formats.fileio import BoundedReader, ReadAhead, atomic_write, open_bounded, read_array
 from verifier.model.config import ConfigError, ModelConfig
 from verifier.model.weights import LazyWeights, Weights, weight_shapes
 
@@ -428,7 +428,7 @@ def _theta_and_findings(
 
 
 def map_llama2c(path: str | Path) -> Checkpoint:
-    """`read_llama2c`'s checkpoint with weights mapped from the file, read at each lookup.
+    """`read_llama2c`'s checkpoint with weights read from the file at each lookup.
 
     The header and the file size are checked here (and version 0's RoPE tables read); each
     weight's values when read: one layer's slice of a stacked tensor, q/k rows reordered to
@@ -443,7 +443,8 @@ def map_llama2c(path: str | Path) -> Checkpoint:
     for seg in segments:
         at[seg.name] = (seg, offset)
         offset += seg.nbytes(h.group_size)
-    cos, sin = (map_array(path, at[key][1], _F32, at[key][0].shape) if key in at else None for key in _ROPE_KEYS)
+    cos, sin = (read_array(path, at[key][1], _F32, at[key][0].shape, f"tensor {key}") if key in at else None
+                for key in _ROPE_KEYS)  # fmt: skip
     theta, findings = _theta_and_findings(path, h, cos, sin)
     config = _config_of(h, theta)
     stored: dict[str, tuple[str, int | None]] = {
@@ -463,11 +464,11 @@ def map_llama2c(path: str | Path) -> Checkpoint:
     def read(name: str) -> np.ndarray:
         seg, start, shape = extent(name)
         if seg.quantized:
-            values = map_array(path, start, _I8, shape)
-            scales = map_array(path, start + seg.count, _F32, (seg.count // h.group_size,))
+            values = read_array(path, start, _I8, shape, f"tensor {seg.name}")
+            scales = read_array(path, start + seg.count, _F32, (seg.count // h.group_size,), f"scales of {seg.name}")
             w = dequantize(path, seg, values, scales, h.group_size)
         else:
-            w = map_array(path, start, _F32, shape)
+            w = read_array(path, start, _F32, shape, f"tensor {name}")
         key = stored[name][0]
         if key in ("wq", "wk"):
             w = to_rotate_half(w, config.n_heads if key == "wq" else config.n_kv_heads)

@@ -2,14 +2,14 @@
 
 A file is: u64 little-endian N, an N-byte JSON header {name: {dtype, shape, data_offsets: [begin,
 end]}, "__metadata__": {str: str}}, then the data, tensors packed back to back. The header is
-hostile until proven otherwise: its size, every dtype, shape and offset are checked against the
-file size, and tensors must tile the data exactly, before any tensor is read.
+hostile until proven otherwise: its size and its form (before it is parsed), every dtype, shape and
+offset are checked against the file size, and tensors must tile the data exactly, before any
+tensor is read.
 Writing uses the `safetensors` library (the format's own writer).
 """
 
 from __future__ import annotations
 
-import json
 import re
 import struct
 from dataclasses import dataclass
@@ -17,8 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from verifier.formats.errors import CheckpointError
-from verifier.formats.fileio import BoundedReader, atomic_path, map_array, open_bounded
+from verifier.formats.errors import CheckpointError, quoted
+from verifier.formats.fileio import BoundedReader, atomic_path, open_bounded, read_array
+from verifier.formats.jsonio import parse_json
 
 MAX_HEADER_BYTES = 100_000_000  # the safetensors library's own limit
 # dtype name -> (numpy dtype of the stored bytes, float dtype it converts to, or None for non-floats)
@@ -85,25 +86,55 @@ def _entry(path: Path, name: str, spec: object) -> Entry:
     return Entry(name, dtype, tuple(shape), begin, end)
 
 
-_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+# The grammar of a header, checked before it is parsed: json.loads builds a Python object of 50 to
+# 60 bytes from as little as 2 bytes of JSON (`[]`, `{}`, `"ab"`), so a 99 MB header of empty
+# lists, empty objects or short strings took 2 to 3.5 GB and 5 to 15 s to parse only to be refused.
+# A header is one object of entries, each an object of exactly the members dtype (a string), shape
+# and data_offsets (lists of integers), and "__metadata__", an object of strings. Parsed, such a
+# header costs up to about 15 times its size, as a valid one does (1.45 GB for 99 MB of empty tensors).
+# Possessive quantifiers (`*+`) never backtrack, so the match takes time linear in the header's size.
+_WS = rb"[ \t\n\r]*+"
+_STR = rb'"[^"\\]*+(?:\\.[^"\\]*+)*+"'
+_INTS = rb"\[" + _WS + rb"(?:-?[0-9]++" + _WS + rb"(?:," + _WS + rb"-?[0-9]++" + _WS + rb")*+)?\]"
+_MEMBER = rb'(?:"dtype"' + _WS + b":" + _WS + _STR + rb'|"(?:shape|data_offsets)"' + _WS + b":" + _WS + _INTS + b")"
+_ENTRY = rb"\{" + _WS + _MEMBER + _WS + rb"(?:," + _WS + _MEMBER + _WS + rb"){2}\}"
+_PAIR = _STR + _WS + b":" + _WS + _STR
+_METADATA = rb"\{" + _WS + rb"(?:" + _PAIR + _WS + rb"(?:," + _WS + _PAIR + _WS + rb")*+)?\}"
+_TOP_MEMBER = rb'(?:"__metadata__"' + _WS + b":" + _WS + _METADATA + b"|" + _STR + _WS + b":" + _WS + _ENTRY + b")"
+_HEADER = re.compile(
+    _WS + rb"\{" + _WS + rb"(?:" + _TOP_MEMBER + _WS + rb"(?:," + _WS + _TOP_MEMBER + _WS + rb")*+)?\}" + _WS
+)
+_OPEN, _NEXT_MEMBER, _KEY = re.compile(_WS + rb"\{" + _WS), re.compile(_WS + b"," + _WS), re.compile(_STR)
+_TOP_MEMBER_RE = re.compile(_TOP_MEMBER)
+_SHAPE_OF_A_HEADER = "{name: {dtype: string, shape: [ints], data_offsets: [ints]}, __metadata__: {string: string}}"
 
 
-def _check_lists(path: Path, raw: bytes) -> None:
-    """Refuse, before parsing, a header with more lists than a valid one can have: each list is a
-    Python object of ~60 bytes from 2 bytes of JSON, so a 99 MB header of empty lists took 2.8 GB
-    and 15 s to parse only to be refused. A valid header's lists are each entry's shape and
-    data_offsets, and each entry is an object: at most 2 lists per object (counted outside strings;
-    one more lets a header that is a list be refused as not an object)."""
-    structure = _JSON_STRING.sub(b'""', raw)
-    lists, objects = structure.count(b"["), structure.count(b"{")
-    if lists > 2 * objects + 1:
+def _check_grammar(path: Path, raw: bytes) -> None:
+    """Refuse, before parsing, a header that is not of the form a safetensors header has, naming the
+    first top-level member that breaks it."""
+    if _HEADER.fullmatch(raw):
+        return
+    start = _OPEN.match(raw)
+    if start is None:
         raise CheckpointError(
-            path,
-            "safetensors header",
-            "more lists than tensor entries can hold",
-            expected=f"at most 2 per object ({objects:,} objects)",
-            found=f"{lists:,} lists",
+            path, "safetensors header", "must be a JSON object", found=raw[:40].decode("utf-8", "replace")
         )
+    offset = start.end()
+    while member := _TOP_MEMBER_RE.match(raw, offset):  # past the members that fit
+        comma = _NEXT_MEMBER.match(raw, member.end())
+        if comma is None:  # the last member fits: what follows it does not (e.g. bytes after the object)
+            offset = member.end()
+            break
+        offset = comma.end()
+    key = _KEY.match(raw, offset)
+    where = f"entry {quoted(key.group().decode('utf-8', 'replace'))}" if key else f"byte {8 + offset:,}"
+    raise CheckpointError(
+        path,
+        f"safetensors header {where}",
+        "not of the form of a safetensors header (checked before it is parsed)",
+        expected=_SHAPE_OF_A_HEADER,
+        found=raw[offset : offset + 60].decode("utf-8", "replace"),
+    )
 
 
 def read_header(reader: BoundedReader) -> SafetensorsFile:
@@ -119,13 +150,8 @@ def read_header(reader: BoundedReader) -> SafetensorsFile:
             found=f"{n:,} bytes",
         )
     raw = reader.read(n, "safetensors header")
-    _check_lists(path, raw)
-    try:
-        header = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CheckpointError(path, "safetensors header", f"not valid UTF-8 JSON: {e}") from None
-    except RecursionError:  # the parser recurses per level of nesting; a valid header has three
-        raise CheckpointError(path, "safetensors header", "JSON nested too deeply to parse") from None
+    _check_grammar(path, raw)
+    header = parse_json(path, "safetensors header", raw)
     if not isinstance(header, dict):
         raise CheckpointError(path, "safetensors header", "must be a JSON object", found=type(header).__name__)
     metadata = header.pop("__metadata__", None) or {}
@@ -159,9 +185,12 @@ def read_tensor(reader: BoundedReader, file: SafetensorsFile, entry: Entry) -> n
     return as_float32(entry, reader.array(DTYPES[entry.dtype][0], entry.shape, f"tensor {entry.name}"))
 
 
-def map_tensor(file: SafetensorsFile, entry: Entry) -> np.ndarray:
-    """One tensor mapped from the file and converted as `read_tensor` converts it (F32: no copy)."""
-    return as_float32(entry, map_array(file.path, file.data_start + entry.begin, DTYPES[entry.dtype][0], entry.shape))
+def load_tensor(file: SafetensorsFile, entry: Entry) -> np.ndarray:
+    """One tensor read from the file by name (no reader kept open), converted as `read_tensor` converts it."""
+    stored = read_array(
+        file.path, file.data_start + entry.begin, DTYPES[entry.dtype][0], entry.shape, f"tensor {entry.name}"
+    )
+    return as_float32(entry, stored)
 
 
 def as_float32(entry: Entry, stored: np.ndarray) -> np.ndarray:

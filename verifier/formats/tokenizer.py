@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
@@ -31,7 +30,9 @@ import regex
 
 from verifier.formats import read_tokenizer
 from verifier.formats.data import data_dir
+from verifier.formats.errors import CheckpointError
 from verifier.formats.hf_cache import cached_file
+from verifier.formats.jsonio import read_json
 from verifier.model.config import Family
 
 # llama2.c feeds token 1 (BOS) at position 0, as Llama 2's sentencepiece model does.
@@ -129,9 +130,9 @@ class GPT2Tokenizer:
 
 def _read_vocab(path: Path) -> dict[str, int]:
     try:
-        vocab = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise TokenizerError(f"{path}: not readable JSON: {e}") from None
+        vocab = read_json(path, "vocabulary")
+    except CheckpointError as e:  # this module's errors are TokenizerErrors
+        raise TokenizerError(str(e)) from None
     if not isinstance(vocab, dict) or not vocab:
         found = "{}" if isinstance(vocab, dict) else type(vocab).__name__
         raise TokenizerError(f"{path}: must be a non-empty object {{piece: id}}, found {found}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -149,11 +150,41 @@ def from_hf_dict(fields: dict[str, Any]) -> ModelConfig:
     supported type that change the math (biased Llama projections, another activation, ...).
     """
     model_type = fields.get("model_type")
-    if model_type == "gpt2":
-        return _from_gpt2_fields(fields)
-    if model_type == "llama":
-        return _from_llama_fields(fields)
-    raise ConfigError("model_type", f"expected 'gpt2' or 'llama', found {model_type!r}")
+    if model_type not in HF_KEYS:
+        raise ConfigError("model_type", f"expected 'gpt2' or 'llama', found {model_type!r}")
+    try:
+        return _from_gpt2_fields(fields) if model_type == "gpt2" else _from_llama_fields(fields)
+    except ConfigError as e:  # a rule across fields (d_model % n_heads, ...): named by the file's key
+        keys = HF_KEYS[model_type].get(e.field)
+        if keys is None:
+            raise
+        raise ConfigError(next((k for k in keys if fields.get(k) is not None), keys[0]), e.reason) from None
+
+
+# The config.json keys each field is read from, per model type (the first one present is read).
+HF_KEYS: dict[str, dict[str, tuple[str, ...]]] = {
+    "gpt2": {
+        "vocab_size": ("vocab_size",),
+        "n_ctx": ("n_positions", "max_position_embeddings"),
+        "d_model": ("n_embd", "hidden_size"),
+        "n_layers": ("n_layer", "num_hidden_layers"),
+        "n_heads": ("n_head", "num_attention_heads"),
+        "d_ff": ("n_inner",),
+        "norm_eps": ("layer_norm_epsilon",),
+    },
+    "llama": {
+        "vocab_size": ("vocab_size",),
+        "n_ctx": ("max_position_embeddings",),
+        "d_model": ("hidden_size",),
+        "n_layers": ("num_hidden_layers",),
+        "n_heads": ("num_attention_heads",),
+        "n_kv_heads": ("num_key_value_heads",),
+        "d_ff": ("intermediate_size",),
+        "norm_eps": ("rms_norm_eps",),
+        "rope_theta": ("rope_theta",),
+    },
+}
+_GPT2, _LLAMA = HF_KEYS["gpt2"], HF_KEYS["llama"]
 
 
 def _require(fields: dict[str, Any], *names: str) -> Any:
@@ -190,23 +221,23 @@ def _from_gpt2_fields(f: dict[str, Any]) -> ModelConfig:
             "activation_function", f"only 'gelu_new' (GPT-2's tanh GELU) is implemented, found {activation!r}"
         )
     for flag in ("scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn"):
-        if f.get(flag):
+        if flag_field(f, flag, False):
             raise ConfigError(flag, "GPT-2 variants with this flag set are not implemented")
-    if f.get("scale_attn_weights") is False:
+    if not flag_field(f, "scale_attn_weights", True):
         raise ConfigError("scale_attn_weights", "attention without 1/sqrt(d_head) scaling is not implemented")
-    d_model = _size(f, D_MODEL_MAX, "n_embd", "hidden_size")
-    n_heads = _size(f, N_HEADS_MAX, "n_head", "num_attention_heads")
+    d_model = _size(f, D_MODEL_MAX, *_GPT2["d_model"])
+    n_heads = _size(f, N_HEADS_MAX, *_GPT2["n_heads"])
     return ModelConfig(
         family="gpt2",
-        vocab_size=_size(f, VOCAB_SIZE_MAX, "vocab_size"),
-        n_ctx=_size(f, N_CTX_MAX, "n_positions", "max_position_embeddings"),
+        vocab_size=_size(f, VOCAB_SIZE_MAX, *_GPT2["vocab_size"]),
+        n_ctx=_size(f, N_CTX_MAX, *_GPT2["n_ctx"]),
         d_model=d_model,
-        n_layers=_size(f, N_LAYERS_MAX, "n_layer", "num_hidden_layers"),
+        n_layers=_size(f, N_LAYERS_MAX, *_GPT2["n_layers"]),
         n_heads=n_heads,
         n_kv_heads=n_heads,
-        d_ff=_size(f, D_FF_MAX, "n_inner") if f.get("n_inner") else 4 * d_model,
-        norm_eps=_number(f, "layer_norm_epsilon", 1e-5),
-        tie_embeddings=bool(f.get("tie_word_embeddings", True)),
+        d_ff=_size(f, D_FF_MAX, *_GPT2["d_ff"]) if f.get("n_inner") is not None else 4 * d_model,
+        norm_eps=_number(f, _GPT2["norm_eps"][0], 1e-5),
+        tie_embeddings=flag_field(f, "tie_word_embeddings", True),
     )
 
 
@@ -227,10 +258,11 @@ def _from_llama_fields(f: dict[str, Any]) -> ModelConfig:
     if f.get("hidden_act", "silu") != "silu":
         raise ConfigError("hidden_act", f"the suite implements SwiGLU with 'silu', found {f['hidden_act']!r}")
     for flag in ("attention_bias", "mlp_bias"):
-        if f.get(flag):
+        if flag_field(f, flag, False):
             raise ConfigError(flag, "Llama with biased projections is not implemented")
-    d_model = _size(f, D_MODEL_MAX, "hidden_size")
-    n_heads = _size(f, N_HEADS_MAX, "num_attention_heads")
+    d_model = _size(f, D_MODEL_MAX, *_LLAMA["d_model"])
+    n_heads = _size(f, N_HEADS_MAX, *_LLAMA["n_heads"])
+    kv_keys = _LLAMA["n_kv_heads"]  # absent or null: as many as the query heads
     head_dim = f.get("head_dim")
     if head_dim is not None:
         check_size("head_dim", head_dim, D_MODEL_MAX)
@@ -240,15 +272,15 @@ def _from_llama_fields(f: dict[str, Any]) -> ModelConfig:
         )
     return ModelConfig(
         family="llama",
-        vocab_size=_size(f, VOCAB_SIZE_MAX, "vocab_size"),
-        n_ctx=_size(f, N_CTX_MAX, "max_position_embeddings"),
+        vocab_size=_size(f, VOCAB_SIZE_MAX, *_LLAMA["vocab_size"]),
+        n_ctx=_size(f, N_CTX_MAX, *_LLAMA["n_ctx"]),
         d_model=d_model,
-        n_layers=_size(f, N_LAYERS_MAX, "num_hidden_layers"),
+        n_layers=_size(f, N_LAYERS_MAX, *_LLAMA["n_layers"]),
         n_heads=n_heads,
-        n_kv_heads=_size(f, N_HEADS_MAX, "num_key_value_heads") if f.get("num_key_value_heads") else n_heads,
-        d_ff=_size(f, D_FF_MAX, "intermediate_size"),
-        norm_eps=_number(f, "rms_norm_eps", 1e-6),
-        tie_embeddings=bool(f.get("tie_word_embeddings", False)),
+        n_kv_heads=_size(f, N_HEADS_MAX, *kv_keys) if f.get(kv_keys[0]) is not None else n_heads,
+        d_ff=_size(f, D_FF_MAX, *_LLAMA["d_ff"]),
+        norm_eps=_number(f, _LLAMA["norm_eps"][0], 1e-6),
+        tie_embeddings=flag_field(f, "tie_word_embeddings", False),
         rope_theta=_rope_theta(f),
     )
 
@@ -292,6 +324,24 @@ def check_size(name: str, value: Any, maximum: int) -> int:
     return value
 
 
+def flag_field(fields: dict[str, Any], name: str, default: bool) -> bool:
+    """Flag `name` of a config.json: JSON true or false (as `transformers` requires), `default` if absent.
+    1, "false" or null are refused: read as Python truth values they would silently mean the opposite."""
+    if name not in fields:
+        return default
+    value = fields[name]
+    if not isinstance(value, bool):
+        raise ConfigError(name, f"must be true or false, found {type(value).__name__} {_quote(value)}")
+    return value
+
+
+def _check_number(name: str, value: Any) -> float:
+    """`value` if it is a real number (an int or float, not a bool); else ConfigError naming `name`."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ConfigError(name, f"must be a number, found {type(value).__name__} {_quote(value)}")
+    return float(value)
+
+
 def validate(config: ModelConfig) -> None:
     """Raise ConfigError naming the first field that makes `config` inconsistent."""
     if config.family not in FAMILIES:
@@ -306,8 +356,10 @@ def validate(config: ModelConfig) -> None:
         raise ConfigError("n_kv_heads", f"GPT-2 has no grouped-query attention: must equal n_heads={config.n_heads}")
     if config.uses_rope and config.d_head % 2:
         raise ConfigError("n_heads", f"RoPE rotates pairs, so d_head must be even; d_head={config.d_head}")
+    if not isinstance(config.tie_embeddings, bool):
+        raise ConfigError("tie_embeddings", f"must be a bool, found {type(config.tie_embeddings).__name__}")
     # An infinite epsilon makes every normalised activation 0 (and every comparison trivially pass).
-    if not (math.isfinite(config.norm_eps) and config.norm_eps > 0):  # also rejects NaN
+    if not (math.isfinite(_check_number("norm_eps", config.norm_eps)) and config.norm_eps > 0):  # also rejects NaN
         raise ConfigError("norm_eps", f"must be a finite positive number, found {config.norm_eps}")
-    if not (math.isfinite(config.rope_theta) and config.rope_theta > 1):
+    if not (math.isfinite(_check_number("rope_theta", config.rope_theta)) and config.rope_theta > 1):
         raise ConfigError("rope_theta", f"must be a finite number greater than 1, found {config.rope_theta}")

@@ -26,6 +26,7 @@ from verifier.model.config import (
     Family,
     ModelConfig,
     check_size,
+    flag_field,
 )
 from verifier.model.config import from_hf_dict as config_from_hf_dict
 
@@ -113,7 +114,7 @@ def from_hf_dict(fields: dict[str, Any]) -> Architecture:
         counted = ", ".join(("gpt2", *LLAMA_LIKE))
         raise ConfigError("model_type", f"the parameter formula counts {counted}; found {model_type!r}")
     for flag in ("attention_bias", "mlp_bias"):
-        if fields.get(flag):
+        if flag_field(fields, flag, False):
             raise ConfigError(flag, f"{model_type} with biased projections is not counted by the formula")
     d_model = _int_field(fields, "hidden_size")
     n_heads = _int_field(fields, "num_attention_heads")
@@ -131,7 +132,7 @@ def from_hf_dict(fields: dict[str, Any]) -> Architecture:
         n_kv_heads=_int_field(fields, "num_key_value_heads", n_heads),
         d_head=_int_field(fields, "head_dim", d_model // n_heads),
         d_ff=_int_field(fields, "intermediate_size"),
-        tie_embeddings=bool(fields.get("tie_word_embeddings", False)),
+        tie_embeddings=flag_field(fields, "tie_word_embeddings", False),
         qkv_bias=model_type == "qwen2",  # Qwen2's q, k, v always have biases; o_proj has none
         n_experts=n_experts,
         experts_per_token=per_token,

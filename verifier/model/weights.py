@@ -132,7 +132,7 @@ def iter_init_weights(
 class LazyWeights(Mapping[str, np.ndarray]):
     """A canonical weight set whose arrays are made when looked up: `fetch(name)` runs at every
     lookup and nothing is kept, so a forward pass that uses each weight once holds one at a time
-    (a memory-mapped checkpoint, weights perturbed on the fly). `shapes` names every weight."""
+    (a mapped checkpoint, weights perturbed on the fly). `shapes` names every weight."""
 
     def __init__(self, shapes: Mapping[str, tuple[int, ...]], fetch: Callable[[str], np.ndarray]) -> None:
         self.shapes = dict(shapes)
