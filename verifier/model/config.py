@@ -150,8 +150,8 @@ def from_hf_dict(fields: dict[str, Any]) -> ModelConfig:
     supported type that change the math (biased Llama projections, another activation, ...).
     """
     model_type = fields.get("model_type")
-    if model_type not in HF_KEYS:
-        raise ConfigError("model_type", f"expected 'gpt2' or 'llama', found {model_type!r}")
+    if not isinstance(model_type, str) or model_type not in HF_KEYS:  # a list or object is no key either
+        raise ConfigError("model_type", f"expected 'gpt2' or 'llama', found {_quote(model_type)}")
     try:
         return _from_gpt2_fields(fields) if model_type == "gpt2" else _from_llama_fields(fields)
     except ConfigError as e:  # a rule across fields (d_model % n_heads, ...): named by the file's key
