@@ -79,6 +79,16 @@ def test_a_huge_value_is_quoted_by_a_bounded_prefix(tmp_path: Path) -> None:
     )
 
 
+def test_a_shape_of_huge_sizes_is_refused_without_multiplying_it_out(tmp_path: Path) -> None:
+    # 1,000 sizes of 4,000 digits: the product took 8 s for 500 of them, minutes for 2,000, and then
+    # formatting it for the message raised ValueError (more than 4,300 digits), not CheckpointError.
+    shape = "[" + ",".join(["9" * 4000] * 1000) + "]"
+    header = ('{"w": {"dtype": "F32", "shape": ' + shape + ', "data_offsets": [0, 4]}}').encode()
+    path = safetensors_file(tmp_path / "m.safetensors", header)
+    path.write_bytes(path.read_bytes() + b"\0" * 4)  # the 4 data bytes its offsets claim
+    refused(path, r"header entry 'w' data_offsets: do not span F32 .*expected end - begin = more than 4", read_safetensors)
+
+
 # ---------------------------------------------------------------------------------------------
 # GGUF, laid out as the format's spec gives it: magic, version, tensor count, metadata count,
 # metadata (key, type, value), tensor infos (name, dims, type, offset), data aligned to 32 bytes.

@@ -72,18 +72,30 @@ def _entry(path: Path, name: str, spec: object) -> Entry:
     if not (isinstance(offsets, list) and len(offsets) == 2 and all(type(o) is int for o in offsets)):
         raise CheckpointError(path, f"{what} data_offsets", "must be [begin, end] ints", found=offsets)
     begin, end = offsets
-    count = 1
-    for s in shape:
-        count *= s
-    if not 0 <= begin <= end or end - begin != count * DTYPES[dtype][0].itemsize:
+    nbytes = _nbytes(shape, DTYPES[dtype][0].itemsize, end - begin)
+    if not 0 <= begin <= end or nbytes != end - begin:
         raise CheckpointError(
             path,
             f"{what} data_offsets",
-            f"do not span {dtype} {shape}",
-            expected=f"end - begin = {count * DTYPES[dtype][0].itemsize}",
+            f"do not span {dtype} {quoted(shape)}",
+            expected="end - begin = " + (f"{nbytes:,}" if nbytes is not None else f"more than {end - begin:,}"),
             found=offsets,
         )
     return Entry(name, dtype, tuple(shape), begin, end)
+
+
+def _nbytes(shape: list[int], itemsize: int, limit: int) -> int | None:
+    """The bytes of a tensor of `shape`, or None once they exceed `limit`: the product is not carried
+    on, as a hostile shape of thousands of 4,000-digit sizes would take minutes to multiply out (and
+    its product has too many digits to print)."""
+    if 0 in shape:
+        return 0
+    nbytes = itemsize
+    for s in shape:
+        nbytes *= s
+        if nbytes > max(limit, 0):
+            return None
+    return nbytes
 
 
 # The grammar of a header, checked before it is parsed: json.loads builds a Python object of 50 to
