@@ -86,7 +86,24 @@ def test_a_shape_of_huge_sizes_is_refused_without_multiplying_it_out(tmp_path: P
     header = ('{"w": {"dtype": "F32", "shape": ' + shape + ', "data_offsets": [0, 4]}}').encode()
     path = safetensors_file(tmp_path / "m.safetensors", header)
     path.write_bytes(path.read_bytes() + b"\0" * 4)  # the 4 data bytes its offsets claim
-    refused(path, r"header entry 'w' data_offsets: do not span F32 .*expected end - begin = more than 4", read_safetensors)
+    words = r"header entry 'w' data_offsets: do not span F32 .*expected end - begin = more than 4"
+    refused(path, words, read_safetensors)
+
+
+def test_a_header_of_too_many_tensors_is_refused_before_it_is_parsed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A header of the right form is parsed at ~800 bytes an entry: 1.8 million empty tensors in 99 MB took
+    # 1.45 GB. Here one more than the limit, each empty (0 bytes of data), so the file is otherwise valid.
+    n = safetensors_module.MAX_TENSORS + 1
+    entries = ",".join(f'"{i}":{{"dtype":"F32","shape":[0],"data_offsets":[0,0]}}' for i in range(n))
+    path = safetensors_file(tmp_path / "m.safetensors", ("{" + entries + "}").encode())
+
+    def no_parse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the header was parsed")
+
+    monkeypatch.setattr(safetensors_module, "parse_json", no_parse)
+    refused(path, r"safetensors header: too many tensors \(expected at most 262,144, found 262,145\)", read_safetensors)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -22,6 +22,10 @@ from verifier.formats.fileio import BoundedReader, atomic_path, open_bounded, re
 from verifier.formats.jsonio import parse_json
 
 MAX_HEADER_BYTES = 100_000_000  # the safetensors library's own limit
+# Tensors in one file: published checkpoints hold at most a few tens of thousands (a 256-expert MoE's
+# shard, ~50,000); parsed, each entry costs ~800 bytes whatever its size in the header, so this bounds
+# the parse of a header of the right form to ~200 MB (1.8 million empty tensors in 99 MB took 1.45 GB).
+MAX_TENSORS = 2**18
 # dtype name -> (numpy dtype of the stored bytes, float dtype it converts to, or None for non-floats)
 DTYPES: dict[str, tuple[np.dtype, np.dtype | None]] = {
     "F64": (np.dtype("<f8"), np.dtype(np.float64)),
@@ -163,6 +167,11 @@ def read_header(reader: BoundedReader) -> SafetensorsFile:
         )
     raw = reader.read(n, "safetensors header")
     _check_grammar(path, raw)
+    # Each entry has exactly one data_offsets member (the grammar above): counted without parsing.
+    if (n_tensors := raw.count(b'"data_offsets"')) > MAX_TENSORS:
+        raise CheckpointError(
+            path, "safetensors header", "too many tensors", expected=f"at most {MAX_TENSORS:,}", found=f"{n_tensors:,}"
+        )
     header = parse_json(path, "safetensors header", raw)
     if not isinstance(header, dict):
         raise CheckpointError(path, "safetensors header", "must be a JSON object", found=type(header).__name__)
