@@ -12,13 +12,15 @@ from verifier.model.config import ConfigError, ModelConfig, from_hf_dict
 
 T = TypeVar("T")
 
+MAX_CONFIG_BYTES = 2**22  # 4 MiB: published config.json files are a few KB
+
 
 def read_config_fields(path: str | Path) -> dict[str, Any]:
     """The JSON object of a `config.json` file (or of the one inside directory `path`)."""
     path = Path(path)
     if path.is_dir():
         path = path / "config.json"
-    fields = read_json(path, "config.json")
+    fields = read_json(path, "config.json", MAX_CONFIG_BYTES)
     if not isinstance(fields, dict):
         raise CheckpointError(path, "config.json", "must hold a JSON object", found=type(fields).__name__)
     return fields

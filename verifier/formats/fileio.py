@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -134,15 +135,40 @@ class ReadAhead:
             self._asked += 1
 
 
+def open_regular(path: Path, what: str = "file") -> io.BufferedReader:
+    """`path` opened for reading; CheckpointError if it is missing, unreadable or not a regular file
+    (opening a named pipe waits for a writer forever; a device such as /dev/zero never ends)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a named pipe opens at once, refused below
+    except OSError as e:
+        raise CheckpointError(path, what, f"cannot be opened: {e.strerror or e}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise CheckpointError(path, what, "not a regular file")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 @contextlib.contextmanager
 def open_bounded(path: Path) -> Iterator[BoundedReader]:
-    """A BoundedReader over `path`; a missing or unreadable file is a CheckpointError."""
-    try:
-        handle = open(path, "rb")  # noqa: SIM115 (closed below)
-    except OSError as e:
-        raise CheckpointError(path, "file", f"cannot be opened: {e.strerror or e}") from None
-    with handle:
+    """A BoundedReader over `path`; a missing, unreadable or special file is a CheckpointError."""
+    with open_regular(path) as handle:
         yield BoundedReader(path, handle)
+
+
+def read_small(path: Path, what: str, max_bytes: int) -> bytes:
+    """The whole of a file that is small by its nature (a config, an index, a vocabulary);
+    CheckpointError if it is longer than `max_bytes`, before reading more than that."""
+    with open_regular(path, what) as handle:
+        size = os.fstat(handle.fileno()).st_size  # a regular file's: read as much, not a buffer of max_bytes
+        if size > max_bytes:
+            raise CheckpointError(
+                path, what, "too large for what it is", expected=f"at most {max_bytes:,} bytes", found=f"{size:,} bytes"
+            )
+        return handle.read(size)
 
 
 def read_head(path: Path, n_bytes: int) -> bytes:

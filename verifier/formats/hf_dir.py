@@ -49,6 +49,9 @@ WEIGHT_FILES = (SAFETENSORS, SAFETENSORS_INDEX, PYTORCH, PYTORCH_INDEX)
 _DTYPE_NAMES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16"}
 _BUFFERS = {"gpt2": (".attn.bias", ".attn.masked_bias"), "llama": (".rotary_emb.inv_freq",)}  # not learned
 
+# An index holds a line of under 100 bytes per tensor: 32 MiB is over 300,000 tensors.
+MAX_INDEX_BYTES = 2**25
+
 
 def weight_files(directory: Path) -> list[Path]:
     """The weight files (or shard indexes) present in `directory`, most preferred first."""
@@ -57,7 +60,7 @@ def weight_files(directory: Path) -> list[Path]:
 
 def _shards(index_path: Path) -> dict[Path, list[str]]:
     """The shard files an index names, each with the tensors it should hold (file names only: no paths)."""
-    index = read_json(index_path, "shard index")
+    index = read_json(index_path, "shard index", MAX_INDEX_BYTES)
     weight_map = index.get("weight_map") if isinstance(index, dict) else None
     if not isinstance(weight_map, dict) or not weight_map:
         raise CheckpointError(index_path, "weight_map", "must be a non-empty object {tensor: shard file}")

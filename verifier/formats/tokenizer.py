@@ -31,6 +31,7 @@ import regex
 from verifier.formats import read_tokenizer
 from verifier.formats.data import data_dir
 from verifier.formats.errors import CheckpointError
+from verifier.formats.fileio import read_small
 from verifier.formats.hf_cache import cached_file
 from verifier.formats.jsonio import read_json
 from verifier.model.config import Family
@@ -43,6 +44,9 @@ GPT2_HF_REPOS = ("openai-community/gpt2", "gpt2")
 END_OF_TEXT = "<|endoftext|>"
 # GPT-2's word pattern (\p{L} letters, \p{N} digits of any script).
 _WORDS = regex.compile(r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")
+
+# GPT-2's vocab.json is 1.0 MB for 50,257 pieces (merges.txt 0.46 MB): 32 MiB is 30 times that.
+MAX_VOCAB_BYTES = 2**25
 
 
 class TokenizerError(ValueError):
@@ -130,7 +134,7 @@ class GPT2Tokenizer:
 
 def _read_vocab(path: Path) -> dict[str, int]:
     try:
-        vocab = read_json(path, "vocabulary")
+        vocab = read_json(path, "vocabulary", MAX_VOCAB_BYTES)
     except CheckpointError as e:  # this module's errors are TokenizerErrors
         raise TokenizerError(str(e)) from None
     if not isinstance(vocab, dict) or not vocab:
@@ -153,8 +157,10 @@ def _read_vocab(path: Path) -> dict[str, int]:
 
 def _read_merges(path: Path, vocab: dict[str, int]) -> list[tuple[str, str]]:
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as e:
+        lines = read_small(path, "merges", MAX_VOCAB_BYTES).decode("utf-8").splitlines()
+    except CheckpointError as e:  # this module's errors are TokenizerErrors
+        raise TokenizerError(str(e)) from None
+    except UnicodeDecodeError as e:
         raise TokenizerError(f"{path}: not readable text: {e}") from None
     merges = []
     for number, line in enumerate(lines, 1):
