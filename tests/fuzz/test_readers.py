@@ -22,6 +22,7 @@ from tests.formats.test_hostile_binary import ARRAY, EMBEDDING, LLAMA, STRING, g
 from tests.fuzz.mutations import Deep, FuzzInput, dumps, fuzz_inputs
 from tests.fuzz.runner import Runner
 from tests.fuzz.seeds import FORMATS, HAVE_GGUF, NO_GGUF, seeds
+from verifier.formats.hf_dir import SAFETENSORS_INDEX
 
 # Inputs per format: a few in the default run (an input takes 2 to 30 ms), the profile's 1,000 in `thorough`.
 EXAMPLES = settings().max_examples if settings.get_current_profile_name() == "thorough" else 40
@@ -63,16 +64,24 @@ def test_every_reader_returns_or_refuses_in_one_line_within_the_limits(
 # tests/formats/test_hostile_*.py; here: refused in one line, within the time and memory limits).
 
 
-def _seed(fmt: str) -> FuzzInput:
-    seed = seeds()[fmt][0]
+def _seed(fmt: str, index: int = 0) -> FuzzInput:
+    seed = seeds()[fmt][index]
     return FuzzInput(seed.format, dict(seed.files), seed.targets[0], ())
 
 
-def with_json(fmt: str, name: str, change: dict[str, object], target: str = ".") -> FuzzInput:
-    """The first seed of `fmt`, the JSON file `name` given the fields `change` (None: removed)."""
-    case = _seed(fmt)
+def with_json(fmt: str, name: str, change: dict[str, object], target: str = ".", seed: int = 0) -> FuzzInput:
+    """Seed `seed` of `fmt`, the JSON file `name` given the fields `change` (None: removed)."""
+    case = _seed(fmt, seed)
     value = {k: v for k, v in (json.loads(case.files[name]) | change).items() if v is not None}
     return FuzzInput(fmt, {**case.files, name: dumps(value).encode()}, target, (f"{name}: {change}",))
+
+
+def with_shard_file(file: str) -> FuzzInput:
+    """The sharded seed, its index naming `file` as the shard of its first tensor."""
+    case = _seed("safetensors-sharded")
+    index = json.loads(case.files[SAFETENSORS_INDEX])
+    index["weight_map"][next(iter(index["weight_map"]))] = file
+    return FuzzInput(case.format, {**case.files, SAFETENSORS_INDEX: json.dumps(index).encode()}, ".", ())
 
 
 def with_header(entry: object) -> FuzzInput:
@@ -105,6 +114,7 @@ def gguf(metadata: dict[str, tuple[int, object]], tensors: dict[str, list[int]],
 
 
 DEEP = Deep(100_000, "object")
+LONG = "x" * 100_000
 NEEDS_GGUF = pytest.mark.skipif(not HAVE_GGUF, reason=NO_GGUF)
 GGUF_2_61 = struct.pack("<4sIQQ", b"GGUF", 3, 0, 1) + gguf_string("a") + struct.pack("<IIQ", ARRAY, 0, 2**61)
 
@@ -134,6 +144,19 @@ CASES = {
     ),
     "max_position_embeddings 1e30": lambda tmp: with_json(
         "safetensors", "config.json", {"max_position_embeddings": 1e30}
+    ),
+    # Found by the fuzzer (the shake-out run of benchmarks/fuzz.py): another exception, or a message of many lines
+    # or of 100 KB, echoing the value.
+    "shard named by 100,000 characters": lambda tmp: with_shard_file(LONG + ".safetensors"),  # OSError ENAMETOOLONG
+    "shard name with a line break": lambda tmp: with_shard_file("model\n.safetensors"),
+    "header entry a string with a line break": lambda tmp: with_header("F\n32"),
+    "model_type 100,000 characters": lambda tmp: with_json("safetensors", "config.json", {"model_type": LONG}),
+    "hidden_act 100,000 characters": lambda tmp: with_json("safetensors", "config.json", {"hidden_act": LONG}),
+    "activation_function 100,000 characters": lambda tmp: with_json(
+        "safetensors", "config.json", {"activation_function": LONG}, seed=1
+    ),
+    "rope_type nested 100 deep": lambda tmp: with_json(
+        "safetensors", "config.json", {"rope_parameters": {"rope_type": Deep(100, "object")}}
     ),
     "GGUF array of 2**61 items": lambda tmp: raw_file("gguf", "model.gguf", GGUF_2_61),
     "GGUF context length a string": lambda tmp: gguf({**LLAMA, "llama.context_length": (STRING, "16")}, EMBEDDING, tmp),

@@ -153,7 +153,7 @@ def from_hf_dict(fields: dict[str, Any]) -> ModelConfig:
         return _from_gpt2_fields(fields)
     if model_type == "llama":
         return _from_llama_fields(fields)
-    raise ConfigError("model_type", f"expected 'gpt2' or 'llama', found {model_type!r}")
+    raise ConfigError("model_type", f"expected 'gpt2' or 'llama', found {_quote(model_type)}")
 
 
 def _require(fields: dict[str, Any], *names: str) -> Any:
@@ -187,7 +187,7 @@ def _from_gpt2_fields(f: dict[str, Any]) -> ModelConfig:
     activation = f.get("activation_function", "gelu_new")
     if activation != "gelu_new":
         raise ConfigError(
-            "activation_function", f"only 'gelu_new' (GPT-2's tanh GELU) is implemented, found {activation!r}"
+            "activation_function", f"only 'gelu_new' (GPT-2's tanh GELU) is implemented, found {_quote(activation)}"
         )
     for flag in ("scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn"):
         if f.get(flag):
@@ -217,7 +217,9 @@ def _rope_theta(f: dict[str, Any]) -> float:
         raise ConfigError(key, f"must be an object, found {type(rope).__name__} {_quote(rope)}")
     rope_type = rope.get("rope_type", rope.get("type", "default"))
     if rope_type != "default":
-        raise ConfigError("rope_parameters", f"only the default RoPE is implemented, found rope_type {rope_type!r}")
+        raise ConfigError(
+            "rope_parameters", f"only the default RoPE is implemented, found rope_type {_quote(rope_type)}"
+        )
     if "rope_theta" in rope:
         return _number(rope, "rope_theta", 10000.0)
     return _number(f, "rope_theta", 10000.0)
@@ -225,7 +227,7 @@ def _rope_theta(f: dict[str, Any]) -> float:
 
 def _from_llama_fields(f: dict[str, Any]) -> ModelConfig:
     if f.get("hidden_act", "silu") != "silu":
-        raise ConfigError("hidden_act", f"the suite implements SwiGLU with 'silu', found {f['hidden_act']!r}")
+        raise ConfigError("hidden_act", f"the suite implements SwiGLU with 'silu', found {_quote(f['hidden_act'])}")
     for flag in ("attention_bias", "mlp_bias"):
         if f.get(flag):
             raise ConfigError(flag, "Llama with biased projections is not implemented")
@@ -276,7 +278,8 @@ _SIZE_FIELDS = tuple(SIZE_MAXIMA)
 
 
 def _quote(value: Any) -> str:
-    """`repr(value)`, cut short: a hostile file's value is never echoed whole into a one-line error."""
+    """`repr(value)`, cut short: a hostile file's value is never echoed whole into a one-line error (a
+    string's line breaks escaped by repr)."""
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
 

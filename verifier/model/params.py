@@ -25,6 +25,7 @@ from verifier.model.config import (
     ConfigError,
     Family,
     ModelConfig,
+    _quote,
     check_size,
 )
 from verifier.model.config import from_hf_dict as config_from_hf_dict
@@ -111,7 +112,7 @@ def from_hf_dict(fields: dict[str, Any]) -> Architecture:
         return from_config(config_from_hf_dict(fields))
     if model_type not in LLAMA_LIKE:
         counted = ", ".join(("gpt2", *LLAMA_LIKE))
-        raise ConfigError("model_type", f"the parameter formula counts {counted}; found {model_type!r}")
+        raise ConfigError("model_type", f"the parameter formula counts {counted}; found {_quote(model_type)}")
     for flag in ("attention_bias", "mlp_bias"):
         if fields.get(flag):
             raise ConfigError(flag, f"{model_type} with biased projections is not counted by the formula")
