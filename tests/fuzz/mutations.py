@@ -167,9 +167,13 @@ def json_paths(value: Any, limit: int = 2000) -> list[Path_]:
 
 _ODD_VALUES: tuple[Any, ...] = (
     None, True, False, 0, -1, 1, 2**31, 2**63, 2**64, 10**19, 10**30, -(10**19), 10**400, 1e30, 1e308, -0.0, 5e-324,
-    -1.5, math.nan, math.inf, -math.inf, "", "F32", "1e-5", "16", "llama", "gpt2", "x" * 100_000, [], {}, [1], [[]],
-    {"a": 1}, [-1, 0], [2**63, 2**64],
+    -1.5, math.nan, math.inf, -math.inf, "", "F32", "1e-5", "16", "llama", "gpt2", "x" * 100_000, "line\nbreak",
+    [], {}, [1], [[]], {"a": 1}, [-1, 0], [2**63, 2**64],
 )  # fmt: skip
+
+
+# Keys as a file may spell them: empty, 100 KB, with a line break, another entry's name, a path.
+_ODD_KEYS = ("", "x" * 100_000, "a\nb", "__metadata__", "model.embed_tokens.weight", "../up", "weight_map")
 
 
 def json_values(old: Any) -> st.SearchStrategy[tuple[str, Any]]:
@@ -206,13 +210,17 @@ def json_mutations(draw: st.DrawFn, value: Any) -> tuple[str, Any]:
     root = json.loads(json.dumps(value))  # a copy
     path = draw(st.sampled_from(json_paths(root)))
     where = "/".join(map(str, path)) or "the root"
-    kind = draw(st.sampled_from(["replace", "replace", "replace", "delete", "add"]))
+    kind = draw(st.sampled_from(["replace", "replace", "replace", "delete", "add", "rename"]))
     parent = root
     for key in path[:-1]:
         parent = parent[key]
     if kind == "delete" and path:
         del parent[path[-1]]
         return f"JSON: delete {where}", root
+    if kind == "rename" and path and isinstance(parent, dict):
+        key = draw(st.one_of(st.sampled_from(_ODD_KEYS), st.text(max_size=8)))
+        parent[key] = parent.pop(path[-1])
+        return f"JSON: rename {where} to {key[:20]!r}", root
     node = parent[path[-1]] if path else root
     if kind == "add" and isinstance(node, dict | list):
         label, new = draw(json_values(None))
