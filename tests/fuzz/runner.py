@@ -42,11 +42,6 @@ class Result:
     violations: list[str] = field(default_factory=list)
     peak_rss_kib: int = 0
 
-    @property
-    def refused(self) -> bool:
-        """Whether the model loader refused the input (else it returned, or broke the invariant)."""
-        return self.outcomes.get("load_checkpoint") == "refused"
-
 
 def judge(answer: dict[str, Any]) -> Result:
     """The invariant applied to the worker's answer."""

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from verifier.cli import params_cmd
+from verifier.cli import inspect_cmd, params_cmd
 from verifier.formats import (
     Checkpoint,
     CheckpointError,
@@ -34,6 +34,7 @@ from verifier.formats import (
     map_checkpoint,
     read_tokenizer,
 )
+from verifier.formats.load import TOKENIZER
 from verifier.model.config import ModelConfig
 from verifier.model.weights import weight_shapes
 
@@ -64,16 +65,31 @@ def _config(config: ModelConfig) -> ModelConfig:
     return config
 
 
+def inspect(path: Path) -> str:
+    """What `verifier inspect PATH` prints (both forms), as its `run` makes it."""
+    if detect_format(path) == TOKENIZER:
+        report = inspect_cmd.tokenizer_report(path, read_tokenizer(path))
+    else:
+        report = inspect_cmd.checkpoint_report(touched(load_checkpoint(path)))
+    return json.dumps(report) + inspect_cmd.render(report)
+
+
+def params(path: Path) -> str:
+    """What `verifier params PATH` prints (both forms)."""
+    counted = params_cmd._counted(str(path), download=False)
+    return json.dumps(params_cmd.to_json(counted)) + params_cmd.render(counted)
+
+
 # The readers of the four commands that read files: `inspect` (detect_format, then load_checkpoint or
 # read_tokenizer), `params` (its own config.json path, else checkpoint_config), `trace` (checkpoint_config
 # for a config.json, else load_checkpoint), `check --checkpoint` (map_checkpoint, then the weights loaded or
 # mapped). read_tokenizer runs on every file: nothing in a tokenizer.bin tells it from another file.
 READERS: dict[str, Callable[[Path], Any]] = {
-    "detect_format": detect_format,
+    "inspect": inspect,
     "load_checkpoint": lambda path: touched(load_checkpoint(path)),
     "map_checkpoint": lambda path: touched(map_checkpoint(path)),
     "checkpoint_config": lambda path: _config(checkpoint_config(path)),
-    "params": lambda path: params_cmd._counted(str(path), download=False),
+    "params": params,
     "read_tokenizer": read_tokenizer,
 }
 
