@@ -28,7 +28,7 @@ from tests.formats.test_hostile_binary import MAX_MESSAGE
 from tests.fuzz.mutations import FuzzInput
 
 ROOT = Path(__file__).resolve().parents[2]
-TIME_LIMIT = 30.0  # seconds for all readers on one input: ~0.1 s is usual; generous for a shared, noisy machine
+TIME_LIMIT = 30.0  # seconds for all readers on one input: 2 to 30 ms is usual; generous for a shared, noisy machine
 MEMORY_CONSTANT = 256 * 2**20
 MEMORY_PER_BYTE = 8  # Q8_0 bytes become float32 (4x), read then converted (2x)
 VIOLATIONS_DIR = Path(tempfile.gettempdir()) / "verifier-fuzz-violations"
@@ -52,9 +52,10 @@ def judge(answer: dict[str, Any]) -> Result:
             result.violations.append(f"{reader}: raised {detail}")
         elif outcome == "refused":
             message, length = detail["message"], detail["length"]
-            if "\n" in message or length >= MAX_MESSAGE:
+            if not message.isprintable() or length >= MAX_MESSAGE:  # a line break, a control character
                 result.violations.append(
-                    f"{reader}: a message of {length:,} characters, not one line: {message[:300]!r}"
+                    f"{reader}: a message of {length:,} characters, not one printable line shorter than "
+                    f"{MAX_MESSAGE}: {message[:300]!r}"
                 )
     return result
 
