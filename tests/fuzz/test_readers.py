@@ -98,6 +98,10 @@ def header_of_empty_lists() -> FuzzInput:
     )
 
 
+def f32_entry(shape: list[int]) -> dict[str, object]:
+    return {"dtype": "F32", "shape": shape, "data_offsets": [0, 4]}
+
+
 def raw_file(fmt: str, name: str, data: bytes) -> FuzzInput:
     return FuzzInput(fmt, {name: data}, name, ())
 
@@ -151,6 +155,8 @@ CASES = {
     "shard named by 100,000 characters": lambda tmp: with_shard_file(LONG + ".safetensors"),  # OSError ENAMETOOLONG
     "shard name with a line break": lambda tmp: with_shard_file("model\n.safetensors"),
     "header entry a string with a line break": lambda tmp: with_header("F\n32"),
+    "header shape of two 400-digit sizes": lambda tmp: with_header(f32_entry([16, 10**400, 10**400])),
+    "header shape of a 4,800-digit size": lambda tmp: with_header(f32_entry([10**300] * 16)),
     "model_type 100,000 characters": lambda tmp: with_json("safetensors", "config.json", {"model_type": LONG}),
     "hidden_act 100,000 characters": lambda tmp: with_json("safetensors", "config.json", {"hidden_act": LONG}),
     "activation_function 100,000 characters": lambda tmp: with_json(

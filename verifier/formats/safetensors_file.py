@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from verifier.formats.errors import CheckpointError
+from verifier.formats.errors import CheckpointError, quoted
 from verifier.formats.fileio import BoundedReader, atomic_path, map_array, open_bounded
 
 MAX_HEADER_BYTES = 100_000_000  # the safetensors library's own limit
@@ -74,12 +74,15 @@ def _entry(path: Path, name: str, spec: object) -> Entry:
     count = 1
     for s in shape:
         count *= s
-    if not 0 <= begin <= end or end - begin != count * DTYPES[dtype][0].itemsize:
+    nbytes = count * DTYPES[dtype][0].itemsize
+    if not 0 <= begin <= end or end - begin != nbytes:
+        # Sizes quoted bounded: a shape of huge ints made an 800-character message, and a product beyond
+        # 4,300 digits cannot even be formatted (ValueError).
         raise CheckpointError(
             path,
             f"{what} data_offsets",
-            f"do not span {dtype} {shape}",
-            expected=f"end - begin = {count * DTYPES[dtype][0].itemsize}",
+            f"do not span {dtype} {quoted(shape)}",
+            expected=f"end - begin = {nbytes}" if nbytes < 2**64 else "end - begin beyond any file's size",
             found=offsets,
         )
     return Entry(name, dtype, tuple(shape), begin, end)
