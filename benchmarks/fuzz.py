@@ -17,6 +17,7 @@ import argparse
 import contextlib
 import os
 import re
+import subprocess
 import sys
 import time
 from collections import Counter
@@ -32,6 +33,7 @@ from tests.fuzz.mutations import FuzzInput, fuzz_inputs
 from tests.fuzz.runner import MEMORY_CONSTANT, MEMORY_PER_BYTE, TIME_LIMIT, Runner
 from tests.fuzz.seeds import seeds
 
+ROOT = Path(__file__).resolve().parents[1]
 SECTION = "## Fuzzing the readers"
 
 
@@ -90,6 +92,11 @@ def fuzz(fmt: str, seconds: float, hypothesis_seed: int) -> Tally:
     return tally
 
 
+def _commit() -> str:
+    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    return done.stdout.strip() or "unknown"
+
+
 def section(tallies: list[Tally], command: str, hypothesis_seed: int, started: str) -> str:
     total_seconds = sum(t.seconds for t in tallies)
     total_inputs = sum(t.inputs for t in tallies)
@@ -97,8 +104,8 @@ def section(tallies: list[Tally], command: str, hypothesis_seed: int, started: s
         SECTION,
         "",
         f"Machine: {describe()}.  ",
-        f"Command: `{command}` (started {started} UTC, Hypothesis seed {hypothesis_seed}; one worker process, "
-        f"nice {os.nice(0)}, on 2 cores shared with other jobs).  ",
+        f"Command: `{command}` at commit {_commit()} (started {started} UTC, Hypothesis seed {hypothesis_seed}; "
+        f"one worker process, nice {os.nice(0)}).  ",
         f"Limits per input (all six readers): {TIME_LIMIT:.0f} s; address space {MEMORY_CONSTANT // 2**20} MiB + "
         f"{MEMORY_PER_BYTE} x the input's bytes above the worker's own.  ",
         f"In all: {total_inputs:,} inputs in {total_seconds / 60:.1f} min, "
