@@ -21,6 +21,14 @@ def quoted(value: Any) -> str:
     return text if len(text) <= MAX_QUOTED else f"{text[:MAX_QUOTED]}... ({len(text):,} characters)"
 
 
+def one_line(text: str) -> str:
+    """`text` with each character that is not printable (a line break, a tab, a control) escaped as Python
+    escapes it, so that a message quoting a file's string stays one line."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 class CheckpointError(ValueError):
     """A file that cannot be read as what it claims to be.
 
@@ -42,7 +50,8 @@ class CheckpointError(ValueError):
             if value is not None
         ]
         detail = f" ({', '.join(parts)})" if parts else ""
-        super().__init__(f"{path}: {what}: {problem}{detail}")
+        # `what` may name a tensor or shard as the file spells it: 100 KB long, or holding a line break.
+        super().__init__(one_line(f"{path}: {quoted(what)}: {problem}{detail}"))
         self.path = str(path)
         self.what = what
         self.expected = expected

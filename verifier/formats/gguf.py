@@ -30,7 +30,7 @@ from verifier.formats.errors import CheckpointError
 from verifier.formats.fileio import atomic_path, open_bounded
 from verifier.formats.llama2c import to_interleaved, to_rotate_half
 from verifier.model.config import ConfigError, ModelConfig
-from verifier.model.weights import CLASSIFIER, Weights
+from verifier.model.weights import CLASSIFIER, Weights, weight_shapes
 
 MAGIC = b"GGUF"
 TENSOR_TYPES = {"F32": gguf.GGMLQuantizationType.F32, "Q8_0": gguf.GGMLQuantizationType.Q8_0}
@@ -371,6 +371,13 @@ def read_gguf(path: str | Path) -> Checkpoint:
         if tensor.tensor_type not in _READABLE:
             raise CheckpointError(path, f"tensor {name}", "stored in a type this reader does not dequantize",
                                   expected=[t.name for t in _READABLE], found=tensor.tensor_type.name)  # fmt: skip
+        # Checked before it is dequantized and reordered by head, which assume it (a 0 or a wrong dimension
+        # raised ValueError from numpy's reshape there).
+        shape = weight_shapes(config)[canonical]
+        expected = list(reversed(shape)) if how == _CONV1D else list(shape)
+        found = [int(n) for n in reversed(tensor.shape)]  # GGUF lists the fastest axis first
+        if found != expected:
+            raise CheckpointError(path, f"tensor {name}", "wrong shape", expected=expected, found=found)
         values = gguf.quants.dequantize(tensor.data, tensor.tensor_type).astype(np.float32)
         weights[canonical] = _unstore(config, values, how)
     if stored:

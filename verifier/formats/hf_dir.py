@@ -122,9 +122,18 @@ def shard_files(index_path: Path) -> dict[Path, list[str]]:
     """The shards of an index, each with the tensors it should hold; every shard must exist."""
     shards = _shards(index_path)
     for shard in shards:
-        if not shard.is_file():
-            raise CheckpointError(index_path, f"shard {shard.name}", "is named in the index but missing")
+        _require_shard(index_path, shard)
     return shards
+
+
+def _require_shard(index_path: Path, shard: Path) -> None:
+    """CheckpointError unless `shard`, named by the index, is a file."""
+    try:
+        present = shard.is_file()
+    except OSError as e:  # a name longer than the file system allows (ENAMETOOLONG), ...
+        raise CheckpointError(index_path, f"shard {shard.name}", f"cannot be looked up: {e.strerror}") from None
+    if not present:
+        raise CheckpointError(index_path, f"shard {shard.name}", "is named in the index but missing")
 
 
 def check_shard(shard: Path, listed: Iterable[str], stored: Iterable[str]) -> None:
@@ -237,8 +246,7 @@ def check_weight_headers(directory: Path, weights_file: Path | None = None) -> N
     for file in files:
         if file.suffix != ".safetensors":
             continue
-        if not file.is_file():
-            raise CheckpointError(source, f"shard {file.name}", "is named in the index but missing")
+        _require_shard(source, file)
         with open_bounded(file) as reader:
             read_header(reader)
 

@@ -151,7 +151,7 @@ def from_hf_dict(fields: dict[str, Any]) -> ModelConfig:
     """
     model_type = fields.get("model_type")
     if not isinstance(model_type, str) or model_type not in HF_KEYS:  # a list or object is no key either
-        raise ConfigError("model_type", f"expected 'gpt2' or 'llama', found {_quote(model_type)}")
+        raise ConfigError("model_type", f"expected 'gpt2' or 'llama', found {quote(model_type)}")
     try:
         return _from_gpt2_fields(fields) if model_type == "gpt2" else _from_llama_fields(fields)
     except ConfigError as e:  # a rule across fields (d_model % n_heads, ...): named by the file's key
@@ -204,13 +204,13 @@ def _number(fields: dict[str, Any], name: str, default: float) -> float:
     """Field `name` as a finite float: a JSON number, not a boolean (`true` is not 1.0), not Infinity or NaN."""
     value = fields.get(name, default)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(name, f"must be a number, found {type(value).__name__} {_quote(value)}")
+        raise ConfigError(name, f"must be a number, found {type(value).__name__} {quote(value)}")
     try:
         number = float(value)
     except OverflowError:  # an int too large for a float
         number = math.inf
     if not math.isfinite(number):
-        raise ConfigError(name, f"must be finite, found {_quote(value)}")
+        raise ConfigError(name, f"must be finite, found {quote(value)}")
     return number
 
 
@@ -218,7 +218,7 @@ def _from_gpt2_fields(f: dict[str, Any]) -> ModelConfig:
     activation = f.get("activation_function", "gelu_new")
     if activation != "gelu_new":
         raise ConfigError(
-            "activation_function", f"only 'gelu_new' (GPT-2's tanh GELU) is implemented, found {activation!r}"
+            "activation_function", f"only 'gelu_new' (GPT-2's tanh GELU) is implemented, found {quote(activation)}"
         )
     for flag in ("scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn"):
         if flag_field(f, flag, False):
@@ -245,10 +245,12 @@ def _rope_theta(f: dict[str, Any]) -> float:
     key = "rope_parameters" if f.get("rope_parameters") else "rope_scaling"
     rope = f.get(key) or {}
     if not isinstance(rope, dict):
-        raise ConfigError(key, f"must be an object, found {type(rope).__name__} {_quote(rope)}")
+        raise ConfigError(key, f"must be an object, found {type(rope).__name__} {quote(rope)}")
     rope_type = rope.get("rope_type", rope.get("type", "default"))
     if rope_type != "default":
-        raise ConfigError("rope_parameters", f"only the default RoPE is implemented, found rope_type {rope_type!r}")
+        raise ConfigError(
+            "rope_parameters", f"only the default RoPE is implemented, found rope_type {quote(rope_type)}"
+        )
     if "rope_theta" in rope:
         return _number(rope, "rope_theta", 10000.0)
     return _number(f, "rope_theta", 10000.0)
@@ -256,7 +258,7 @@ def _rope_theta(f: dict[str, Any]) -> float:
 
 def _from_llama_fields(f: dict[str, Any]) -> ModelConfig:
     if f.get("hidden_act", "silu") != "silu":
-        raise ConfigError("hidden_act", f"the suite implements SwiGLU with 'silu', found {f['hidden_act']!r}")
+        raise ConfigError("hidden_act", f"the suite implements SwiGLU with 'silu', found {quote(f['hidden_act'])}")
     for flag in ("attention_bias", "mlp_bias"):
         if flag_field(f, flag, False):
             raise ConfigError(flag, "Llama with biased projections is not implemented")
@@ -307,8 +309,9 @@ SIZE_MAXIMA: dict[str, int] = {
 _SIZE_FIELDS = tuple(SIZE_MAXIMA)
 
 
-def _quote(value: Any) -> str:
-    """`repr(value)`, cut short: a hostile file's value is never echoed whole into a one-line error."""
+def quote(value: Any) -> str:
+    """`repr(value)`, cut short: a hostile file's value is never echoed whole into a one-line error (a
+    string's line breaks escaped by repr)."""
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
 
@@ -316,11 +319,11 @@ def _quote(value: Any) -> str:
 def check_size(name: str, value: Any, maximum: int) -> int:
     """`value` if it is an int in 1..maximum (not a bool); else ConfigError naming `name`."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(name, f"must be an int, found {type(value).__name__} {_quote(value)}")
+        raise ConfigError(name, f"must be an int, found {type(value).__name__} {quote(value)}")
     if value <= 0:
-        raise ConfigError(name, f"must be positive, found {_quote(value)}")
+        raise ConfigError(name, f"must be positive, found {quote(value)}")
     if value > maximum:
-        raise ConfigError(name, f"must be at most {maximum:,}, found {_quote(value)}")
+        raise ConfigError(name, f"must be at most {maximum:,}, found {quote(value)}")
     return value
 
 
@@ -331,14 +334,14 @@ def flag_field(fields: dict[str, Any], name: str, default: bool) -> bool:
         return default
     value = fields[name]
     if not isinstance(value, bool):
-        raise ConfigError(name, f"must be true or false, found {type(value).__name__} {_quote(value)}")
+        raise ConfigError(name, f"must be true or false, found {type(value).__name__} {quote(value)}")
     return value
 
 
 def _check_number(name: str, value: Any) -> float:
     """`value` if it is a real number (an int or float, not a bool); else ConfigError naming `name`."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ConfigError(name, f"must be a number, found {type(value).__name__} {_quote(value)}")
+        raise ConfigError(name, f"must be a number, found {type(value).__name__} {quote(value)}")
     return float(value)
 
 

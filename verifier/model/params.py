@@ -27,6 +27,7 @@ from verifier.model.config import (
     ModelConfig,
     check_size,
     flag_field,
+    quote,
 )
 from verifier.model.config import from_hf_dict as config_from_hf_dict
 
@@ -112,7 +113,7 @@ def from_hf_dict(fields: dict[str, Any]) -> Architecture:
         return from_config(config_from_hf_dict(fields))
     if model_type not in LLAMA_LIKE:
         counted = ", ".join(("gpt2", *LLAMA_LIKE))
-        raise ConfigError("model_type", f"the parameter formula counts {counted}; found {model_type!r}")
+        raise ConfigError("model_type", f"the parameter formula counts {counted}; found {quote(model_type)}")
     for flag in ("attention_bias", "mlp_bias"):
         if flag_field(fields, flag, False):
             raise ConfigError(flag, f"{model_type} with biased projections is not counted by the formula")
