@@ -276,7 +276,10 @@ def _field(path: Path, reader: Any, key: str, default: Any = None) -> Any:
         if default is not None:
             return default
         raise CheckpointError(path, f"metadata {key}", "missing")
-    return field.contents()
+    try:
+        return field.contents()  # the package decodes a string value here, not when it reads the file
+    except UnicodeDecodeError as e:
+        raise CheckpointError(path, f"metadata {key}", f"a string that is not valid UTF-8: {e.reason}") from None
 
 
 def _int_field(path: Path, reader: Any, key: str, default: int | None = None) -> int:
