@@ -276,7 +276,10 @@ def _field(path: Path, reader: Any, key: str, default: Any = None) -> Any:
         if default is not None:
             return default
         raise CheckpointError(path, f"metadata {key}", "missing")
-    return field.contents()
+    try:
+        return field.contents()
+    except UnicodeDecodeError:  # the package decodes every string as UTF-8 when asked for it
+        raise CheckpointError(path, f"metadata {key}", "a string that is not UTF-8") from None
 
 
 def _int_field(path: Path, reader: Any, key: str, default: int | None = None) -> int:
