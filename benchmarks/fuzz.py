@@ -109,7 +109,8 @@ def section(tallies: list[Tally], command: str, hypothesis_seed: int, started: s
         f"Limits per input (all six readers): {TIME_LIMIT:.0f} s; address space {MEMORY_CONSTANT // 2**20} MiB + "
         f"{MEMORY_PER_BYTE} x the input's bytes above the worker's own.  ",
         f"In all: {total_inputs:,} inputs in {total_seconds / 60:.1f} min, "
-        f"{sum(sum(t.violations.values()) for t in tallies)} violations.",
+        f"{sum(len(t.saved) for t in tallies):,} of them broke the invariant "
+        f"({sum(sum(t.violations.values()) for t in tallies):,} reader outcomes).",
         "",
         "| format | minutes | inputs | inputs/s | returned | CheckpointError | violations | worker peak RSS | "
         "worker restarts |",
@@ -124,7 +125,7 @@ def section(tallies: list[Tally], command: str, hypothesis_seed: int, started: s
     for t in tallies:
         kinds.update({f"{t.format}: {kind}": n for kind, n in t.violations.items()})
     if kinds:
-        lines += ["", "Violations (reader: what happened; inputs):", ""]
+        lines += ["", "Violations (format: reader: what happened; inputs):", ""]
         lines += [f"- `{kind}`: {n}" for kind, n in kinds.most_common()]
     return "\n".join(lines)
 

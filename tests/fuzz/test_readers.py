@@ -114,6 +114,13 @@ def gguf_with_dimension(seed: int, tensor: str, axis: int, size: int) -> FuzzInp
     return raw_file("gguf", "model.gguf", data[:at] + struct.pack("<Q", size) + data[at + 8 :])
 
 
+def gguf_architecture_not_utf8() -> FuzzInput:
+    """The llama GGUF seed, its general.architecture's first byte made 0xff (not UTF-8)."""
+    data = _seed("gguf").files["model.gguf"]
+    stored = gguf_string("general.architecture") + struct.pack("<I", STRING) + gguf_string("llama")
+    return raw_file("gguf", "model.gguf", data.replace(stored, stored[:-5] + b"\xfflama"))
+
+
 def gguf(metadata: dict[str, tuple[int, object]], tensors: dict[str, list[int]], tmp: Path) -> FuzzInput:
     return raw_file("gguf", "model.gguf", gguf_file(tmp / "m.gguf", metadata, tensors).read_bytes())
 
@@ -173,6 +180,7 @@ CASES = {
     "GGUF epsilon a string": lambda tmp: gguf(
         {**LLAMA, "llama.attention.layer_norm_rms_epsilon": (STRING, "1e-5")}, EMBEDDING, tmp
     ),
+    "GGUF architecture not UTF-8": lambda tmp: gguf_architecture_not_utf8(),  # the hour's run: UnicodeDecodeError
     "GGUF head_count 0": lambda tmp: gguf({**LLAMA, "llama.attention.head_count": (U32, 0)}, EMBEDDING, tmp),
     "GGUF 1-D token embedding": lambda tmp: gguf(LLAMA, {"token_embd.weight": [8]}, tmp),
 }
