@@ -308,3 +308,18 @@ def test_the_journal_of_a_run_that_died_gives_its_report(tmp_path: Path) -> None
                                                "test_a.py::test_y on m")  # fmt: skip
     collect.journal_path(results).write_text(lines[0][:10])  # died before its session started
     assert collect.recover(results, -signal.SIGSEGV) is None
+
+
+@pytest.mark.parametrize("option", ["--reports", "--suite", "--pytest-config", "--llama2c-src"])
+def test_an_explicitly_empty_path_is_refused(
+    option: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `--reports "$DIR"` with DIR unset: before, the run wrote (and first removed) reports in the current
+    # directory, or ignored the option and ran with the default, and conformed without a word.
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as stopped:
+        main(["check", "--model", "numpy", option, ""])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert f"error: argument {option}: an empty value names nothing" in err, err
+    assert list(tmp_path.iterdir()) == []  # nothing written or removed

@@ -7,6 +7,14 @@ import argparse
 MAX_SEED = 2**32 - 1  # NumPy's generators take seeds in [0, 2**32 - 1]
 
 
+def nonempty(text: str) -> str:
+    """A path or name given explicitly: empty is refused (`--reports "$DIR"` with DIR unset in CI would
+    otherwise mean the current directory, or the default, without a word)."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty value names nothing; give one or leave the option out")
+    return text
+
+
 def seed(text: str) -> int:
     """A seed of the random weights: an integer in [0, MAX_SEED]."""
     try:

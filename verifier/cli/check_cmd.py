@@ -30,6 +30,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from verifier.cli import arguments
 from verifier.plugin.command import GIVES, CommandTemplateError
 from verifier.plugin.command.files import FORMATS
 from verifier.plugin.command.options import CHECK_OPTIONS, PYTEST_OPTIONS, SETTINGS, from_options, help_texts
@@ -92,23 +93,27 @@ def add_parser(subparsers: Any) -> None:
     )
     p.add_argument(
         "--llama2c-src",
+        type=arguments.nonempty,
         metavar="DIR",
         help=f"your llama2.c checkout, whose run.c and runq.c the built-in llama2c and runq build "
         f"(default: ${SOURCE_ENV}; without either, llama2c runs the pinned 2023 run.c and runq skips)",
     )
     p.add_argument(
         "--suite",
+        type=arguments.nonempty,
         metavar="DIR",
         help=f"the properties/ folder (default: ${suite.SUITE_ENV_VAR}, else next to the package)",
     )
     p.add_argument(
         "--pytest-config",
+        type=arguments.nonempty,
         metavar="PATH",
         help="run pytest with this configuration file (your pytest.ini, pyproject.toml, tox.ini or setup.cfg: its "
         "addopts, filterwarnings, ...); by default the suite runs with its own, whatever is around",
     )
     p.add_argument(
         "--reports",
+        type=arguments.nonempty,
         metavar="DIR",
         default="reports",
         help=f"where to write the report and pytest's whole output, {LOG} (default: reports)",
