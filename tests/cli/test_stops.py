@@ -323,3 +323,22 @@ def test_an_explicitly_empty_path_is_refused(
     err = capsys.readouterr().err
     assert f"error: argument {option}: an empty value names nothing" in err, err
     assert list(tmp_path.iterdir()) == []  # nothing written or removed
+
+
+def test_a_model_that_crashes_while_it_is_probed_fails(tmp_path: Path) -> None:
+    # The header builds each model on tiny configs before any test: a crash there was "pytest stopped
+    # before the suite ran (exit status -6)", exit 2, no verdict and no report.
+    (tmp_path / "crashing_model.py").write_text("import os\n\n\ndef build(config, weights):\n    os.abort()\n")
+    command = _check(tmp_path, _CRASH_SUITE.format(crash="pass"), "--model", "crashing_model:build")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done
+    report = json.loads((tmp_path / "reports" / JSON).read_text())
+    failed = [r for r in report["results"] if r["outcome"] == "fail"]
+    assert [r["model"] for r in failed] == ["crashing_model:build"], report["results"]
+    assert "SIGABRT" in failed[0]["detail"] and "probe configs" in failed[0]["detail"], failed[0]["detail"]
+    assert {m["model"]: m["verdict"] for m in report["models"]} == {
+        "numpy": "untested",
+        "crashing_model:build": "fails",
+    }
+    assert "pytest stopped before the suite ran" not in done.stderr

@@ -34,7 +34,7 @@ import platform
 import re
 import signal
 import subprocess
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -149,6 +149,7 @@ def recover(results: Path, status: int) -> Report | None:
     stopped by it (nothing conforms). None when pytest died before its session started."""
     journal = journal_path(results)
     header: dict[str, Any] | None = None
+    probed: list[str] = []  # the models built on the probe configs for the header, in order
     found: dict[str, dict[str, Any]] = {}
     running: dict[str, None] = {}  # started and not finished, in order
     for line in journal.read_text(errors="replace").splitlines() if journal.exists() else []:
@@ -158,6 +159,8 @@ def recover(results: Path, status: int) -> Report | None:
             continue
         if "header" in record:
             header = record["header"]
+        elif "probing" in record:
+            probed.append(record["probing"])
         elif "start" in record:
             running[record["start"]] = None
         else:
@@ -165,7 +168,7 @@ def recover(results: Path, status: int) -> Report | None:
             if record["done"]:
                 running.pop(record["result"]["nodeid"], None)
     if header is None:
-        return None
+        return _probe_crash(probed, status) if probed else None
     models = [card["name"] for card in header["models"]]
     for nodeid in running:
         model = _model_of(nodeid, models)
@@ -174,6 +177,22 @@ def recover(results: Path, status: int) -> Report | None:
         found[nodeid] = {**fields, "outcome": "fail", "detail": detail}
     stop = signal_name(-status)
     return Report.from_dict({"header": header, "results": list(found.values()), "exit_status": status, "stop": stop})
+
+
+PROBE = "(building the model on the probe configs)"  # the row of a model that crashed the run's header
+
+
+def _probe_crash(probed: list[str], status: int) -> Report:
+    """The report of a run whose pytest died while the header built the last of `probed` on the probe
+    configs, before any test: that model fails (its crash); the ones before it are untested."""
+    *before, model = probed
+    detail = crashed("pytest", -status, PROBE, model) + "; no test ran"
+    cards = [ModelCard(name, "?", {"probe": "built; no test ran"}) for name in before]
+    cards.append(ModelCard(model, "?", {"probe": f"crashed ({signal_name(-status)})"}))
+    created = datetime.now(UTC).isoformat(timespec="seconds")
+    header = Header(cards, versions={}, hypothesis_profile="?", hypothesis_settings={}, suite="?", created=created)
+    result = Result(PROBE, model, "fail", detail=detail)
+    return Report(header, [result], status, stop=signal_name(-status))
 
 
 def property_name(nodeid: str, model: str | None) -> str:
@@ -299,7 +318,8 @@ class Collector:
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         if self.journal is not None:  # the header first, for a report of a run pytest does not live to end
-            self._header = header(self.config)
+            # Building each model to probe it may crash the process (a native engine): say which one.
+            self._header = header(self.config, probing=lambda name: self._record({"probing": name}))
             self._record({"header": dataclasses.asdict(self._header)})
 
     def pytest_runtest_logstart(self, nodeid: str) -> None:
@@ -461,9 +481,13 @@ def _selection(config: pytest.Config) -> registry.Selection:
         return registry.select(config.getoption("model", default=None) or [])
 
 
-def _model_cards(specs: list[registry.ModelSpec]) -> list[ModelCard]:
+def _model_cards(
+    specs: list[registry.ModelSpec], probing: Callable[[str], None] | None = None
+) -> list[ModelCard]:
     cards = []
     for spec in specs:
+        if probing is not None:
+            probing(spec.name)
         probes = contract.probe(spec)
         built = next((p for p in probes if p.precision), None)
         card = ModelCard(spec.name, spec.origin, {p.kind: p.summary() for p in probes})
@@ -473,14 +497,16 @@ def _model_cards(specs: list[registry.ModelSpec]) -> list[ModelCard]:
     return cards
 
 
-def header(config: pytest.Config) -> Header:
-    """The models under test with their capabilities, library versions and the Hypothesis profile."""
+def header(config: pytest.Config, probing: Callable[[str], None] | None = None) -> Header:
+    """The models under test with their capabilities, library versions and the Hypothesis profile
+    (`probing` is told the name of each model before it is built on the probe configs)."""
     from hypothesis import settings
 
     current = settings.default
     try:
         chosen = _selection(config)
-        models, unavailable = _model_cards(chosen.models), {s.name: s.unavailable for s in chosen.left_out}
+        models = _model_cards(chosen.models, probing)
+        unavailable = {s.name: s.unavailable for s in chosen.left_out}
     except PluginError as e:  # the run itself would have stopped on it; say so rather than crash
         models, unavailable = [ModelCard("?", "?", {"selection": f"broken ({e})"})], {}
     return Header(
