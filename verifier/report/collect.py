@@ -481,9 +481,7 @@ def _selection(config: pytest.Config) -> registry.Selection:
         return registry.select(config.getoption("model", default=None) or [])
 
 
-def _model_cards(
-    specs: list[registry.ModelSpec], probing: Callable[[str], None] | None = None
-) -> list[ModelCard]:
+def _model_cards(specs: list[registry.ModelSpec], probing: Callable[[str], None] | None = None) -> list[ModelCard]:
     cards = []
     for spec in specs:
         if probing is not None:
