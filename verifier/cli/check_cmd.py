@@ -153,7 +153,7 @@ def _llama2c_tree(path: str) -> str:
 
 
 def _stop(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt  # SIGTERM outside pytest's run: unwind as Ctrl-C does, removing the temporary folder
+    raise KeyboardInterrupt  # SIGTERM outside pytest's run: unwind as Ctrl-C does, removing the staging folder
 
 
 @contextlib.contextmanager
