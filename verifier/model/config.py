@@ -1,9 +1,21 @@
-"""One frozen config for both families, GPT-2 and Llama (as llama2.c runs it).
+"""One frozen config for every family the suite runs: GPT-2, and the Llama layout with its switches.
 
 The field names are the suite's one vocabulary (`d_model`, `n_heads`, `n_kv_heads`, `d_head`,
 `d_ff`, `vocab_size`, `n_ctx`); `to_transformers` / `from_transformers` translate to and from
-`GPT2Config` and `LlamaConfig`, and `from_hf_dict` reads the contents of a `config.json`.
+the `transformers` config classes, and `from_hf_dict` reads the contents of a `config.json`.
 This module does no I/O and imports `transformers` only inside the functions that need it.
+
+A family is GPT-2, or the Llama layout (RMSNorm, RoPE, gated MLP, grouped-query attention) with a
+set of switches, each one piece of math a family adds:
+
+| family  | switches it sets (fixed) or allows (free)                                               |
+|---------|------------------------------------------------------------------------------------------|
+| llama   | free: rope_scaling, attention bias (q/k/v and o together), head_dim                      |
+| mistral | free: sliding_window (every layer), rope_scaling, head_dim                               |
+| qwen2   | fixed: qkv_bias; free: sliding_window with layer_types, rope_scaling                     |
+| qwen3   | fixed: qk_norm; free: head_dim, attention bias, sliding_window with layer_types          |
+| gemma   | fixed: gelu_tanh gate, norm_plus_one, embed_scale; free: head_dim, attention bias        |
+| gemma2  | gemma's, and sandwich_norm; free: softcaps, query_scale, sliding_window with layer_types  |
 """
 
 from __future__ import annotations
@@ -14,8 +26,13 @@ import numbers
 from dataclasses import dataclass
 from typing import Any, Literal
 
-Family = Literal["gpt2", "llama"]
-FAMILIES: tuple[Family, ...] = ("gpt2", "llama")
+Family = Literal["gpt2", "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2"]
+FAMILIES: tuple[Family, ...] = ("gpt2", "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2")
+# The families of the Llama layout (RMSNorm, RoPE, gated MLP): every family but GPT-2.
+ROPE_FAMILIES: tuple[Family, ...] = FAMILIES[1:]
+Activation = Literal["silu", "gelu_tanh"]
+LayerType = Literal["full_attention", "sliding_attention"]
+LAYER_TYPES: tuple[LayerType, ...] = ("full_attention", "sliding_attention")
 
 
 class ConfigError(ValueError):
@@ -28,12 +45,29 @@ class ConfigError(ValueError):
 
 
 @dataclass(frozen=True)
+class RopeScaling:
+    """How a RoPE family stretches its frequencies past the context it was trained at.
+
+    "linear": every inverse frequency divided by `factor` (positions compressed). "llama3" (Llama
+    3.1/3.2): wavelengths shorter than `original_n_ctx / high_freq_factor` kept, longer than
+    `original_n_ctx / low_freq_factor` divided by `factor`, and the band between interpolated.
+    """
+
+    kind: Literal["linear", "llama3"]
+    factor: float
+    low_freq_factor: float = 1.0
+    high_freq_factor: float = 4.0
+    original_n_ctx: int = 8192
+
+
+@dataclass(frozen=True)
 class ModelConfig:
     """Sizes and choices of one transformer; validated on construction.
 
     GPT-2: learned positions, LayerNorm with bias, tanh-GELU MLP, fused qkv with bias.
     Llama: RMSNorm, RoPE (rotate-half layout, as `transformers` stores q/k), SwiGLU MLP,
-    no biases, grouped-query attention when `n_kv_heads < n_heads`.
+    no biases, grouped-query attention when `n_kv_heads < n_heads`. The other families are the
+    Llama layout with the switches below, whose defaults are Llama's (see the module's table).
     """
 
     family: Family
@@ -47,18 +81,46 @@ class ModelConfig:
     norm_eps: float
     tie_embeddings: bool
     rope_theta: float = 10000.0
+    head_dim: int | None = None  # d_head when it is not d_model // n_heads (Qwen3, Gemma)
+    rope_scaling: RopeScaling | None = None
+    qkv_bias: bool = False  # q, k, v projections have biases (Qwen2; `attention_bias` elsewhere)
+    o_bias: bool = False  # the output projection has a bias (`attention_bias` of Llama, Qwen3, Gemma)
+    qk_norm: bool = False  # Qwen3: an RMSNorm over each head's q and k, before RoPE
+    mlp_act: Activation = "silu"  # the gate's activation: SwiGLU, or GeGLU with tanh GELU (Gemma)
+    norm_plus_one: bool = False  # Gemma: RMSNorm scales by (1 + w), computed in float32
+    embed_scale: bool = False  # Gemma: embeddings times sqrt(d_model), rounded to the model's dtype
+    sandwich_norm: bool = False  # Gemma 2: RMSNorms after attention and after the MLP too
+    sliding_window: int | None = None  # W: a sliding layer's query at t sees keys t - W + 1 .. t
+    layer_types: tuple[LayerType, ...] = ()  # per layer; empty: every layer sliding if a window is set
+    attn_softcap: float | None = None  # Gemma 2: scores -> cap * tanh(scores / cap), before the mask
+    final_softcap: float | None = None  # Gemma 2: the same on the logits
+    query_scale: int | None = None  # Gemma 2's query_pre_attn_scalar: scores scaled by its -1/2 power
 
     def __post_init__(self) -> None:
         validate(self)
 
     @property
     def d_head(self) -> int:
-        """Size of one attention head: `d_model // n_heads`."""
-        return self.d_model // self.n_heads
+        """Size of one attention head: `head_dim` if set, else `d_model // n_heads`."""
+        return self.head_dim if self.head_dim is not None else self.d_model // self.n_heads
 
     @property
     def uses_rope(self) -> bool:
-        return self.family == "llama"
+        """Every family of the Llama layout (all but GPT-2)."""
+        return self.family != "gpt2"
+
+    def window(self, layer: int) -> int | None:
+        """The sliding window W of layer `layer`, or None where it attends to every earlier position."""
+        if self.sliding_window is None:
+            return None
+        if self.layer_types and self.layer_types[layer] != "sliding_attention":
+            return None
+        return self.sliding_window
+
+    @property
+    def attention_scale(self) -> float:
+        """What q k^T is multiplied by: 1/sqrt(d_head), or Gemma 2's 1/sqrt(query_pre_attn_scalar)."""
+        return 1.0 / math.sqrt(self.query_scale if self.query_scale is not None else self.d_head)
 
     def replace(self, **changes: Any) -> ModelConfig:
         """A copy with some fields changed (validated again)."""
@@ -68,17 +130,16 @@ class ModelConfig:
         return dataclasses.asdict(self)
 
     def to_transformers(self) -> Any:
-        """The equivalent `transformers.GPT2Config` or `transformers.LlamaConfig` (ExtraMissing without it)."""
+        """The equivalent `transformers` config (`GPT2Config`, `LlamaConfig`, `Gemma2Config`, ...);
+        ExtraMissing without transformers."""
         from verifier import extra
 
         extra.require("ModelConfig.to_transformers()", ("transformers",))
-        if self.family == "gpt2":
-            from transformers import GPT2Config
+        import transformers
 
-            return GPT2Config(**self._gpt2_hf_fields())
-        from transformers import LlamaConfig
-
-        return LlamaConfig(**self._llama_hf_fields())
+        fields = self.to_hf_dict()
+        del fields["architectures"], fields["model_type"]
+        return getattr(transformers, HF_CLASSES[self.family][0])(**fields)
 
     def _gpt2_hf_fields(self) -> dict[str, Any]:
         return {
@@ -99,32 +160,86 @@ class ModelConfig:
             "attn_pdrop": 0.0,
         }
 
-    def _llama_hf_fields(self) -> dict[str, Any]:
+    def _rope_parameters(self) -> dict[str, Any]:
+        scaling = self.rope_scaling
+        if scaling is None:
+            return {"rope_type": "default", "rope_theta": self.rope_theta}
+        if scaling.kind == "linear":
+            return {"rope_type": "linear", "rope_theta": self.rope_theta, "factor": scaling.factor}
         return {
-            "model_type": "llama",
+            "rope_type": "llama3",
+            "rope_theta": self.rope_theta,
+            "factor": scaling.factor,
+            "low_freq_factor": scaling.low_freq_factor,
+            "high_freq_factor": scaling.high_freq_factor,
+            "original_max_position_embeddings": scaling.original_n_ctx,
+        }
+
+    def _rope_family_hf_fields(self) -> dict[str, Any]:
+        """The config.json fields of a Llama-layout family, under the keys its `transformers` class reads."""
+        family = self.family
+        fields: dict[str, Any] = {
+            "model_type": family,
             "vocab_size": self.vocab_size,
             "max_position_embeddings": self.n_ctx,
             "hidden_size": self.d_model,
             "num_hidden_layers": self.n_layers,
             "num_attention_heads": self.n_heads,
             "num_key_value_heads": self.n_kv_heads,
-            "head_dim": self.d_head,
             "intermediate_size": self.d_ff,
             "rms_norm_eps": self.norm_eps,
             "tie_word_embeddings": self.tie_embeddings,
-            "rope_parameters": {"rope_type": "default", "rope_theta": self.rope_theta},
-            "hidden_act": "silu",
-            "attention_bias": False,
-            "mlp_bias": False,
+            "rope_parameters": self._rope_parameters(),
             "bos_token_id": 1 if self.vocab_size > 1 else 0,
             "eos_token_id": 2 if self.vocab_size > 2 else 0,
         }
+        if family != "qwen2":  # Qwen2 has no head_dim key: its heads are hidden_size / num_attention_heads
+            fields["head_dim"] = self.d_head
+        if family in ("llama", "qwen3", "gemma", "gemma2"):
+            fields["attention_bias"] = self.o_bias
+        if family == "llama":
+            fields["mlp_bias"] = False
+        activation = "silu" if self.mlp_act == "silu" else "gelu_pytorch_tanh"
+        fields["hidden_activation" if family == "gemma2" else "hidden_act"] = activation
+        if family == "mistral":
+            fields["sliding_window"] = self.sliding_window
+        if family in ("qwen2", "qwen3"):
+            fields |= {
+                "use_sliding_window": self.sliding_window is not None,
+                "sliding_window": self.sliding_window,
+                "max_window_layers": self.n_layers,
+                "layer_types": [self.layer_type(i) for i in range(self.n_layers)],
+            }
+        if family == "gemma2":
+            fields |= {
+                "sliding_window": self.sliding_window,
+                "layer_types": [self.layer_type(i) for i in range(self.n_layers)],
+                "attn_logit_softcapping": self.attn_softcap,
+                "final_logit_softcapping": self.final_softcap,
+                "query_pre_attn_scalar": self.query_scale if self.query_scale is not None else self.d_head,
+            }
+        return fields
+
+    def layer_type(self, layer: int) -> LayerType:
+        """`transformers`' name of layer `layer`'s attention: "sliding_attention" or "full_attention"."""
+        return "full_attention" if self.window(layer) is None else "sliding_attention"
 
     def to_hf_dict(self) -> dict[str, Any]:
         """The fields of a `config.json` for this model (what `save_pretrained` would write)."""
-        fields = self._gpt2_hf_fields() if self.family == "gpt2" else self._llama_hf_fields()
-        arch = "GPT2LMHeadModel" if self.family == "gpt2" else "LlamaForCausalLM"
-        return {"architectures": [arch], **fields}
+        fields = self._gpt2_hf_fields() if self.family == "gpt2" else self._rope_family_hf_fields()
+        return {"architectures": [HF_CLASSES[self.family][1]], **fields}
+
+
+# Per family: the `transformers` config class and the model class a config.json names.
+HF_CLASSES: dict[Family, tuple[str, str]] = {
+    "gpt2": ("GPT2Config", "GPT2LMHeadModel"),
+    "llama": ("LlamaConfig", "LlamaForCausalLM"),
+    "mistral": ("MistralConfig", "MistralForCausalLM"),
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"),
+    "gemma": ("GemmaConfig", "GemmaForCausalLM"),
+    "gemma2": ("Gemma2Config", "Gemma2ForCausalLM"),
+}
 
 
 def describe(config: ModelConfig) -> str:
@@ -345,13 +460,103 @@ def _check_number(name: str, value: Any) -> float:
     return float(value)
 
 
+# The switches of the Llama layout, at their defaults (Llama's and GPT-2's values).
+SWITCH_DEFAULTS: dict[str, Any] = {
+    "head_dim": None,
+    "rope_scaling": None,
+    "qkv_bias": False,
+    "o_bias": False,
+    "qk_norm": False,
+    "mlp_act": "silu",
+    "norm_plus_one": False,
+    "embed_scale": False,
+    "sandwich_norm": False,
+    "sliding_window": None,
+    "layer_types": (),
+    "attn_softcap": None,
+    "final_softcap": None,
+    "query_scale": None,
+}
+_GEMMA_FIXED = {"mlp_act": "gelu_tanh", "norm_plus_one": True, "embed_scale": True}
+_BIAS = ("qkv_bias", "o_bias")
+_WINDOW = ("sliding_window", "layer_types")
+# Per family: the switches it sets to another value than the default, and those it leaves free.
+FAMILY_SWITCHES: dict[Family, tuple[dict[str, Any], tuple[str, ...]]] = {
+    "gpt2": ({}, ()),
+    "llama": ({}, ("head_dim", "rope_scaling", *_BIAS)),
+    "mistral": ({}, ("head_dim", "rope_scaling", "sliding_window")),
+    "qwen2": ({"qkv_bias": True}, ("rope_scaling", *_WINDOW)),
+    "qwen3": ({"qk_norm": True}, ("head_dim", "rope_scaling", *_BIAS, *_WINDOW)),
+    "gemma": (_GEMMA_FIXED, ("head_dim", "rope_scaling", *_BIAS)),
+    "gemma2": (
+        {**_GEMMA_FIXED, "sandwich_norm": True},
+        ("head_dim", "rope_scaling", *_BIAS, *_WINDOW, "attn_softcap", "final_softcap", "query_scale"),
+    ),
+}
+
+
+def _check_positive(name: str, value: Any) -> float:
+    number = _check_number(name, value)
+    if not (math.isfinite(number) and number > 0):  # also rejects NaN
+        raise ConfigError(name, f"must be a finite positive number, found {value}")
+    return number
+
+
+def _validate_switches(config: ModelConfig) -> None:
+    """Each switch holds a value of its kind, and the family's fixed ones hold the family's value."""
+    fixed, free = FAMILY_SWITCHES[config.family]
+    for name, default in SWITCH_DEFAULTS.items():
+        value = getattr(config, name)
+        expected = fixed.get(name, default)
+        if name not in free and value != expected:
+            raise ConfigError(name, f"the {config.family} family has {name}={expected!r}, found {value!r}")
+    if config.family in ("llama", "qwen3", "gemma", "gemma2") and config.qkv_bias != config.o_bias:
+        raise ConfigError("o_bias", f"{config.family}'s attention_bias sets q/k/v and o biases together")
+    if config.head_dim is not None:
+        check_size("head_dim", config.head_dim, D_MODEL_MAX)
+    for flag in ("qkv_bias", "o_bias", "qk_norm", "norm_plus_one", "embed_scale", "sandwich_norm"):
+        if not isinstance(getattr(config, flag), bool):
+            raise ConfigError(flag, f"must be a bool, found {type(getattr(config, flag)).__name__}")
+    if config.mlp_act not in ("silu", "gelu_tanh"):
+        raise ConfigError("mlp_act", f"expected 'silu' or 'gelu_tanh', found {config.mlp_act!r}")
+    if config.sliding_window is not None:
+        check_size("sliding_window", config.sliding_window, N_CTX_MAX)
+    if config.layer_types:
+        if len(config.layer_types) != config.n_layers:
+            found = len(config.layer_types)
+            raise ConfigError("layer_types", f"needs one entry per layer ({config.n_layers}), found {found}")
+        for kind in config.layer_types:
+            if kind not in LAYER_TYPES:
+                raise ConfigError("layer_types", f"entries are one of {LAYER_TYPES}, found {kind!r}")
+        if "sliding_attention" in config.layer_types and config.sliding_window is None:
+            raise ConfigError("layer_types", "names sliding layers but sliding_window is not set")
+    for name in ("attn_softcap", "final_softcap"):
+        if getattr(config, name) is not None:
+            _check_positive(name, getattr(config, name))
+    if config.query_scale is not None:
+        check_size("query_scale", config.query_scale, D_MODEL_MAX)
+    scaling = config.rope_scaling
+    if scaling is not None:
+        if not isinstance(scaling, RopeScaling) or scaling.kind not in ("linear", "llama3"):
+            raise ConfigError("rope_scaling", f"expected a RopeScaling of kind 'linear' or 'llama3', found {scaling!r}")
+        if _check_positive("rope_scaling.factor", scaling.factor) < 1:
+            raise ConfigError("rope_scaling.factor", f"must be at least 1, found {scaling.factor}")
+        if scaling.kind == "llama3":
+            low = _check_positive("rope_scaling.low_freq_factor", scaling.low_freq_factor)
+            high = _check_positive("rope_scaling.high_freq_factor", scaling.high_freq_factor)
+            if low >= high:
+                raise ConfigError("rope_scaling.high_freq_factor", f"must exceed low_freq_factor={low}, found {high}")
+            check_size("rope_scaling.original_n_ctx", scaling.original_n_ctx, N_CTX_MAX)
+
+
 def validate(config: ModelConfig) -> None:
     """Raise ConfigError naming the first field that makes `config` inconsistent."""
     if config.family not in FAMILIES:
         raise ConfigError("family", f"expected one of {FAMILIES}, found {config.family!r}")
     for name, maximum in SIZE_MAXIMA.items():
         check_size(name, getattr(config, name), maximum)
-    if config.d_model % config.n_heads:
+    _validate_switches(config)
+    if config.head_dim is None and config.d_model % config.n_heads:
         raise ConfigError("n_heads", f"d_model={config.d_model} is not divisible by n_heads={config.n_heads}")
     if config.n_kv_heads > config.n_heads or config.n_heads % config.n_kv_heads:
         raise ConfigError("n_kv_heads", f"n_heads={config.n_heads} is not a multiple of n_kv_heads={config.n_kv_heads}")

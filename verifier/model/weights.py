@@ -13,13 +13,13 @@ from collections.abc import Callable, Iterator, Mapping
 import numpy as np
 import numpy.typing as npt
 
-from verifier.model.config import ModelConfig
+from verifier.model.config import FAMILIES, ModelConfig
 
 Weights = dict[str, np.ndarray]
 # Any read-only view of a canonical weight set: a `Weights` dict, or `LazyWeights` read on access.
 WeightMap = Mapping[str, np.ndarray]
 
-EMBEDDING = {"gpt2": "transformer.wte.weight", "llama": "model.embed_tokens.weight"}
+EMBEDDING = {f: "transformer.wte.weight" if f == "gpt2" else "model.embed_tokens.weight" for f in FAMILIES}
 CLASSIFIER = "lm_head.weight"
 
 
@@ -50,21 +50,39 @@ def _gpt2_shapes(c: ModelConfig) -> dict[str, tuple[int, ...]]:
 
 
 def _llama_shapes(c: ModelConfig) -> dict[str, tuple[int, ...]]:
-    d, kv = c.d_model, c.n_kv_heads * c.d_head
+    """The Llama layout, with the weights each switch adds under its `transformers` name: q/k/v and o
+    biases, Qwen3's per-head q_norm/k_norm [d_head], Gemma 2's four norms a layer (its
+    `post_attention_layernorm` follows attention; `pre_feedforward_layernorm` precedes the MLP)."""
+    d, q, kv = c.d_model, c.n_heads * c.d_head, c.n_kv_heads * c.d_head
     shapes: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (c.vocab_size, d)}
     for i in range(c.n_layers):
         p = f"model.layers.{i}."
-        shapes |= {
-            p + "input_layernorm.weight": (d,),
-            p + "self_attn.q_proj.weight": (d, d),
-            p + "self_attn.k_proj.weight": (kv, d),
-            p + "self_attn.v_proj.weight": (kv, d),
-            p + "self_attn.o_proj.weight": (d, d),
-            p + "post_attention_layernorm.weight": (d,),
+        a = p + "self_attn."
+        layer: dict[str, tuple[int, ...]] = {p + "input_layernorm.weight": (d,), a + "q_proj.weight": (q, d)}
+        if c.qkv_bias:
+            layer[a + "q_proj.bias"] = (q,)
+        layer[a + "k_proj.weight"] = (kv, d)
+        if c.qkv_bias:
+            layer[a + "k_proj.bias"] = (kv,)
+        layer[a + "v_proj.weight"] = (kv, d)
+        if c.qkv_bias:
+            layer[a + "v_proj.bias"] = (kv,)
+        layer[a + "o_proj.weight"] = (d, q)
+        if c.o_bias:
+            layer[a + "o_proj.bias"] = (d,)
+        if c.qk_norm:
+            layer |= {a + "q_norm.weight": (c.d_head,), a + "k_norm.weight": (c.d_head,)}
+        layer[p + "post_attention_layernorm.weight"] = (d,)
+        if c.sandwich_norm:
+            layer[p + "pre_feedforward_layernorm.weight"] = (d,)
+        layer |= {
             p + "mlp.gate_proj.weight": (c.d_ff, d),
             p + "mlp.up_proj.weight": (c.d_ff, d),
             p + "mlp.down_proj.weight": (d, c.d_ff),
         }
+        if c.sandwich_norm:
+            layer[p + "post_feedforward_layernorm.weight"] = (d,)
+        shapes |= layer
     shapes["model.norm.weight"] = (d,)
     return shapes
 
