@@ -21,10 +21,11 @@ set of switches, each one piece of math a family adds:
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import numbers
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 Family = Literal["gpt2", "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2"]
 FAMILIES: tuple[Family, ...] = ("gpt2", "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2")
@@ -254,28 +255,56 @@ def describe(config: ModelConfig) -> str:
 
 
 def from_transformers(hf_config: Any) -> ModelConfig:
-    """The suite's config for a `transformers` `GPT2Config` or `LlamaConfig`."""
+    """The suite's config for a `transformers` config of one of the families (`GPT2Config`, `LlamaConfig`, ...)."""
     return from_hf_dict(hf_config.to_dict())
 
 
 def from_hf_dict(fields: dict[str, Any]) -> ModelConfig:
     """The suite's config from the contents of a Hugging Face `config.json`.
 
-    Raises ConfigError for a model type the suite does not implement, or for settings of a
-    supported type that change the math (biased Llama projections, another activation, ...).
+    Each family is read as `transformers` reads it: the keys its config class defines, with that
+    class's defaults where a key is absent. Raises ConfigError naming the config.json key for a
+    model type the suite does not implement, for a setting that changes the math in a way the
+    reference does not (biased MLP, yarn RoPE, another activation, ...), and for a key the reader
+    does not know, so that nothing in the file is silently ignored.
     """
     model_type = fields.get("model_type")
     if not isinstance(model_type, str) or model_type not in HF_KEYS:  # a list or object is no key either
-        raise ConfigError("model_type", f"expected 'gpt2' or 'llama', found {quote(model_type)}")
+        raise ConfigError("model_type", f"expected one of {FAMILIES}, found {quote(model_type)}")
     try:
-        return _from_gpt2_fields(fields) if model_type == "gpt2" else _from_llama_fields(fields)
+        if model_type == "gpt2":
+            return _from_gpt2_fields(fields)
+        return _from_rope_family_fields(cast(Family, model_type), fields)
     except ConfigError as e:  # a rule across fields (d_model % n_heads, ...): named by the file's key
+        if e.field.startswith("rope_scaling.") and not fields.get("rope_scaling"):  # read from rope_parameters
+            raise ConfigError("rope_parameters" + e.field.removeprefix("rope_scaling"), e.reason) from None
         keys = HF_KEYS[model_type].get(e.field)
         if keys is None:
             raise
         raise ConfigError(next((k for k in keys if fields.get(k) is not None), keys[0]), e.reason) from None
 
 
+_ROPE_FAMILY_KEYS: dict[str, tuple[str, ...]] = {
+    "vocab_size": ("vocab_size",),
+    "n_ctx": ("max_position_embeddings",),
+    "d_model": ("hidden_size",),
+    "n_layers": ("num_hidden_layers",),
+    "n_heads": ("num_attention_heads",),
+    "n_kv_heads": ("num_key_value_heads",),
+    "d_ff": ("intermediate_size",),
+    "norm_eps": ("rms_norm_eps",),
+    "tie_embeddings": ("tie_word_embeddings",),
+    "rope_theta": ("rope_theta", "rope_parameters", "rope_scaling"),
+    "rope_scaling": ("rope_scaling", "rope_parameters"),
+    "head_dim": ("head_dim",),
+    "qkv_bias": ("attention_bias",),
+    "o_bias": ("attention_bias",),
+    "sliding_window": ("sliding_window",),
+    "layer_types": ("layer_types",),
+    "attn_softcap": ("attn_logit_softcapping",),
+    "final_softcap": ("final_logit_softcapping",),
+    "query_scale": ("query_pre_attn_scalar",),
+}
 # The config.json keys each field is read from, per model type (the first one present is read).
 HF_KEYS: dict[str, dict[str, tuple[str, ...]]] = {
     "gpt2": {
@@ -287,19 +316,104 @@ HF_KEYS: dict[str, dict[str, tuple[str, ...]]] = {
         "d_ff": ("n_inner",),
         "norm_eps": ("layer_norm_epsilon",),
     },
-    "llama": {
-        "vocab_size": ("vocab_size",),
-        "n_ctx": ("max_position_embeddings",),
-        "d_model": ("hidden_size",),
-        "n_layers": ("num_hidden_layers",),
-        "n_heads": ("num_attention_heads",),
-        "n_kv_heads": ("num_key_value_heads",),
-        "d_ff": ("intermediate_size",),
-        "norm_eps": ("rms_norm_eps",),
-        "rope_theta": ("rope_theta",),
+    **{family: _ROPE_FAMILY_KEYS for family in ROPE_FAMILIES},
+}
+_GPT2 = HF_KEYS["gpt2"]
+
+# Keys of every config.json that do not change what the model computes: provenance, token ids,
+# training-time settings (initialisation, dropout, which are off at inference), the generation
+# defaults `transformers` moves to GenerationConfig, and `PretrainedConfig`'s task fields.
+METADATA_KEYS = frozenset({
+    "architectures", "model_type", "transformers_version", "_name_or_path", "name_or_path", "_commit_hash",
+    "torch_dtype", "dtype", "bos_token_id", "eos_token_id", "pad_token_id", "initializer_range", "use_cache",
+    "attention_dropout", "output_attentions", "output_hidden_states", "return_dict", "chunk_size_feed_forward",
+    "id2label", "label2id", "num_labels", "problem_type", "attn_implementation", "_attn_implementation_autoset",
+    "cache_implementation", "tokenizer_class",
+    # GenerationConfig's defaults, popped by PretrainedConfig when found in a config.json
+    "assistant_confidence_threshold", "assistant_lookbehind", "bad_words_ids", "begin_suppress_tokens",
+    "diversity_penalty", "do_sample", "early_stopping", "encoder_no_repeat_ngram_size",
+    "encoder_repetition_penalty", "epsilon_cutoff", "eta_cutoff", "exponential_decay_length_penalty",
+    "forced_bos_token_id", "forced_eos_token_id", "length_penalty", "max_length", "min_length",
+    "no_repeat_ngram_size", "num_assistant_tokens", "num_assistant_tokens_schedule", "num_beam_groups",
+    "num_beams", "num_return_sequences", "output_scores", "remove_invalid_values", "repetition_penalty",
+    "return_dict_in_generate", "suppress_tokens", "target_lookbehind", "temperature", "top_k", "top_p",
+    "typical_p",
+})  # fmt: skip
+# Keys that change nothing at one value only (the value every published config holds); another
+# value is refused by name. Per key: the values that are allowed.
+_INERT_VALUES: dict[str, tuple[Any, ...]] = {
+    "is_encoder_decoder": (False,),
+    "pretraining_tp": (1, None),  # Llama 2's tensor-parallel slicing of the MLP: 1 is the plain matmul
+    "partial_rotary_factor": (1.0, 1, None),  # RoPE over the whole head
+    "use_mrope": (False,),  # Qwen2.5's multimodal RoPE switch, off in the text checkpoints
+    "use_bidirectional_attention": (False, None),  # Gemma: causal attention
+    "mlp_bias": (False,),  # Llama: no MLP biases
+}
+_COMMON_KEYS = frozenset({
+    "vocab_size", "max_position_embeddings", "hidden_size", "num_hidden_layers", "num_attention_heads",
+    "num_key_value_heads", "intermediate_size", "rms_norm_eps", "tie_word_embeddings", "rope_theta",
+    "rope_scaling", "rope_parameters", "partial_rotary_factor", "hidden_act", "is_encoder_decoder",
+})  # fmt: skip
+_QWEN_WINDOW_KEYS = frozenset({"use_sliding_window", "sliding_window", "max_window_layers", "layer_types"})
+# Per family: the keys its reader understands beyond the common ones (each one read below).
+FAMILY_KEYS: dict[str, frozenset[str]] = {
+    "llama": frozenset({"head_dim", "attention_bias", "mlp_bias", "pretraining_tp"}),
+    "mistral": frozenset({"head_dim", "sliding_window"}),
+    "qwen2": frozenset({"head_dim", "use_mrope"}) | _QWEN_WINDOW_KEYS,
+    "qwen3": frozenset({"head_dim", "attention_bias"}) | _QWEN_WINDOW_KEYS,
+    "gemma": frozenset({"head_dim", "attention_bias", "hidden_activation", "use_bidirectional_attention"}),
+    "gemma2": frozenset(
+        {
+            "head_dim",
+            "attention_bias",
+            "hidden_activation",
+            "use_bidirectional_attention",
+            "sliding_window",
+            "sliding_window_size",
+            "layer_types",
+            "attn_logit_softcapping",
+            "final_logit_softcapping",
+            "query_pre_attn_scalar",
+        }
+    ),
+}
+# Per family: `transformers`' default for a key absent from config.json (its config class's field
+# default; what `save_pretrained` may leave out). `None` for num_key_value_heads: as many as the query heads.
+HF_DEFAULTS: dict[str, dict[str, Any]] = {
+    "llama": {"num_key_value_heads": None, "head_dim": None, "tie_word_embeddings": False},
+    "mistral": {"num_key_value_heads": 8, "head_dim": None, "tie_word_embeddings": False, "sliding_window": 4096},
+    "qwen2": {"num_key_value_heads": 32, "head_dim": None, "tie_word_embeddings": False, "sliding_window": 4096},
+    "qwen3": {"num_key_value_heads": 32, "head_dim": 128, "tie_word_embeddings": False, "sliding_window": 4096},
+    "gemma": {"num_key_value_heads": 16, "head_dim": 256, "tie_word_embeddings": True},
+    "gemma2": {
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "tie_word_embeddings": True,
+        "sliding_window": 4096,
+        "attn_logit_softcapping": 50.0,
+        "final_logit_softcapping": 30.0,
+        "query_pre_attn_scalar": 256,
     },
 }
-_GPT2, _LLAMA = HF_KEYS["gpt2"], HF_KEYS["llama"]
+# The `hidden_act` / `hidden_activation` values `transformers` maps to GELU's tanh approximation.
+_TANH_GELU = ("gelu_pytorch_tanh",)
+_LEGACY_LAYER_TYPES = {"attention": "full_attention"}  # transformers' remap_legacy_layer_types
+
+
+def _check_keys(family: str, f: dict[str, Any]) -> None:
+    """Refuse a key the reader does not understand, and an inert key holding a value that is not inert."""
+    known = METADATA_KEYS | _COMMON_KEYS | FAMILY_KEYS[family]
+    for key in f:
+        if key not in known:
+            raise ConfigError(key, f"not a key the suite reads for {family} configs (it would be silently ignored)")
+        if key in _INERT_VALUES and not any(_same(f[key], v) for v in _INERT_VALUES[key]):
+            allowed = " or ".join(json.dumps(v) for v in _INERT_VALUES[key])
+            raise ConfigError(key, f"only {allowed} is implemented, found {quote(f[key])}")
+
+
+def _same(a: Any, b: Any) -> bool:
+    """The same JSON value: `true` is not 1, nor 1 true."""
+    return type(a) is type(b) and a == b
 
 
 def _require(fields: dict[str, Any], *names: str) -> Any:
@@ -329,6 +443,18 @@ def _number(fields: dict[str, Any], name: str, default: float) -> float:
     return number
 
 
+def _optional_number(fields: dict[str, Any], name: str, default: float | None) -> float | None:
+    """Field `name` as `_number` reads it, or None where the file holds null."""
+    value = fields.get(name, default)
+    return None if value is None else _number({name: value}, name, 0.0)
+
+
+def _optional_size(fields: dict[str, Any], name: str, default: int | None, maximum: int) -> int | None:
+    """Field `name` as a size in 1..maximum, `default` if absent, None where the file holds null."""
+    value = fields.get(name, default)
+    return None if value is None else check_size(name, value, maximum)
+
+
 def _from_gpt2_fields(f: dict[str, Any]) -> ModelConfig:
     activation = f.get("activation_function", "gelu_new")
     if activation != "gelu_new":
@@ -356,50 +482,183 @@ def _from_gpt2_fields(f: dict[str, Any]) -> ModelConfig:
     )
 
 
-def _rope_theta(f: dict[str, Any]) -> float:
-    key = "rope_parameters" if f.get("rope_parameters") else "rope_scaling"
+# The keys of each RoPE type's parameters the reader understands (besides rope_type / type / rope_theta).
+_ROPE_TYPE_KEYS: dict[str, tuple[str, ...]] = {
+    "default": (),
+    "linear": ("factor",),
+    "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"),
+}
+
+
+def _rope(f: dict[str, Any]) -> tuple[float, RopeScaling | None]:
+    """rope_theta and the scaling, read as `transformers` 5 standardises them: the legacy `rope_scaling`
+    wins over `rope_parameters` when set, the type is `rope_type` (or the older `type`), and rope_theta
+    is read inside the parameters first, then at the top level, then 10000."""
+    key = "rope_scaling" if f.get("rope_scaling") else "rope_parameters"
     rope = f.get(key) or {}
     if not isinstance(rope, dict):
         raise ConfigError(key, f"must be an object, found {type(rope).__name__} {quote(rope)}")
     rope_type = rope.get("rope_type", rope.get("type", "default"))
-    if rope_type != "default":
-        raise ConfigError(
-            "rope_parameters", f"only the default RoPE is implemented, found rope_type {quote(rope_type)}"
-        )
-    if "rope_theta" in rope:
-        return _number(rope, "rope_theta", 10000.0)
-    return _number(f, "rope_theta", 10000.0)
+    if not isinstance(rope_type, str) or rope_type not in _ROPE_TYPE_KEYS:
+        implemented = ", ".join(_ROPE_TYPE_KEYS)
+        raise ConfigError(key, f"rope_type {quote(rope_type)} is not implemented (only {implemented})")
+    for name in rope:
+        if name not in ("rope_type", "type", "rope_theta", *_ROPE_TYPE_KEYS[rope_type]):
+            if name == "partial_rotary_factor" and rope[name] in (1, 1.0):
+                continue
+            raise ConfigError(f"{key}.{name}", f"not a parameter the suite reads for rope_type {quote(rope_type)}")
+    theta = _number(rope, "rope_theta", 0.0) if "rope_theta" in rope else _number(f, "rope_theta", 10000.0)
+    if rope_type == "default":
+        return theta, None
+    for name in _ROPE_TYPE_KEYS[rope_type]:
+        if rope.get(name) is None and name != "original_max_position_embeddings":
+            raise ConfigError(f"{key}.{name}", f"missing from the rope_type {quote(rope_type)} parameters")
+    factor = _number(rope, "factor", 0.0)
+    if rope_type == "linear":
+        return theta, RopeScaling("linear", factor)
+    original = rope.get("original_max_position_embeddings")
+    if original is None:  # transformers' default: the model's own context
+        original = f.get("max_position_embeddings")
+    return theta, RopeScaling(
+        "llama3", factor, _number(rope, "low_freq_factor", 0.0), _number(rope, "high_freq_factor", 0.0),
+        check_size(f"{key}.original_max_position_embeddings", original, N_CTX_MAX),
+    )  # fmt: skip
 
 
-def _from_llama_fields(f: dict[str, Any]) -> ModelConfig:
-    if f.get("hidden_act", "silu") != "silu":
-        raise ConfigError("hidden_act", f"the suite implements SwiGLU with 'silu', found {quote(f['hidden_act'])}")
-    for flag in ("attention_bias", "mlp_bias"):
-        if flag_field(f, flag, False):
-            raise ConfigError(flag, "Llama with biased projections is not implemented")
-    d_model = _size(f, D_MODEL_MAX, *_LLAMA["d_model"])
-    n_heads = _size(f, N_HEADS_MAX, *_LLAMA["n_heads"])
-    kv_keys = _LLAMA["n_kv_heads"]  # absent or null: as many as the query heads
-    head_dim = f.get("head_dim")
-    if head_dim is not None:
-        check_size("head_dim", head_dim, D_MODEL_MAX)
-    if head_dim is not None and head_dim * n_heads != d_model:
-        raise ConfigError(
-            "head_dim", f"must be hidden_size / num_attention_heads = {d_model}/{n_heads}, found {head_dim}"
-        )
+def _activation(family: str, f: dict[str, Any]) -> Activation:
+    """The MLP gate's activation, from the key the family's `transformers` MLP reads."""
+    if family not in ("gemma", "gemma2"):
+        act = f.get("hidden_act", "silu")
+        if act != "silu":
+            raise ConfigError("hidden_act", f"the suite implements SwiGLU with 'silu', found {quote(act)}")
+        return "silu"
+    # Gemma's MLP reads hidden_act ("gelu", the first releases' value, meant tanh GELU and GemmaConfig
+    # maps it so); Gemma 2's reads hidden_activation. The other key is ignored by transformers 5, so it
+    # is accepted only where it agrees.
+    used, other = ("hidden_act", "hidden_activation") if family == "gemma" else ("hidden_activation", "hidden_act")
+    act = f.get(used, "gelu_pytorch_tanh")
+    allowed = (*_TANH_GELU, "gelu") if family == "gemma" else _TANH_GELU
+    if act not in allowed:
+        raise ConfigError(used, f"{family}'s GeGLU uses tanh GELU ({' or '.join(allowed)}), found {quote(act)}")
+    if f.get(other) is not None and f[other] not in _TANH_GELU:
+        raise ConfigError(other, f"{family}'s MLP reads {used}; {other} must be null or {_TANH_GELU[0]!r}, found "
+                                 f"{quote(f[other])}")  # fmt: skip
+    return "gelu_tanh"
+
+
+def _layer_types(f: dict[str, Any], n_layers: int) -> tuple[LayerType, ...] | None:
+    """The file's layer_types list (legacy names mapped as transformers maps them), or None if absent."""
+    kinds = f.get("layer_types")
+    if kinds is None:
+        return None
+    if not isinstance(kinds, list) or len(kinds) != n_layers:
+        raise ConfigError("layer_types", f"must be a list of {n_layers} entries (one per layer), found {quote(kinds)}")
+    kinds = [_LEGACY_LAYER_TYPES.get(k, k) if isinstance(k, str) else k for k in kinds]
+    for kind in kinds:
+        if kind not in LAYER_TYPES:
+            raise ConfigError("layer_types", f"entries are one of {LAYER_TYPES}, found {quote(kind)}")
+    return tuple(kinds)
+
+
+def _windows(family: str, f: dict[str, Any], n_layers: int) -> tuple[int | None, tuple[LayerType, ...]]:
+    """sliding_window and layer_types as the family's `transformers` config derives them, in the reader's
+    canonical form (see `canonical`)."""
+    if family not in ("mistral", "qwen2", "qwen3", "gemma2"):
+        return None, ()
+    window = _optional_size(f, "sliding_window", HF_DEFAULTS[family]["sliding_window"], N_CTX_MAX)
+    if family == "mistral":  # every layer
+        return window, ()
+    given = _layer_types(f, n_layers)
+    kinds: tuple[LayerType, ...]
+    if family == "gemma2":
+        legacy = f.get("sliding_window_size")
+        if legacy is not None and legacy != window:
+            raise ConfigError("sliding_window_size", f"must equal sliding_window={window}, found {quote(legacy)}")
+        # Gemma2Config's default: layers 0, 2, 4, ... slide
+        kinds = given or tuple(LAYER_TYPES[1] if i % 2 == 0 else LAYER_TYPES[0] for i in range(n_layers))
+        if window is None and "sliding_attention" in kinds:
+            raise ConfigError("sliding_window", "is null but layer_types names sliding layers")
+    else:  # Qwen2Config / Qwen3Config.__post_init__: the window only if use_sliding_window
+        if not flag_field(f, "use_sliding_window", False):
+            window = None
+        first = f.get("max_window_layers", 28)  # the layers below it attend to everything
+        if isinstance(first, bool) or not isinstance(first, int) or first < 0:
+            raise ConfigError("max_window_layers", f"must be an int of at least 0, found {quote(first)}")
+        slides = window is not None
+        kinds = given or tuple(LAYER_TYPES[1] if slides and i >= first else LAYER_TYPES[0] for i in range(n_layers))
+    return canonical_windows(window, kinds)
+
+
+def canonical_windows(window: int | None, kinds: tuple[LayerType, ...]) -> tuple[int | None, tuple[LayerType, ...]]:
+    """The one form of a (sliding_window, layer_types) pair the reader returns: layer_types empty when
+    it adds nothing (no window, or every layer sliding), else one entry per layer."""
+    if window is None or all(kind == "sliding_attention" for kind in kinds):
+        return window, ()
+    return window, kinds
+
+
+def canonical(config: ModelConfig) -> ModelConfig:
+    """`config` in the form `from_hf_dict` reads it back: the same model, written one way (layer_types
+    empty when it adds nothing, query_scale None when it is d_head)."""
+    kinds = tuple(config.layer_type(i) for i in range(config.n_layers)) if config.layer_types else ()
+    window, kinds = canonical_windows(config.sliding_window, kinds)
+    query_scale = None if config.query_scale == config.d_head else config.query_scale
+    head_dim = None if config.head_dim == config.d_model // config.n_heads else config.head_dim
+    if config.d_model % config.n_heads:
+        head_dim = config.head_dim
+    return config.replace(sliding_window=window, layer_types=kinds, query_scale=query_scale, head_dim=head_dim)
+
+
+def _from_rope_family_fields(family: Family, f: dict[str, Any]) -> ModelConfig:
+    _check_keys(family, f)
+    keys, defaults = _ROPE_FAMILY_KEYS, HF_DEFAULTS[family]
+    fixed, _ = FAMILY_SWITCHES[family]
+    d_model = _size(f, D_MODEL_MAX, *keys["d_model"])
+    n_heads = _size(f, N_HEADS_MAX, *keys["n_heads"])
+    n_layers = _size(f, N_LAYERS_MAX, *keys["n_layers"])
+    n_kv_heads = _optional_size(f, "num_key_value_heads", defaults["num_key_value_heads"], N_HEADS_MAX)
+    head_dim = _optional_size(f, "head_dim", defaults["head_dim"], D_MODEL_MAX)
+    if head_dim == d_model // n_heads and d_model % n_heads == 0:
+        head_dim = None  # the derived d_head: the canonical form
+    if family in ("llama", "qwen3", "gemma", "gemma2"):
+        bias = flag_field(f, "attention_bias", False)
+        qkv_bias, o_bias = bias, bias
+    else:
+        qkv_bias, o_bias = family == "qwen2", False  # Qwen2: q, k, v always biased; Mistral: none
+    theta, scaling = _rope(f)
+    window, kinds = _windows(family, f, n_layers)
+    gemma2 = family == "gemma2"
+    query_scale = _optional_size(f, "query_pre_attn_scalar", defaults.get("query_pre_attn_scalar"), D_MODEL_MAX)
+    d_head = head_dim if head_dim is not None else d_model // n_heads
     return ModelConfig(
-        family="llama",
-        vocab_size=_size(f, VOCAB_SIZE_MAX, *_LLAMA["vocab_size"]),
-        n_ctx=_size(f, N_CTX_MAX, *_LLAMA["n_ctx"]),
+        family=family,
+        vocab_size=_size(f, VOCAB_SIZE_MAX, *keys["vocab_size"]),
+        n_ctx=_size(f, N_CTX_MAX, *keys["n_ctx"]),
         d_model=d_model,
-        n_layers=_size(f, N_LAYERS_MAX, *_LLAMA["n_layers"]),
+        n_layers=n_layers,
         n_heads=n_heads,
-        n_kv_heads=_size(f, N_HEADS_MAX, *kv_keys) if f.get(kv_keys[0]) is not None else n_heads,
-        d_ff=_size(f, D_FF_MAX, *_LLAMA["d_ff"]),
-        norm_eps=_number(f, _LLAMA["norm_eps"][0], 1e-6),
-        tie_embeddings=flag_field(f, "tie_word_embeddings", False),
-        rope_theta=_rope_theta(f),
-    )
+        n_kv_heads=n_kv_heads if n_kv_heads is not None else n_heads,
+        d_ff=_size(f, D_FF_MAX, *keys["d_ff"]),
+        norm_eps=_number(f, "rms_norm_eps", 1e-6),
+        tie_embeddings=flag_field(f, "tie_word_embeddings", defaults["tie_word_embeddings"]),
+        rope_theta=theta,
+        head_dim=head_dim,
+        rope_scaling=scaling,
+        qkv_bias=qkv_bias,
+        o_bias=o_bias,
+        qk_norm=fixed.get("qk_norm", False),
+        mlp_act=_activation(family, f),
+        norm_plus_one=fixed.get("norm_plus_one", False),
+        embed_scale=fixed.get("embed_scale", False),
+        sandwich_norm=fixed.get("sandwich_norm", False),
+        sliding_window=window,
+        layer_types=kinds,
+        attn_softcap=_optional_number(f, "attn_logit_softcapping", defaults.get("attn_logit_softcapping"))
+        if gemma2 else None,
+        final_softcap=_optional_number(f, "final_logit_softcapping", defaults.get("final_logit_softcapping"))
+        if gemma2 else None,
+        query_scale=query_scale if gemma2 and query_scale != d_head else None,
+    )  # fmt: skip
 
 
 # Sane maxima, each well above the largest published model of the two families (Llama 3.1 405B:

@@ -3,8 +3,8 @@
 The formula is written from the architecture, not from a weight set, so that the two can check
 each other (and both against `transformers` on the meta device). It counts an `Architecture`: the
 counting view that a `ModelConfig` (the models the reference runs) and a published `config.json`
-of the Llama-like families it knows (Llama, Mistral, Qwen2, Mixtral) both convert to, so models
-the reference does not run (q/k/v biases, mixtures of experts) are counted by the same formula.
+of the families it knows (every family of the suite, and Mixtral) both convert to, so models
+the reference does not run (mixtures of experts) are counted by the same formula.
 Components follow the articles' grouping: embeddings, attention q/k/v, output projection, MLP,
 norms, classifier.
 """
@@ -21,6 +21,7 @@ from verifier.model.config import (
     N_CTX_MAX,
     N_HEADS_MAX,
     N_LAYERS_MAX,
+    ROPE_FAMILIES,
     VOCAB_SIZE_MAX,
     ConfigError,
     Family,
@@ -31,17 +32,19 @@ from verifier.model.config import (
 )
 from verifier.model.config import from_hf_dict as config_from_hf_dict
 
-# config.json model types counted with the Llama layout, and how each differs from Llama's.
-LLAMA_LIKE = ("llama", "mistral", "qwen2", "mixtral")
+# config.json model types counted with the Llama layout: the suite's families, and Mixtral.
+LLAMA_LIKE = (*ROPE_FAMILIES, "mixtral")
 
 
 @dataclass(frozen=True)
 class Architecture:
     """What the formula needs to know about a model.
 
-    `family` "gpt2" is GPT-2's layout; "llama" is the Llama layout (RMSNorm, SwiGLU, no position
-    table) shared by Mistral, Qwen2 and Mixtral. `qkv_bias`: q, k, v projections have biases
-    (Qwen2). `n_experts` > 0: each layer's MLP is that many SwiGLU experts behind a router
+    `family` "gpt2" is GPT-2's layout; every other family is the Llama layout (RMSNorm, gated MLP,
+    no position table), as is Mixtral's (counted as "llama"). `qkv_bias`: q, k, v projections have
+    biases (Qwen2; `attention_bias`); `o_bias`: the output projection too. `qk_norm`: an RMSNorm gain
+    of d_head for q and one for k in each layer (Qwen3). `sandwich_norm`: two more RMSNorms per layer,
+    after attention and after the MLP (Gemma 2). `n_experts` > 0: each layer's MLP is that many experts behind a router
     [n_experts, d_model], `experts_per_token` of them active (Mixtral); 0: one dense MLP.
     `stores_rope_tables`: the checkpoint also stores RoPE cos/sin tables (llama2.c's legacy format).
     """
@@ -57,13 +60,17 @@ class Architecture:
     d_ff: int
     tie_embeddings: bool
     qkv_bias: bool = False
+    o_bias: bool = False
+    qk_norm: bool = False
+    sandwich_norm: bool = False
     n_experts: int = 0
     experts_per_token: int = 0
     stores_rope_tables: bool = False
 
 
-def from_config(c: ModelConfig) -> Architecture:
-    """The counting view of a config the reference runs (llama: as llama2.c stores it, RoPE tables included)."""
+def from_config(c: ModelConfig, *, stores_rope_tables: bool | None = None) -> Architecture:
+    """The counting view of a config the reference runs. `stores_rope_tables` defaults to llama2.c's
+    layout for the llama family (its checkpoints store the RoPE tables), False otherwise."""
     return Architecture(
         family=c.family,
         vocab_size=c.vocab_size,
@@ -75,7 +82,11 @@ def from_config(c: ModelConfig) -> Architecture:
         d_head=c.d_head,
         d_ff=c.d_ff,
         tie_embeddings=c.tie_embeddings,
-        stores_rope_tables=c.family == "llama",
+        qkv_bias=c.qkv_bias,
+        o_bias=c.o_bias,
+        qk_norm=c.qk_norm,
+        sandwich_norm=c.sandwich_norm,
+        stores_rope_tables=c.family == "llama" if stores_rope_tables is None else stores_rope_tables,
     )
 
 
@@ -103,15 +114,17 @@ def _int_field(f: dict[str, Any], name: str, default: int | None = None) -> int:
 
 
 def from_hf_dict(fields: dict[str, Any]) -> Architecture:
-    """The counting view of a `config.json` of type gpt2, llama, mistral, qwen2 or mixtral.
+    """The counting view of a `config.json` of one of the suite's families, or of Mixtral.
 
-    Raises ConfigError naming the field for another model type or for settings the formula does
-    not count (biased Llama projections).
+    The families are read by the suite's own config reader (`verifier.model.config.from_hf_dict`), so
+    a config is counted exactly as it is run; its ConfigError names the key that cannot be read.
     """
     model_type = fields.get("model_type")
     if model_type == "gpt2":
         return from_config(config_from_hf_dict(fields))
-    if model_type not in LLAMA_LIKE:
+    if model_type in ROPE_FAMILIES:
+        return from_config(config_from_hf_dict(fields), stores_rope_tables=False)
+    if model_type != "mixtral":
         counted = ", ".join(("gpt2", *LLAMA_LIKE))
         raise ConfigError("model_type", f"the parameter formula counts {counted}; found {quote(model_type)}")
     for flag in ("attention_bias", "mlp_bias"):
@@ -119,8 +132,8 @@ def from_hf_dict(fields: dict[str, Any]) -> Architecture:
             raise ConfigError(flag, f"{model_type} with biased projections is not counted by the formula")
     d_model = _int_field(fields, "hidden_size")
     n_heads = _int_field(fields, "num_attention_heads")
-    n_experts = _int_field(fields, "num_local_experts") if model_type == "mixtral" else 0
-    per_token = _int_field(fields, "num_experts_per_tok") if n_experts else 0
+    n_experts = _int_field(fields, "num_local_experts")
+    per_token = _int_field(fields, "num_experts_per_tok")
     if per_token > n_experts:
         raise ConfigError("num_experts_per_tok", f"must be at most num_local_experts={n_experts}, found {per_token}")
     return Architecture(
@@ -134,7 +147,6 @@ def from_hf_dict(fields: dict[str, Any]) -> Architecture:
         d_head=_int_field(fields, "head_dim", d_model // n_heads),
         d_ff=_int_field(fields, "intermediate_size"),
         tie_embeddings=flag_field(fields, "tie_word_embeddings", False),
-        qkv_bias=model_type == "qwen2",  # Qwen2's q, k, v always have biases; o_proj has none
         n_experts=n_experts,
         experts_per_token=per_token,
     )
@@ -206,15 +218,21 @@ def _llama_rows(a: Architecture) -> list[ParamRow]:
             "attention q, k, v (with biases)" if a.qkv_bias else "attention q, k, v",
             *_per_layer(L, [*qkv, (q,), (kv,), (kv,)] if a.qkv_bias else qkv),
         ),
-        ParamRow("attention output", *_per_layer(L, [(d, q)])),
+        ParamRow(
+            "attention output (with bias)" if a.o_bias else "attention output",
+            *_per_layer(L, [(d, q), (d,)] if a.o_bias else [(d, q)]),
+        ),
     ]
+    if a.qk_norm:
+        rows.append(ParamRow("q/k norms (RMSNorm gain over d_head)", *_per_layer(L, [(a.d_head,), (a.d_head,)])))
     if a.n_experts:
         experts = f"MLP ({a.n_experts} SwiGLU experts: gate, up, down)"
         rows.append(ParamRow(experts, *_per_layer(L, _swiglu(a), a.n_experts)))
         rows.append(ParamRow("expert router", *_per_layer(L, [(a.n_experts, d)])))
     else:
-        rows.append(ParamRow("MLP (SwiGLU gate, up, down)", *_per_layer(L, _swiglu(a))))
-    rows.append(ParamRow("norms (RMSNorm gain)", f"{2 * L + 1} x [{d}]", (2 * L + 1) * d))
+        rows.append(ParamRow("MLP (gate, up, down)", *_per_layer(L, _swiglu(a))))
+    norms = (4 if a.sandwich_norm else 2) * L + 1  # per layer: before attention and MLP (Gemma 2: after each too)
+    rows.append(ParamRow("norms (RMSNorm gain)", f"{norms} x [{d}]", norms * d))
     return rows
 
 
