@@ -4,15 +4,29 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import tempfile
+from pathlib import Path
+from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests import needs
+from tests.family_configs import family_configs
 from verifier.formats import CheckpointError
 from verifier.formats.config_json import read_config_json
-from verifier.model.config import ConfigError, ModelConfig, from_hf_dict, from_transformers
+from verifier.model.config import (
+    FAMILIES,
+    HF_CLASSES,
+    ROPE_FAMILIES,
+    ConfigError,
+    ModelConfig,
+    RopeScaling,
+    canonical,
+    from_hf_dict,
+    from_transformers,
+)
 from verifier.model.presets import PRESETS, UnknownPresetError, llama2c_hidden_dim, preset
 from verifier.properties.strategies import configs
 
@@ -27,8 +41,8 @@ def test_preset_round_trips_through_transformers(name: str) -> None:
 @needs.transformers
 @given(configs(max_n_ctx=64, max_layers=3))
 def test_generated_config_round_trips_through_transformers_and_json(config: ModelConfig) -> None:
-    assert from_transformers(config.to_transformers()) == config
-    assert from_hf_dict(json.loads(json.dumps(config.to_hf_dict()))) == config
+    assert from_transformers(config.to_transformers()) == canonical(config)
+    assert from_hf_dict(json.loads(json.dumps(config.to_hf_dict()))) == canonical(config)
 
 
 def test_stories15m_and_260k_have_the_published_sizes() -> None:
@@ -124,10 +138,10 @@ def test_unsupported_hf_settings_are_refused_by_name() -> None:
     assert caught.value.field == "activation_function"
     llama = VALID.to_hf_dict()
     with pytest.raises(ConfigError) as caught:
-        from_hf_dict({**llama, "attention_bias": True})
-    assert caught.value.field == "attention_bias"
+        from_hf_dict({**llama, "mlp_bias": True})
+    assert caught.value.field == "mlp_bias"
     with pytest.raises(ConfigError, match="model_type"):
-        from_hf_dict({**llama, "model_type": "mistral"})
+        from_hf_dict({**llama, "model_type": "falcon"})
 
 
 def test_config_json_reads_old_style_rope_theta(tmp_path) -> None:
@@ -153,3 +167,248 @@ def test_bad_config_json_raises_checkpoint_error_naming_the_file(tmp_path, text:
     with pytest.raises(CheckpointError, match=what) as caught:
         read_config_json(path)
     assert str(path) in str(caught.value)
+
+
+def _saved_config_json(config: ModelConfig) -> dict[str, Any]:
+    """The config.json `transformers`' save_pretrained writes for `config`."""
+    with tempfile.TemporaryDirectory() as folder:
+        config.to_transformers().save_pretrained(folder)
+        return json.loads((Path(folder) / "config.json").read_text())
+
+
+@needs.transformers
+@settings(max_examples=40, deadline=None)
+@given(family_configs())
+def test_save_pretrained_config_json_reads_back_every_switch(config: ModelConfig) -> None:
+    """ModelConfig -> to_transformers() -> save_pretrained -> config.json -> from_hf_dict: the same model.
+    Catches a key save_pretrained writes that the reader refuses or misreads (a class default it
+    leaves implicit, a window written under another key, ...)."""
+    assert from_hf_dict(_saved_config_json(config)) == canonical(config)
+
+
+@needs.transformers
+@pytest.mark.parametrize("family", ROPE_FAMILIES)
+def test_each_transformers_default_config_reads_as_transformers_builds_it(family: str) -> None:
+    """A config class's defaults (what a config.json leaves out) read as the model transformers builds:
+    same weight shapes, same windows per layer, same caps."""
+    import transformers
+
+    from verifier.model.weights import weight_shapes
+
+    hf_config = getattr(transformers, HF_CLASSES[family][0])(num_hidden_layers=3, vocab_size=64, hidden_size=64,
+                                                             intermediate_size=32)  # fmt: skip
+    fields = {k: v for k, v in hf_config.to_dict().items() if k in ("model_type", "num_hidden_layers", "vocab_size",
+              "hidden_size", "intermediate_size", "num_attention_heads", "max_position_embeddings")}  # fmt: skip
+    config = from_hf_dict(fields)  # every other key absent: the class defaults
+    with __import__("torch").device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(hf_config)
+    assert {k: tuple(v.shape) for k, v in model.state_dict().items()} == {
+        k: tuple(v) for k, v in weight_shapes(config).items()
+    } | ({"lm_head.weight": (64, 64)} if config.tie_embeddings else {})
+    assert [config.window(i) for i in range(3)] == _transformers_windows(hf_config)
+    assert config.attn_softcap == getattr(hf_config, "attn_logit_softcapping", None)
+    assert config.final_softcap == getattr(hf_config, "final_logit_softcapping", None)
+
+
+def _transformers_windows(hf_config: Any) -> list[int | None]:
+    """Each layer's sliding window as the family's transformers attention takes it."""
+    n = hf_config.num_hidden_layers
+    if hf_config.model_type == "mistral":  # MistralAttention: config.sliding_window on every layer
+        return [hf_config.sliding_window] * n
+    kinds = getattr(hf_config, "layer_types", None) or ["full_attention"] * n
+    return [hf_config.sliding_window if kinds[i] == "sliding_attention" else None for i in range(n)]
+
+
+@st.composite
+def window_fields(draw: st.DrawFn) -> dict[str, Any]:
+    """config.json window keys of Mistral, Qwen2/3 and Gemma 2 as files hold them: present or absent, null or not."""
+    family = draw(st.sampled_from(["mistral", "qwen2", "qwen3", "gemma2"]))
+    n = draw(st.integers(1, 5))
+    fields: dict[str, Any] = {"model_type": family, "num_hidden_layers": n, "vocab_size": 8, "hidden_size": 16,
+                              "intermediate_size": 8, "num_attention_heads": 2, "num_key_value_heads": 2,
+                              "head_dim": 8, "max_position_embeddings": 64}  # fmt: skip
+    if draw(st.booleans()):
+        fields["sliding_window"] = draw(st.sampled_from([None, 1, 3, 4096]))
+    if family.startswith("qwen"):
+        if draw(st.booleans()):
+            fields["use_sliding_window"] = draw(st.booleans())
+        if draw(st.booleans()):
+            fields["max_window_layers"] = draw(st.integers(0, n + 1))
+    if family != "mistral" and draw(st.booleans()):
+        fields["layer_types"] = draw(st.lists(st.sampled_from(["full_attention", "sliding_attention"]),
+                                              min_size=n, max_size=n))  # fmt: skip
+    return fields
+
+
+@needs.transformers
+@settings(max_examples=60, deadline=None)
+@given(window_fields())
+def test_windows_per_layer_are_the_ones_transformers_derives(fields: dict[str, Any]) -> None:
+    """Qwen2Config's use_sliding_window / max_window_layers rule, Gemma2Config's default alternation and
+    Mistral's every-layer window, against transformers' own configs."""
+    import transformers
+
+    kwargs = {k: v for k, v in fields.items() if k != "model_type"}
+    hf_config = getattr(transformers, HF_CLASSES[fields["model_type"]][0])(**kwargs)
+    expected = _transformers_windows(hf_config)
+    try:
+        config = from_hf_dict(fields)
+    except ConfigError as e:  # only Gemma 2's sliding layers without a window, which the suite refuses
+        assert e.field == "sliding_window" and None in expected and fields["model_type"] == "gemma2"
+        return
+    assert [config.window(i) for i in range(fields["num_hidden_layers"])] == expected
+
+
+LLAMA31 = {"model_type": "llama", "vocab_size": 16, "hidden_size": 16, "intermediate_size": 8, "num_hidden_layers": 1,
+           "num_attention_heads": 2, "max_position_embeddings": 131072}  # fmt: skip
+L3 = {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
+
+
+@needs.transformers
+@pytest.mark.parametrize(
+    "rope",
+    [
+        {"rope_scaling": {**L3, "rope_type": "llama3"}, "rope_theta": 500000.0},  # Llama 3.1's config.json
+        {"rope_parameters": {**L3, "rope_type": "llama3", "rope_theta": 500000.0}},  # transformers 5's
+        {"rope_parameters": {**L3, "rope_type": "llama3"}, "rope_theta": 250000.0},  # theta at the top level
+        {"rope_scaling": {**L3, "type": "llama3"}, "rope_theta": 500000.0},  # the older key `type`
+        {"rope_scaling": {"rope_type": "linear", "factor": 4.0}},
+        {"rope_scaling": {"type": "linear", "factor": 2.0}, "rope_parameters": {"rope_type": "default"}},
+        {"rope_scaling": None, "rope_theta": 1000000.0},
+        {
+            "rope_scaling": {k: v for k, v in L3.items() if k != "original_max_position_embeddings"}
+            | {"rope_type": "llama3"}
+        },  # original_max_position_embeddings defaults to max_position_embeddings
+    ],
+)
+def test_rope_keys_read_as_transformers_standardises_them(rope: dict[str, Any]) -> None:
+    import transformers
+
+    config = from_hf_dict({**LLAMA31, **rope})
+    params = transformers.LlamaConfig(**{k: v for k, v in {**LLAMA31, **rope}.items() if k != "model_type"})
+    params = params.rope_parameters
+    assert config.rope_theta == params["rope_theta"]
+    if params["rope_type"] == "default":
+        assert config.rope_scaling is None
+    elif params["rope_type"] == "linear":
+        assert config.rope_scaling == RopeScaling("linear", params["factor"])
+    else:
+        assert config.rope_scaling == RopeScaling("llama3", params["factor"], params["low_freq_factor"],
+                                                  params["high_freq_factor"],
+                                                  params["original_max_position_embeddings"])  # fmt: skip
+
+
+@pytest.mark.parametrize("key", ["rope_scaling", "rope_parameters"])
+@pytest.mark.parametrize("rope_type", ["yarn", "dynamic", "longrope", "su", 3])
+def test_an_unimplemented_rope_type_is_refused_naming_the_key(key: str, rope_type: Any) -> None:
+    with pytest.raises(ConfigError, match="not implemented") as caught:
+        from_hf_dict({**LLAMA31, key: {"rope_type": rope_type, "factor": 4.0}})
+    assert caught.value.field == key
+
+
+def test_a_rope_parameter_the_reader_does_not_know_is_refused_by_name() -> None:
+    with pytest.raises(ConfigError) as caught:
+        from_hf_dict({**LLAMA31, "rope_parameters": {"rope_type": "linear", "factor": 2.0, "beta_fast": 32}})
+    assert caught.value.field == "rope_parameters.beta_fast"
+    with pytest.raises(ConfigError, match="missing") as caught:
+        from_hf_dict({**LLAMA31, "rope_parameters": {"rope_type": "llama3", "factor": 2.0}})
+    assert caught.value.field == "rope_parameters.low_freq_factor"
+    with pytest.raises(ConfigError, match="at least 1") as caught:  # ModelConfig's rule, named by the file's key
+        from_hf_dict({**LLAMA31, "rope_parameters": {"rope_type": "linear", "factor": 0.5}})
+    assert caught.value.field == "rope_parameters.factor"
+
+
+def _hf_dict(family: str) -> dict[str, Any]:
+    config = ModelConfig(family="llama", vocab_size=16, n_ctx=32, d_model=16, n_layers=2, n_heads=2,
+                         n_kv_heads=1, d_ff=8, norm_eps=1e-6, tie_embeddings=False)  # fmt: skip
+    from verifier.model.config import FAMILY_SWITCHES
+
+    return config.replace(family=family, **FAMILY_SWITCHES[family][0]).to_hf_dict()  # type: ignore[index]
+
+
+@pytest.mark.parametrize("family", ROPE_FAMILIES)
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("use_qk_norm", True), ("rope_thetta", 10000.0), ("num_experts", 8), ("quantization_config", {}),
+     ("auto_map", {"AutoModelForCausalLM": "x.Y"}), ("partial_rotary_factor", 0.5), ("is_encoder_decoder", True)],
+)  # fmt: skip
+def test_a_key_the_reader_does_not_understand_is_an_error_naming_it(family: str, key: str, value: Any) -> None:
+    with pytest.raises(ConfigError) as caught:
+        from_hf_dict({**_hf_dict(family), key: value})
+    assert caught.value.field == key
+    assert str(caught.value).startswith(f"{key}: ")
+
+
+@pytest.mark.parametrize(
+    ("family", "key", "value"),
+    [
+        ("mistral", "attention_bias", False),  # MistralAttention has no biases whatever the key says
+        ("qwen2", "attention_bias", True),
+        ("llama", "sliding_window", 4),  # LlamaAttention has no window
+        ("llama", "layer_types", ["full_attention"] * 2),
+        ("gemma", "attn_logit_softcapping", 50.0),  # Gemma (1) has no caps
+        ("qwen3", "query_pre_attn_scalar", 4),
+        ("mistral", "use_sliding_window", True),
+    ],
+)
+def test_a_key_of_another_family_is_refused(family: str, key: str, value: Any) -> None:
+    with pytest.raises(ConfigError) as caught:
+        from_hf_dict({**_hf_dict(family), key: value})
+    assert caught.value.field == key
+
+
+@pytest.mark.parametrize(
+    ("family", "key", "value", "field"),
+    [
+        ("llama", "mlp_bias", True, "mlp_bias"),
+        ("llama", "pretraining_tp", 2, "pretraining_tp"),
+        ("llama", "hidden_act", "gelu", "hidden_act"),
+        ("gemma", "use_bidirectional_attention", True, "use_bidirectional_attention"),
+        ("gemma", "hidden_act", "gelu_new", "hidden_act"),
+        ("gemma", "hidden_activation", "gelu", "hidden_activation"),  # disagrees with hidden_act's tanh GELU
+        ("gemma2", "hidden_activation", "gelu", "hidden_activation"),  # ACT2FN["gelu"] is erf GELU in Gemma 2
+        ("gemma2", "sliding_window_size", 7, "sliding_window_size"),
+        ("gemma2", "query_pre_attn_scalar", 2.5, "query_pre_attn_scalar"),
+        ("qwen2", "head_dim", 4, "head_dim"),  # Qwen2's d_head is hidden_size / num_attention_heads
+        ("qwen2", "use_mrope", True, "use_mrope"),
+        ("mistral", "sliding_window", 0, "sliding_window"),
+        ("qwen3", "max_window_layers", -1, "max_window_layers"),
+        ("gemma2", "layer_types", ["sliding_attention"], "layer_types"),  # one per layer
+        ("gemma2", "attn_logit_softcapping", "50", "attn_logit_softcapping"),
+    ],
+)
+def test_a_value_that_changes_the_math_is_refused_naming_the_key(family: str, key: str, value: Any, field: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        from_hf_dict({**_hf_dict(family), key: value})
+    assert caught.value.field == field
+
+
+def test_gemma_reads_the_activation_key_its_mlp_uses() -> None:
+    """Gemma's MLP reads hidden_act, whose old value "gelu" GemmaConfig maps to tanh GELU; Gemma 2's
+    reads hidden_activation (its hidden_act is ignored by transformers, so only an agreeing value passes)."""
+    gemma = {k: v for k, v in _hf_dict("gemma").items() if k != "hidden_act"}
+    for act in ("gelu", "gelu_pytorch_tanh"):
+        assert from_hf_dict({**gemma, "hidden_act": act, "hidden_activation": None}).mlp_act == "gelu_tanh"
+    assert from_hf_dict(gemma).mlp_act == "gelu_tanh"  # GemmaConfig's default
+    gemma2 = _hf_dict("gemma2")
+    assert from_hf_dict({**gemma2, "hidden_act": "gelu_pytorch_tanh"}).mlp_act == "gelu_tanh"
+    with pytest.raises(ConfigError) as caught:
+        from_hf_dict({**gemma2, "hidden_act": "silu"})
+    assert caught.value.field == "hidden_act"
+
+
+def test_metadata_keys_of_published_configs_are_accepted() -> None:
+    metadata = {"torch_dtype": "bfloat16", "transformers_version": "4.51.0", "initializer_range": 0.02,
+                "use_cache": True, "attention_dropout": 0.0, "pad_token_id": 0, "_name_or_path": "x",
+                "cache_implementation": "hybrid", "pretraining_tp": 1}  # fmt: skip
+    llama = _hf_dict("llama")
+    assert from_hf_dict({**llama, **metadata}) == from_hf_dict(llama)
+
+
+@pytest.mark.parametrize("family", FAMILIES[1:])
+def test_canonical_is_idempotent_and_keeps_every_window(family: str) -> None:
+    config = from_hf_dict(_hf_dict(family))
+    assert canonical(canonical(config)) == canonical(config)
+    assert [canonical(config).window(i) for i in range(config.n_layers)] == [
+        config.window(i) for i in range(config.n_layers)
+    ]

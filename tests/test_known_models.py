@@ -6,17 +6,21 @@ own checkpoints report (what the model cards round to 124M, 6.7B, 46.7B ...).
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests import needs
+from tests.family_configs import family_configs
 from verifier.formats import hf
-from verifier.model.config import ConfigError, from_hf_dict
+from verifier.model.config import ROPE_FAMILIES, ConfigError, ModelConfig, RopeScaling, from_hf_dict
 from verifier.model.known_models import UnknownModelError, known_model, known_models
 from verifier.model.params import LLAMA_LIKE, Architecture, count_parameters, from_config, parameter_table
 from verifier.model.params import from_hf_dict as architecture_from_hf_dict
 from verifier.model.presets import PRESETS
+from verifier.model.weights import weight_shapes
 
 PUBLISHED_TOTALS = {
     "gpt2": 124_439_808,
@@ -27,13 +31,21 @@ PUBLISHED_TOTALS = {
     "llama-2-13b": 13_015_864_320,
     "llama-2-70b": 68_976_648_192,
     "llama-3-8b": 8_030_261_248,
-    "mistral-7b": 7_241_732_096,
+    "llama-3.1-8b": 8_030_261_248,
+    "llama-3.2-1b": 1_235_814_400,
+    "mistral-7b": 7_241_732_096,  # Mistral-7B-v0.1
+    "qwen2-7b": 7_615_616_512,
     "qwen2.5-7b": 7_615_616_512,
+    "qwen3-8b": 8_190_735_360,
+    "gemma-7b": 8_537_680_896,
+    "gemma-2-9b": 9_241_705_984,
     "mixtral-8x7b": 46_702_792_704,
 }
 
 
 def _transformers_count(fields: dict) -> int:
+    """transformers' count: the model built on the meta device from the config.json fields, a tied
+    classifier counted once (`parameters()` yields a shared tensor once)."""
     from transformers import AutoConfig
 
     fields = dict(fields)
@@ -71,6 +83,43 @@ def test_mixtral_active_parameters_equal_a_mixtral_with_only_the_routed_experts(
     assert table.active == two_experts + router_rows_dropped == 12_879_925_248
 
 
+@pytest.mark.parametrize(
+    "name", sorted(n for n, m in known_models().items() if m.fields["model_type"] in ROPE_FAMILIES)
+)
+def test_every_published_config_of_the_families_reads_as_a_model_the_reference_runs(name: str) -> None:
+    """The whole published config.json, every key, is understood; the count from the model the reference
+    runs equals the formula's (so the switches the reader sets are the ones counted)."""
+    fields = known_model(name).fields
+    config = from_hf_dict(fields)
+    assert count_parameters(from_config(config, stores_rope_tables=False)) == PUBLISHED_TOTALS[name]
+
+
+def test_published_configs_read_their_families_switches() -> None:
+    llama31 = from_hf_dict(known_model("llama-3.1-8b").fields)
+    assert llama31.rope_scaling == RopeScaling("llama3", 8.0, 1.0, 4.0, 8192) and llama31.rope_theta == 500000.0
+    assert from_hf_dict(known_model("llama-3.2-1b").fields).tie_embeddings
+    assert from_hf_dict(known_model("mistral-7b").fields).window(31) == 4096
+    qwen2 = from_hf_dict(known_model("qwen2-7b").fields)
+    assert (qwen2.qkv_bias, qwen2.o_bias, qwen2.sliding_window) == (True, False, None)  # use_sliding_window false
+    qwen3 = from_hf_dict(known_model("qwen3-8b").fields)
+    assert qwen3.qk_norm and qwen3.d_head == 128 and not qwen3.qkv_bias
+    gemma = from_hf_dict(known_model("gemma-7b").fields)
+    assert (gemma.d_head, gemma.mlp_act, gemma.tie_embeddings) == (256, "gelu_tanh", True)  # 3072 / 16 = 192
+    gemma2 = from_hf_dict(known_model("gemma-2-9b").fields)
+    assert [gemma2.window(i) for i in range(3)] == [4096, None, 4096]
+    assert (gemma2.attn_softcap, gemma2.final_softcap, gemma2.attention_scale) == (50.0, 30.0, 256**-0.5)
+    assert gemma2.sandwich_norm and gemma2.d_head == 256  # 3584 / 16 = 224
+
+
+def test_qwen3_and_gemma2_count_their_extra_norms() -> None:
+    rows = {r.component: r.count for r in parameter_table(known_model("qwen3-8b").architecture).rows}
+    assert rows["q/k norms (RMSNorm gain over d_head)"] == 36 * 2 * 128
+    assert rows["norms (RMSNorm gain)"] == (2 * 36 + 1) * 4096
+    rows = {r.component: r.count for r in parameter_table(known_model("gemma-2-9b").architecture).rows}
+    assert rows["norms (RMSNorm gain)"] == (4 * 42 + 1) * 3584  # input, post-attention, pre- and post-MLP
+    assert rows["attention output"] == 42 * 3584 * 16 * 256  # o_proj reads 16 heads of 256, not d_model
+
+
 def test_gpt2_presets_are_the_published_configs() -> None:
     for name in ("gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl"):
         assert from_hf_dict(known_model(name).fields) == PRESETS[name], name
@@ -104,16 +153,29 @@ def llama_like_fields(draw: st.DrawFn) -> dict:
     if model_type == "mixtral":
         fields["num_local_experts"] = draw(st.integers(1, 4), label="num_local_experts")
         fields["num_experts_per_tok"] = draw(st.integers(1, fields["num_local_experts"]), label="num_experts_per_tok")
-    if draw(st.booleans(), label="explicit head_dim"):
+    if model_type != "qwen2" and draw(st.booleans(), label="explicit head_dim"):  # Qwen2: no head_dim key
         fields["head_dim"] = 2 * draw(st.integers(1, 4), label="head_dim / 2")
+    if model_type in ("llama", "qwen3", "gemma", "gemma2"):
+        fields["attention_bias"] = draw(st.booleans(), label="attention_bias")
     return fields
 
 
 @needs.transformers
-@settings(max_examples=20)
+@settings(max_examples=30, deadline=None)
 @given(llama_like_fields())
 def test_formula_equals_transformers_on_generated_llama_like_configs(fields: dict) -> None:
     assert count_parameters(architecture_from_hf_dict(fields)) == _transformers_count(fields)
+
+
+@needs.transformers
+@settings(max_examples=30, deadline=None)
+@given(family_configs())
+def test_formula_equals_weight_set_and_transformers_for_every_switch(config: ModelConfig) -> None:
+    """head_dim, q/k/v and o biases, q/k norms, Gemma 2's extra norms, tied embeddings: the formula over
+    the counting view equals the size of the suite's weight set and transformers' count on the meta device."""
+    total = count_parameters(from_config(config, stores_rope_tables=False))
+    assert total == sum(math.prod(shape) for shape in weight_shapes(config).values())
+    assert total == hf.parameter_count(config.to_transformers())
 
 
 def test_a_modelconfig_counts_as_before_with_the_stored_rope_tables() -> None:
@@ -127,7 +189,10 @@ def test_a_modelconfig_counts_as_before_with_the_stored_rope_tables() -> None:
     ("fields", "field"),
     [
         ({"model_type": "bert"}, "model_type"),
-        ({"model_type": "llama", "attention_bias": True}, "attention_bias"),
+        ({"model_type": "llama", "mlp_bias": True}, "mlp_bias"),
+        ({"model_type": "qwen3", "use_qk_norm": True}, "use_qk_norm"),
+        ({"model_type": "gemma2", "num_hidden_layer": 2}, "num_hidden_layer"),
+        ({**known_model("llama-3.1-8b").fields, "rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, "rope_scaling"),
         ({"model_type": "mistral", "hidden_size": 64}, "num_attention_heads"),
         ({"model_type": "qwen2", "hidden_size": "64", "num_attention_heads": 4}, "hidden_size"),
         ({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 0}, "num_attention_heads"),

@@ -1,0 +1,62 @@
+"""Small configs of every RoPE family with their free switches drawn (head_dim, RoPE scaling, attention
+biases, sliding windows with layer_types, Gemma 2's caps and query scale), for the config reader's and the
+parameter formula's tests. The fixed switches are the family's (FAMILY_SWITCHES)."""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+from verifier.model.config import FAMILY_SWITCHES, LAYER_TYPES, ROPE_FAMILIES, ModelConfig, RopeScaling
+
+
+@st.composite
+def rope_scalings(draw: st.DrawFn, n_ctx: int) -> RopeScaling | None:
+    kind = draw(st.sampled_from([None, "linear", "llama3"]), label="rope scaling")
+    factor = draw(st.sampled_from([1.0, 2.0, 8.0, 32.0]), label="factor")
+    if kind is None:
+        return None
+    if kind == "linear":
+        return RopeScaling("linear", factor)
+    low = draw(st.sampled_from([0.5, 1.0, 2.0]), label="low_freq_factor")
+    return RopeScaling("llama3", factor, low, low * draw(st.sampled_from([1.5, 4.0])), draw(st.integers(1, n_ctx)))
+
+
+@st.composite
+def family_configs(draw: st.DrawFn, families: tuple[str, ...] = ROPE_FAMILIES) -> ModelConfig:
+    """A config of one of `families`, every free switch of the family drawn."""
+    family = draw(st.sampled_from(families), label="family")
+    fixed, free = FAMILY_SWITCHES[family]  # type: ignore[index]
+    n_kv_heads = draw(st.integers(1, 3), label="n_kv_heads")
+    n_heads = n_kv_heads * draw(st.integers(1, 3), label="query heads per kv head")
+    n_layers = draw(st.integers(1, 4), label="n_layers")
+    n_ctx = draw(st.sampled_from([16, 64]), label="n_ctx")
+    switches: dict = dict(fixed)
+    if "head_dim" in free and draw(st.booleans(), label="decoupled head_dim"):
+        switches["head_dim"] = 2 * draw(st.integers(1, 6), label="head_dim / 2")
+    if "rope_scaling" in free:
+        switches["rope_scaling"] = draw(rope_scalings(n_ctx))
+    if "o_bias" in free:
+        switches["qkv_bias"] = switches["o_bias"] = draw(st.booleans(), label="attention_bias")
+    if "sliding_window" in free and draw(st.booleans(), label="sliding window"):
+        switches["sliding_window"] = draw(st.integers(1, n_ctx), label="sliding_window")
+        if "layer_types" in free and draw(st.booleans(), label="explicit layer_types"):
+            switches["layer_types"] = tuple(draw(st.lists(st.sampled_from(LAYER_TYPES), min_size=n_layers,
+                                                          max_size=n_layers), label="layer_types"))  # fmt: skip
+    if "attn_softcap" in free:
+        switches["attn_softcap"] = draw(st.sampled_from([None, 50.0, 7.5]), label="attn_softcap")
+        switches["final_softcap"] = draw(st.sampled_from([None, 30.0, 2.5]), label="final_softcap")
+        switches["query_scale"] = draw(st.sampled_from([None, 7, 256]), label="query_scale")
+    return ModelConfig(
+        family=family,  # type: ignore[arg-type]
+        vocab_size=draw(st.integers(2, 300), label="vocab_size"),
+        n_ctx=n_ctx,
+        d_model=n_heads * 2 * draw(st.integers(1, 4), label="d_model / n_heads / 2"),
+        n_layers=n_layers,
+        n_heads=n_heads,
+        n_kv_heads=n_kv_heads,
+        d_ff=draw(st.integers(1, 40), label="d_ff"),
+        norm_eps=draw(st.sampled_from([1e-6, 1e-5]), label="norm_eps"),
+        tie_embeddings=draw(st.booleans(), label="tie_embeddings"),
+        rope_theta=draw(st.sampled_from([10000.0, 500000.0]), label="rope_theta"),
+        **switches,
+    )
