@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+from tests import needs
 from verifier.cli import main
+from verifier.cli.params_cmd import markdown_listing
 from verifier.model.presets import preset
 
 
@@ -55,3 +58,61 @@ def test_python_dash_m_verifier_is_the_same_command() -> None:
         [sys.executable, "-m", "verifier", "params", "gpt2"], capture_output=True, text=True, check=True
     )
     assert "124,439,808" in out.stdout
+
+
+PUBLISHED = {  # the issue's published configs: totals as transformers counts them (tests/test_known_models.py)
+    "llama-3.1-8b": "8,030,261,248",
+    "llama-3.2-1b": "1,235,814,400",
+    "mistral-7b": "7,241,732,096",
+    "qwen2-7b": "7,615,616,512",
+    "qwen3-8b": "8,190,735,360",
+    "gemma-7b": "8,537,680,896",
+    "gemma-2-9b": "9,241,705,984",
+}
+
+
+@pytest.mark.parametrize(("name", "total"), PUBLISHED.items())
+def test_params_prints_the_exact_total_of_each_published_family_config(name: str, total: str, capsys) -> None:
+    assert main(["params", name]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"{name}: ") and "total (learned parameters)" in out
+    assert total in out.split("total (learned parameters)")[1].splitlines()[0]
+
+
+def test_params_list_json_has_every_published_family_config(capsys) -> None:
+    assert main(["params", "--list", "--json"]) == 0
+    totals = {e["name"]: f"{e['total']:,}" for e in json.loads(capsys.readouterr().out)}
+    assert {name: totals[name] for name in PUBLISHED} == PUBLISHED
+
+
+def test_params_breakdown_names_the_switches_it_counts(capsys) -> None:
+    assert main(["params", "qwen3-8b"]) == 0
+    out = capsys.readouterr().out
+    assert "q/k norms (RMSNorm gain over d_head)  36 x ([128] + [128])" in out
+    assert main(["params", "gemma-2-9b"]) == 0
+    out = capsys.readouterr().out
+    assert "d_head 256" in out.splitlines()[0] and "169 x [3584]" in out  # 4 norms a layer and the final one
+
+
+@needs.transformers
+def test_params_counts_a_config_json_save_pretrained_wrote_for_each_family(tmp_path, capsys) -> None:
+    from verifier.formats import hf
+    from verifier.model.config import from_hf_dict
+    from verifier.model.known_models import known_model
+
+    for name in ("qwen3-8b", "gemma-2-9b", "llama-3.2-1b"):
+        published = from_hf_dict(known_model(name).fields)
+        kinds = published.layer_types[:2]
+        config = published.replace(n_layers=2, vocab_size=1000, layer_types=kinds)
+        config.to_transformers().save_pretrained(tmp_path / name)
+        assert main(["params", str(tmp_path / name), "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["total"] == hf.parameter_count(config.to_transformers()), name
+
+
+def test_readme_totals_table_is_the_listing() -> None:
+    """README.md's totals table is `verifier params --list` as Markdown: a total changed in the code
+    (or a known model added) without the docs fails here, with the table to paste."""
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    start = "<!-- totals: generated from verifier.cli.params_cmd.markdown_listing() -->\n"
+    block = readme.split(start, 1)[1].split("\n<!-- end totals -->", 1)[0]
+    assert block == markdown_listing(), "README.md's totals table is stale; replace it with:\n" + markdown_listing()

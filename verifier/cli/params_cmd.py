@@ -67,7 +67,11 @@ def _counted_known(model: KnownModel) -> _Counted:
 def _describe_known(a: Architecture, fields: dict[str, Any]) -> str:
     heads = f"{a.n_heads} heads" + (f" ({a.n_kv_heads} kv heads)" if a.n_kv_heads != a.n_heads else "")
     extras = [f"{a.n_experts} experts ({a.experts_per_token} per token)"] if a.n_experts else []
+    extras += [f"d_head {a.d_head}"] if a.d_head * a.n_heads != a.d_model else []
     extras += ["q/k/v biases"] if a.qkv_bias else []
+    extras += ["output bias"] if a.o_bias else []
+    extras += ["q/k norms"] if a.qk_norm else []
+    extras += ["norms after attention and MLP"] if a.sandwich_norm else []
     return ", ".join([
         fields["model_type"] + (f" ({a.family} layout)" if fields["model_type"] != a.family else ""),
         f"{a.n_layers} layers", f"d_model {a.d_model}", heads,
@@ -170,3 +174,13 @@ def render_listing(entries: list[dict[str, Any]]) -> str:
         return "  ".join(cells).rstrip()
 
     return "\n".join(line(row) for row in rows)
+
+
+def markdown_listing() -> str:
+    """`--list` as the Markdown table README.md shows (a test checks the two are the same)."""
+    lines = ["| model | type | layers | d_model | total (learned parameters) | source |", "|---|---|--:|--:|--:|---|"]
+    for e in _listing():
+        total = f"{e['total']:,}" + (f" ({e['active']:,} active)" if "active" in e else "")
+        source = f"[config.json]({e['source']})" if e["source"] else "built in"
+        lines.append(f"| `{e['name']}` | {e['family']} | {e['n_layers']} | {e['d_model']} | {total} | {source} |")
+    return "\n".join(lines)
