@@ -342,7 +342,7 @@ def test_a_key_the_reader_does_not_understand_is_an_error_naming_it(family: str,
 @pytest.mark.parametrize(
     ("family", "key", "value"),
     [
-        ("mistral", "attention_bias", False),  # MistralAttention has no biases whatever the key says
+        ("mistral", "attention_bias", True),  # MistralAttention has no biases whatever the key says
         ("qwen2", "attention_bias", True),
         ("llama", "sliding_window", 4),  # LlamaAttention has no window
         ("llama", "layer_types", ["full_attention"] * 2),

@@ -48,8 +48,20 @@ CASES: list[tuple[ModelConfig, str, Any, str]] = [
     (GPT2, "layer_norm_epsilon", float("inf"), "layer_norm_epsilon: must be finite"),
     (GPT2, "layer_norm_epsilon", True, "layer_norm_epsilon: must be a number"),
     # A list or object is no key of the model types' table (before: TypeError, unhashable type).
-    (LLAMA, "model_type", ["llama"], "model_type: expected 'gpt2' or 'llama', found ['llama']"),
-    (GPT2, "model_type", {"gpt2": 1}, "model_type: expected 'gpt2' or 'llama', found {'gpt2': 1}"),
+    (
+        LLAMA,
+        "model_type",
+        ["llama"],
+        "model_type: expected one of ('gpt2', 'llama', 'mistral', 'qwen2', 'qwen3', 'gemma', 'gemma2'), "
+        "found ['llama']",
+    ),
+    (
+        GPT2,
+        "model_type",
+        {"gpt2": 1},
+        "model_type: expected one of ('gpt2', 'llama', 'mistral', 'qwen2', 'qwen3', 'gemma', 'gemma2'), "
+        "found {'gpt2': 1}",
+    ),
 ]
 
 

@@ -54,7 +54,7 @@ CONFIG_CASES: list[tuple[str, Any, Any, str]] = [
     ("llama", "num_hidden_layers", 12.0, "num_hidden_layers: must be an int, found float"),
     ("llama", "num_attention_heads", "8", "num_attention_heads: must be an int, found str"),
     ("llama", "num_attention_heads", 0, "num_attention_heads: must be positive"),
-    ("llama", "num_attention_heads", 7, "head_dim: must be hidden_size / num_attention_heads = 64/7"),
+    ("llama", "num_attention_heads", 7, "num_key_value_heads: n_heads=7 is not a multiple of n_kv_heads=4"),
     ("llama", "head_dim", 0, "head_dim: must be positive"),
     ("gpt2", "n_head", 5, "n_head: d_model=32 is not divisible by n_heads=5"),
     ("llama", "rms_norm_eps", 0, "rms_norm_eps: must be a finite positive number"),

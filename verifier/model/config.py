@@ -294,7 +294,6 @@ _ROPE_FAMILY_KEYS: dict[str, tuple[str, ...]] = {
     "d_ff": ("intermediate_size",),
     "norm_eps": ("rms_norm_eps",),
     "tie_embeddings": ("tie_word_embeddings",),
-    "rope_theta": ("rope_theta", "rope_parameters", "rope_scaling"),
     "rope_scaling": ("rope_scaling", "rope_parameters"),
     "head_dim": ("head_dim",),
     "qkv_bias": ("attention_bias",),
@@ -358,7 +357,7 @@ _QWEN_WINDOW_KEYS = frozenset({"use_sliding_window", "sliding_window", "max_wind
 # Per family: the keys its reader understands beyond the common ones (each one read below).
 FAMILY_KEYS: dict[str, frozenset[str]] = {
     "llama": frozenset({"head_dim", "attention_bias", "mlp_bias", "pretraining_tp"}),
-    "mistral": frozenset({"head_dim", "sliding_window"}),
+    "mistral": frozenset({"head_dim", "sliding_window", "attention_bias", "mlp_bias"}),  # both false: no biases
     "qwen2": frozenset({"head_dim", "use_mrope"}) | _QWEN_WINDOW_KEYS,
     "qwen3": frozenset({"head_dim", "attention_bias"}) | _QWEN_WINDOW_KEYS,
     "gemma": frozenset({"head_dim", "attention_bias", "hidden_activation", "use_bidirectional_attention"}),
@@ -406,7 +405,12 @@ def _check_keys(family: str, f: dict[str, Any]) -> None:
     for key in f:
         if key not in known:
             raise ConfigError(key, f"not a key the suite reads for {family} configs (it would be silently ignored)")
-        if key in _INERT_VALUES and not any(_same(f[key], v) for v in _INERT_VALUES[key]):
+        if key not in _INERT_VALUES:
+            continue
+        flags = all(isinstance(v, bool) or v is None for v in _INERT_VALUES[key])
+        if flags and not isinstance(f[key], bool) and f[key] is not None:  # as flag_field says it
+            raise ConfigError(key, f"must be true or false, found {type(f[key]).__name__} {quote(f[key])}")
+        if not any(_same(f[key], v) for v in _INERT_VALUES[key]):
             allowed = " or ".join(json.dumps(v) for v in _INERT_VALUES[key])
             raise ConfigError(key, f"only {allowed} is implemented, found {quote(f[key])}")
 
@@ -504,7 +508,7 @@ def _rope(f: dict[str, Any]) -> tuple[float, RopeScaling | None]:
         raise ConfigError(key, f"rope_type {quote(rope_type)} is not implemented (only {implemented})")
     for name in rope:
         if name not in ("rope_type", "type", "rope_theta", *_ROPE_TYPE_KEYS[rope_type]):
-            if name == "partial_rotary_factor" and rope[name] in (1, 1.0):
+            if name == "partial_rotary_factor" and any(_same(rope[name], one) for one in (1, 1.0)):
                 continue
             raise ConfigError(f"{key}.{name}", f"not a parameter the suite reads for rope_type {quote(rope_type)}")
     theta = _number(rope, "rope_theta", 0.0) if "rope_theta" in rope else _number(f, "rope_theta", 10000.0)
@@ -623,8 +627,10 @@ def _from_rope_family_fields(family: Family, f: dict[str, Any]) -> ModelConfig:
     if family in ("llama", "qwen3", "gemma", "gemma2"):
         bias = flag_field(f, "attention_bias", False)
         qkv_bias, o_bias = bias, bias
-    else:
-        qkv_bias, o_bias = family == "qwen2", False  # Qwen2: q, k, v always biased; Mistral: none
+    else:  # Qwen2: q, k, v always biased; Mistral: none, whatever attention_bias says
+        if family == "mistral" and flag_field(f, "attention_bias", False):
+            raise ConfigError("attention_bias", "MistralAttention has no biases (transformers ignores this key)")
+        qkv_bias, o_bias = family == "qwen2", False
     theta, scaling = _rope(f)
     window, kinds = _windows(family, f, n_layers)
     gemma2 = family == "gemma2"
