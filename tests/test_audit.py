@@ -423,7 +423,7 @@ COUNTER: dict[str, list[tuple[Any, str]]] = {
         (figure("14,000,000"), WRONG),
     ],
     "stories15m-embedding-share": [(figure("40%"), WRONG)],
-    "stories15m-vocab-range": [((30_000, 160_000), CORRECT), ((100, 1000), WRONG)],
+    "stories15m-vocab-range": [((30_000, 260_000), CORRECT), ((100, 1000), WRONG)],  # Gemma: 256,000
     "stories15m-dim-range": [((256, 8192), CORRECT)],
     "stories15m-embedding-range": [((figure("7.7M"), figure("61M")), ROUNDED)],
 }
