@@ -412,3 +412,29 @@ def test_canonical_is_idempotent_and_keeps_every_window(family: str) -> None:
     assert [canonical(config).window(i) for i in range(config.n_layers)] == [
         config.window(i) for i in range(config.n_layers)
     ]
+
+
+# openai-community/gpt2's config.json, every key, as published (several identical copies found by the
+# search tools, their repositories not named by the index); read as the gpt2 preset.
+GPT2_PUBLISHED = {
+    "activation_function": "gelu_new", "architectures": ["GPT2LMHeadModel"], "attn_pdrop": 0.1, "bos_token_id": 50256,
+    "embd_pdrop": 0.1, "eos_token_id": 50256, "initializer_range": 0.02, "layer_norm_epsilon": 1e-05,
+    "model_type": "gpt2", "n_ctx": 1024, "n_embd": 768, "n_head": 12, "n_layer": 12, "n_positions": 1024,
+    "resid_pdrop": 0.1, "summary_activation": None, "summary_first_dropout": 0.1, "summary_proj_to_labels": True,
+    "summary_type": "cls_index", "summary_use_proj": True,
+    "task_specific_params": {"text-generation": {"do_sample": True, "max_length": 50}}, "vocab_size": 50257,
+}  # fmt: skip
+
+
+def test_gpt2_published_config_json_reads_every_key() -> None:
+    assert from_hf_dict(GPT2_PUBLISHED) == preset("gpt2")
+    for key, value in (("use_qk_norm", True), ("n_embed", 768), ("add_cross_attention", True), ("n_special", 2)):
+        with pytest.raises(ConfigError) as caught:
+            from_hf_dict({**GPT2_PUBLISHED, key: value})
+        assert caught.value.field == key
+
+
+@needs.transformers
+@pytest.mark.parametrize("name", ["gpt2", "llama2c-stories260K"])
+def test_save_pretrained_config_json_of_a_preset_reads_back(name: str) -> None:
+    assert from_hf_dict(_saved_config_json(preset(name))) == preset(name)

@@ -347,6 +347,8 @@ _INERT_VALUES: dict[str, tuple[Any, ...]] = {
     "use_mrope": (False,),  # Qwen2.5's multimodal RoPE switch, off in the text checkpoints
     "use_bidirectional_attention": (False, None),  # Gemma: causal attention
     "mlp_bias": (False,),  # Llama: no MLP biases
+    "add_cross_attention": (False,),  # GPT-2 as a decoder only
+    "n_special": (0,),  # the original GPT's extra special-token embeddings
 }
 _COMMON_KEYS = frozenset({
     "vocab_size", "max_position_embeddings", "hidden_size", "num_hidden_layers", "num_attention_heads",
@@ -354,8 +356,19 @@ _COMMON_KEYS = frozenset({
     "rope_scaling", "rope_parameters", "partial_rotary_factor", "hidden_act", "is_encoder_decoder",
 })  # fmt: skip
 _QWEN_WINDOW_KEYS = frozenset({"use_sliding_window", "sliding_window", "max_window_layers", "layer_types"})
+_GPT2_READ_KEYS = frozenset({
+    "vocab_size", "n_positions", "max_position_embeddings", "n_embd", "hidden_size", "n_layer",
+    "num_hidden_layers", "n_head", "num_attention_heads", "n_inner", "layer_norm_epsilon", "activation_function",
+    "tie_word_embeddings", "scale_attn_weights", "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn",
+    "add_cross_attention", "n_special", "is_encoder_decoder",
+    # GPT-2's training dropouts, its sequence-classification head, and keys transformers 5 no longer reads
+    "attn_pdrop", "embd_pdrop", "resid_pdrop", "summary_activation", "summary_first_dropout",
+    "summary_proj_to_labels", "summary_type", "summary_use_proj", "task_specific_params", "n_ctx",
+    "predict_special_tokens", "output_past",
+})  # fmt: skip
 # Per family: the keys its reader understands beyond the common ones (each one read below).
 FAMILY_KEYS: dict[str, frozenset[str]] = {
+    "gpt2": _GPT2_READ_KEYS,
     "llama": frozenset({"head_dim", "attention_bias", "mlp_bias", "pretraining_tp"}),
     "mistral": frozenset({"head_dim", "sliding_window", "attention_bias", "mlp_bias"}),  # both false: no biases
     "qwen2": frozenset({"head_dim", "use_mrope"}) | _QWEN_WINDOW_KEYS,
@@ -401,7 +414,7 @@ _LEGACY_LAYER_TYPES = {"attention": "full_attention"}  # transformers' remap_leg
 
 def _check_keys(family: str, f: dict[str, Any]) -> None:
     """Refuse a key the reader does not understand, and an inert key holding a value that is not inert."""
-    known = METADATA_KEYS | _COMMON_KEYS | FAMILY_KEYS[family]
+    known = METADATA_KEYS | FAMILY_KEYS[family] | (_COMMON_KEYS if family != "gpt2" else frozenset())
     for key in f:
         if key not in known:
             raise ConfigError(key, f"not a key the suite reads for {family} configs (it would be silently ignored)")
@@ -460,6 +473,7 @@ def _optional_size(fields: dict[str, Any], name: str, default: int | None, maxim
 
 
 def _from_gpt2_fields(f: dict[str, Any]) -> ModelConfig:
+    _check_keys("gpt2", f)
     activation = f.get("activation_function", "gelu_new")
     if activation != "gelu_new":
         raise ConfigError(
