@@ -182,8 +182,10 @@ def _saved_config_json(config: ModelConfig) -> dict[str, Any]:
 def test_save_pretrained_config_json_reads_back_every_switch(config: ModelConfig) -> None:
     """ModelConfig -> to_transformers() -> save_pretrained -> config.json -> from_hf_dict: the same model.
     Catches a key save_pretrained writes that the reader refuses or misreads (a class default it
-    leaves implicit, a window written under another key, ...)."""
+    leaves implicit, a window written under another key, ...). to_dict() holds PretrainedConfig's own
+    keys too (output_attentions, return_dict, id2label, ...)."""
     assert from_hf_dict(_saved_config_json(config)) == canonical(config)
+    assert from_transformers(config.to_transformers()) == canonical(config)
 
 
 @needs.transformers
@@ -191,6 +193,7 @@ def test_save_pretrained_config_json_reads_back_every_switch(config: ModelConfig
 def test_each_transformers_default_config_reads_as_transformers_builds_it(family: str) -> None:
     """A config class's defaults (what a config.json leaves out) read as the model transformers builds:
     same weight shapes, same windows per layer, same caps."""
+    import torch
     import transformers
 
     from verifier.model.weights import weight_shapes
@@ -200,7 +203,7 @@ def test_each_transformers_default_config_reads_as_transformers_builds_it(family
     fields = {k: v for k, v in hf_config.to_dict().items() if k in ("model_type", "num_hidden_layers", "vocab_size",
               "hidden_size", "intermediate_size", "num_attention_heads", "max_position_embeddings")}  # fmt: skip
     config = from_hf_dict(fields)  # every other key absent: the class defaults
-    with __import__("torch").device("meta"):
+    with torch.device("meta"):
         model = transformers.AutoModelForCausalLM.from_config(hf_config)
     assert {k: tuple(v.shape) for k, v in model.state_dict().items()} == {
         k: tuple(v) for k, v in weight_shapes(config).items()
@@ -369,7 +372,7 @@ def test_a_key_of_another_family_is_refused(family: str, key: str, value: Any) -
         ("gemma2", "hidden_activation", "gelu", "hidden_activation"),  # ACT2FN["gelu"] is erf GELU in Gemma 2
         ("gemma2", "sliding_window_size", 7, "sliding_window_size"),
         ("gemma2", "query_pre_attn_scalar", 2.5, "query_pre_attn_scalar"),
-        ("qwen2", "head_dim", 4, "head_dim"),  # Qwen2's d_head is hidden_size / num_attention_heads
+        ("qwen2", "head_dim", 4, "head_dim"),  # Qwen2's d_head is hidden_size / num_attention_heads (8)
         ("qwen2", "use_mrope", True, "use_mrope"),
         ("mistral", "sliding_window", 0, "sliding_window"),
         ("qwen3", "max_window_layers", -1, "max_window_layers"),

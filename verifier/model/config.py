@@ -638,6 +638,9 @@ def _from_rope_family_fields(family: Family, f: dict[str, Any]) -> ModelConfig:
     head_dim = _optional_size(f, "head_dim", defaults["head_dim"], D_MODEL_MAX)
     if head_dim == d_model // n_heads and d_model % n_heads == 0:
         head_dim = None  # the derived d_head: the canonical form
+    elif head_dim is not None and "head_dim" not in FAMILY_SWITCHES[family][1]:
+        derived = f"hidden_size / num_attention_heads = {d_model}/{n_heads}"
+        raise ConfigError("head_dim", f"{family}'s heads are {derived}; another head_dim is not implemented")
     if family in ("llama", "qwen3", "gemma", "gemma2"):
         bias = flag_field(f, "attention_bias", False)
         qkv_bias, o_bias = bias, bias
