@@ -610,18 +610,19 @@ def _windows(family: str, f: dict[str, Any], n_layers: int) -> tuple[int | None,
 
 
 def canonical_windows(window: int | None, kinds: tuple[LayerType, ...]) -> tuple[int | None, tuple[LayerType, ...]]:
-    """The one form of a (sliding_window, layer_types) pair the reader returns: layer_types empty when
-    it adds nothing (no window, or every layer sliding), else one entry per layer."""
-    if window is None or all(kind == "sliding_attention" for kind in kinds):
+    """The one form of a (sliding_window, per-layer kinds) pair the reader returns: no window when no
+    layer slides, layer_types empty when every layer slides, else one entry per layer."""
+    if window is None or LAYER_TYPES[1] not in kinds:
+        return None, ()
+    if all(kind == LAYER_TYPES[1] for kind in kinds):
         return window, ()
     return window, kinds
 
 
 def canonical(config: ModelConfig) -> ModelConfig:
-    """`config` in the form `from_hf_dict` reads it back: the same model, written one way (layer_types
-    empty when it adds nothing, query_scale None when it is d_head)."""
-    kinds = tuple(config.layer_type(i) for i in range(config.n_layers)) if config.layer_types else ()
-    window, kinds = canonical_windows(config.sliding_window, kinds)
+    """`config` in the form `from_hf_dict` reads it back: the same model, written one way (see
+    `canonical_windows`; head_dim None when it is d_model // n_heads, query_scale None when it is d_head)."""
+    window, kinds = canonical_windows(config.sliding_window, tuple(map(config.layer_type, range(config.n_layers))))
     query_scale = None if config.query_scale == config.d_head else config.query_scale
     head_dim = None if config.head_dim == config.d_model // config.n_heads else config.head_dim
     if config.d_model % config.n_heads:
