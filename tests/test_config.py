@@ -209,8 +209,11 @@ def test_each_transformers_default_config_reads_as_transformers_builds_it(family
         k: tuple(v) for k, v in weight_shapes(config).items()
     } | ({"lm_head.weight": (64, 64)} if config.tie_embeddings else {})
     assert [config.window(i) for i in range(3)] == _transformers_windows(hf_config)
+    assert (config.norm_eps, config.rope_theta) == (hf_config.rms_norm_eps, hf_config.rope_parameters["rope_theta"])
     assert config.attn_softcap == getattr(hf_config, "attn_logit_softcapping", None)
     assert config.final_softcap == getattr(hf_config, "final_logit_softcapping", None)
+    scalar = getattr(hf_config, "query_pre_attn_scalar", None) or config.d_head
+    assert config.attention_scale == scalar**-0.5
 
 
 def _transformers_windows(hf_config: Any) -> list[int | None]:
