@@ -213,7 +213,7 @@ def test_each_transformers_default_config_reads_as_transformers_builds_it(family
     assert config.attn_softcap == getattr(hf_config, "attn_logit_softcapping", None)
     assert config.final_softcap == getattr(hf_config, "final_logit_softcapping", None)
     scalar = getattr(hf_config, "query_pre_attn_scalar", None) or config.d_head
-    assert config.attention_scale == scalar**-0.5
+    assert (config.query_scale or config.d_head) == scalar  # what q k^T is scaled by the -1/2 power of
 
 
 def _transformers_windows(hf_config: Any) -> list[int | None]:
