@@ -368,3 +368,15 @@ def test_left_padding_under_a_window_equals_transformers_and_the_row_alone(famil
         ).logits.numpy()
     real = mask.astype(bool)  # a padded position's logits are nobody's
     assert _relative_error(theirs[real], ours[real]) <= FLOAT64_AGREEMENT
+
+
+@needs.transformers
+def test_gemma2_without_a_window_runs_in_transformers_and_equals_the_reference() -> None:
+    """Gemma2Model builds its sliding mask for every config and refused the null `sliding_window`
+    `to_hf_dict` wrote for a model without one (ValueError); every layer is full attention here."""
+    config = family_configs_example("gemma2", n_layers=2)
+    assert config.to_transformers().layer_types == ["full_attention", "full_attention"]
+    weights = init_weights(config, seed=9, scale=0.5)
+    tokens = np.random.default_rng(7).integers(0, config.vocab_size, 30)
+    found = _transformers_logits(_transformers_model(config, weights, "float64"), tokens, "float64")
+    assert _relative_error(found, NumpyModel(config, weights, np.float64).logits(tokens)) <= FLOAT64_AGREEMENT
