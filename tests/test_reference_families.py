@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from tests import needs
 from verifier.analysis import tolerance
+from verifier.analysis.divergence import localize
 from verifier.analysis.precision import BFLOAT16
 from verifier.model import stages
 from verifier.model.config import FAMILY_SWITCHES, HF_CLASSES, ROPE_FAMILIES, ModelConfig, RopeScaling
@@ -380,3 +381,32 @@ def test_gemma2_without_a_window_runs_in_transformers_and_equals_the_reference()
     tokens = np.random.default_rng(7).integers(0, config.vocab_size, 30)
     found = _transformers_logits(_transformers_model(config, weights, "float64"), tokens, "float64")
     assert _relative_error(found, NumpyModel(config, weights, np.float64).logits(tokens)) <= FLOAT64_AGREEMENT
+
+
+@needs.transformers
+def test_transformers_geglu_tail_in_bfloat16_is_within_the_trace_s_bound() -> None:
+    """Gemma's gate -3.6 or below: transformers' tanh GELU in bfloat16 loses its tail (1 + tanh
+    cancels), so the error of gelu(gate) * up grows with 0.5 |gate| |up|, not with the result, as
+    GPT-2's GELU's does; judged by its own size (a SwiGLU family's floor) the correct model fails."""
+    import torch
+
+    config = family_configs_example("gemma", d_ff=1)
+    weights = init_weights(config, seed=373, scale=1.0)
+    tokens = np.array([0])
+    expected = NumpyModel(config, weights, np.float64).trace(tokens)
+    assert -6 < expected["layers.0.mlp_gate"].item() < -3.6
+    model = _transformers_model(config, weights, "bfloat16")
+    captured: dict[str, np.ndarray] = {}
+    model.model.layers[0].mlp.down_proj.register_forward_hook(
+        lambda module, inputs, output: captured.update(act=inputs[0][0].float().numpy())
+    )
+    with torch.no_grad():
+        model(input_ids=torch.from_numpy(tokens[None]))
+    trace = {"layers.0.mlp_act": captured["act"]}
+
+    def ratio(family: str) -> float:
+        compared = localize(trace, expected, precision=BFLOAT16, family=family).stages
+        return next(s.ratio for s in compared if s.stage == "layers.0.mlp_act")
+
+    assert ratio("gemma") <= 1
+    assert ratio("llama") > 1
