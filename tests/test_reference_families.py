@@ -410,3 +410,21 @@ def test_transformers_geglu_tail_in_bfloat16_is_within_the_trace_s_bound() -> No
 
     assert ratio("gemma") <= 1
     assert ratio("llama") > 1
+
+
+@pytest.mark.parametrize("family", ROPE_FAMILIES)
+@settings(max_examples=10, deadline=None)
+@given(data=st.data())
+def test_the_trace_has_every_stage_of_the_switches_and_its_stages_meet_every_weight(
+    family: str, data: st.DataObject
+) -> None:
+    config = data.draw(family_configs(family, 6), label="config")
+    weights = init_weights(config)
+    trace = NumpyModel(config, weights).trace(np.arange(6) % config.vocab_size)
+    assert {name: value.shape for name, value in trace.items()} == stages.stage_shapes(config, 6)
+    assert list(trace) == list(stages.stage_shapes(config, 6))
+    met = [name for stage in trace for name in stages.stage_weights(config, stage)]
+    assert sorted(set(met)) == sorted(weights), "a weight no stage meets, or a stage meeting no such weight"
+    ops = stages.layer_ops(config)
+    assert ("q_norm" in ops and "k_norm" in ops) == config.qk_norm
+    assert ("attn_post_norm" in ops and "mlp_post_norm" in ops) == config.sandwich_norm
