@@ -326,7 +326,7 @@ def test_transformers_in_bfloat16_agrees_with_the_oracle_within_the_bfloat16_cla
 
 
 @needs.transformers
-@pytest.mark.parametrize("d_model", [48, 40, 2048])
+@pytest.mark.parametrize("d_model", [48, 40, 300])
 def test_gemma_s_normaliser_in_bfloat16_is_sqrt_d_model_rounded_as_transformers_rounds_it(d_model: int) -> None:
     """sqrt(48) = 6.928 is 6.9375 in bfloat16: the embedding is scaled by the rounded value, as
     transformers' normaliser, a tensor of the model's dtype, is."""
