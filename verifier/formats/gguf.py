@@ -29,7 +29,7 @@ from verifier.formats.checkpoint import Checkpoint, TensorInfo, check_canonical
 from verifier.formats.errors import CheckpointError
 from verifier.formats.fileio import atomic_path, open_bounded
 from verifier.formats.llama2c import to_interleaved, to_rotate_half
-from verifier.model.config import ConfigError, ModelConfig
+from verifier.model.config import FAMILY_SWITCHES, ConfigError, ModelConfig, RopeScaling
 from verifier.model.weights import CLASSIFIER, Weights, weight_shapes
 
 MAGIC = b"GGUF"
@@ -56,16 +56,31 @@ _GPT2_LAYER = {
     "mlp.c_proj.weight": ("ffn_down.weight", _CONV1D),
     "mlp.c_proj.bias": ("ffn_down.bias", _AS_IS),
 }
-_LLAMA_LAYER = {
-    "input_layernorm.weight": ("attn_norm.weight", _AS_IS),
-    "self_attn.q_proj.weight": ("attn_q.weight", _Q),
-    "self_attn.k_proj.weight": ("attn_k.weight", _K),
-    "self_attn.v_proj.weight": ("attn_v.weight", _AS_IS),
-    "self_attn.o_proj.weight": ("attn_output.weight", _AS_IS),
-    "post_attention_layernorm.weight": ("ffn_norm.weight", _AS_IS),
-    "mlp.gate_proj.weight": ("ffn_gate.weight", _AS_IS),
-    "mlp.up_proj.weight": ("ffn_up.weight", _AS_IS),
-    "mlp.down_proj.weight": ("ffn_down.weight", _AS_IS),
+# The RoPE families, as llama.cpp's convert_hf_to_gguf.py maps them: the layer's HF name -> GGUF name.
+# llama.cpp's `llama` architecture (Llama and Mistral) rotates adjacent pairs (q/k rows interleaved);
+# qwen2, qwen3, gemma and gemma2 rotate halves (NEOX), so their q/k are stored as they are.
+_ROPE_LAYER = {
+    "input_layernorm.weight": "attn_norm.weight",
+    "self_attn.q_proj.weight": "attn_q.weight",
+    "self_attn.q_proj.bias": "attn_q.bias",
+    "self_attn.k_proj.weight": "attn_k.weight",
+    "self_attn.k_proj.bias": "attn_k.bias",
+    "self_attn.v_proj.weight": "attn_v.weight",
+    "self_attn.v_proj.bias": "attn_v.bias",
+    "self_attn.o_proj.weight": "attn_output.weight",
+    "self_attn.o_proj.bias": "attn_output.bias",
+    "self_attn.q_norm.weight": "attn_q_norm.weight",
+    "self_attn.k_norm.weight": "attn_k_norm.weight",
+    "post_attention_layernorm.weight": "ffn_norm.weight",
+    "mlp.gate_proj.weight": "ffn_gate.weight",
+    "mlp.up_proj.weight": "ffn_up.weight",
+    "mlp.down_proj.weight": "ffn_down.weight",
+}
+# Gemma 2's sandwich: its post_attention_layernorm follows attention; pre_feedforward_layernorm is the MLP's.
+_SANDWICH_LAYER = _ROPE_LAYER | {
+    "post_attention_layernorm.weight": "post_attention_norm.weight",
+    "pre_feedforward_layernorm.weight": "ffn_norm.weight",
+    "post_feedforward_layernorm.weight": "post_ffw_norm.weight",
 }
 _GPT2_TOP = {
     "transformer.wte.weight": "token_embd.weight",
@@ -73,18 +88,46 @@ _GPT2_TOP = {
     "transformer.ln_f.weight": "output_norm.weight",
     "transformer.ln_f.bias": "output_norm.bias",
 }
-_LLAMA_TOP = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight"}
+_ROPE_TOP = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight"}
+
+# The suite's family -> llama.cpp's architecture (Mistral is llama.cpp's `llama`, as its converter writes it).
+ARCHITECTURES = {"gpt2": "gpt2", "llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3",
+                 "gemma": "gemma", "gemma2": "gemma2"}  # fmt: skip
+_INTERLEAVED = ("llama", "mistral")  # the families whose q/k rows llama.cpp's RoPE wants interleaved
+# What each architecture has no tensor or key for (llama.cpp would refuse or ignore it): the writer refuses.
+_NO_BIAS = {"qwen3": "q/k/v/o biases", "gemma": "q/k/v/o biases", "gemma2": "q/k/v/o biases"}
+_TIED_ONLY = ("gemma", "gemma2")  # no output.weight: the classifier is always token_embd
+# Keys llama.cpp has none for, so it never reads them: what the suite needs to read its own files back.
+QUERY_SCALE_KEY = "lm_verifier.query_pre_attn_scalar"
+LLAMA3_KEY = "lm_verifier.rope_scaling.llama3.{}"
+_LLAMA3_FIELDS = ("factor", "low_freq_factor", "high_freq_factor", "original_n_ctx")
+ROPE_FREQS = "rope_freqs.weight"
+_PLUS_ONE = "plus one"  # Gemma's norm weights, stored as 1 + w (convert_hf_to_gguf.py adds it; llama.cpp multiplies)
 
 
 def tensor_names(config: ModelConfig) -> dict[str, tuple[str, str]]:
     """Every canonical weight of `config` -> (its GGUF tensor name, how it is stored)."""
-    gpt2 = config.family == "gpt2"
-    top = _GPT2_TOP if gpt2 else _LLAMA_TOP
-    names = {canonical: (stored, _AS_IS) for canonical, stored in top.items()}
-    prefix = "transformer.h" if gpt2 else "model.layers"
-    for i in range(config.n_layers):
-        for key, (stored, how) in (_GPT2_LAYER if gpt2 else _LLAMA_LAYER).items():
-            names[f"{prefix}.{i}.{key}"] = (f"blk.{i}.{stored}", how)
+    if config.family == "gpt2":
+        names = {canonical: (stored, _AS_IS) for canonical, stored in _GPT2_TOP.items()}
+        for i in range(config.n_layers):
+            names |= {
+                f"transformer.h.{i}.{key}": (f"blk.{i}.{stored}", how) for key, (stored, how) in _GPT2_LAYER.items()
+            }
+    else:
+        layer = _SANDWICH_LAYER if config.sandwich_norm else _ROPE_LAYER
+        names = {}
+        for canonical in weight_shapes(config):
+            parts = canonical.split(".", 3)  # model.layers.{i}.{key}
+            if canonical in _ROPE_TOP:
+                names[canonical] = (_ROPE_TOP[canonical], _AS_IS)
+            elif parts[:2] == ["model", "layers"]:
+                names[canonical] = (f"blk.{parts[2]}.{layer[parts[3]]}", _AS_IS)
+            if config.family in _INTERLEAVED and canonical.endswith(("q_proj.weight", "q_proj.bias")):
+                names[canonical] = (names[canonical][0], _Q)
+            if config.family in _INTERLEAVED and canonical.endswith(("k_proj.weight", "k_proj.bias")):
+                names[canonical] = (names[canonical][0], _K)
+            if config.norm_plus_one and canonical.endswith("norm.weight"):
+                names[canonical] = (names[canonical][0], _PLUS_ONE)
     if not config.tie_embeddings:
         names[CLASSIFIER] = ("output.weight", _AS_IS)  # absent: llama.cpp reads token_embd
     return names
@@ -94,7 +137,10 @@ def _store(config: ModelConfig, w: np.ndarray, how: str) -> np.ndarray:
     if how == _CONV1D:
         return np.ascontiguousarray(w.T)
     if how in (_Q, _K):
-        return to_interleaved(w, config.n_heads if how == _Q else config.n_kv_heads)
+        heads = config.n_heads if how == _Q else config.n_kv_heads
+        return to_interleaved(w, heads) if w.ndim == 2 else to_interleaved(w[:, None], heads)[:, 0]
+    if how == _PLUS_ONE:
+        return w + np.float32(1)
     return w
 
 
@@ -102,8 +148,47 @@ def _unstore(config: ModelConfig, w: np.ndarray, how: str) -> np.ndarray:
     if how == _CONV1D:
         return np.ascontiguousarray(w.T)
     if how in (_Q, _K):
-        return to_rotate_half(w, config.n_heads if how == _Q else config.n_kv_heads)
+        heads = config.n_heads if how == _Q else config.n_kv_heads
+        return to_rotate_half(w, heads) if w.ndim == 2 else to_rotate_half(w[:, None], heads)[:, 0]
+    if how == _PLUS_ONE:
+        # Exact (Sterbenz) for stored values in [0.5, 2]: 1 + the result is the stored value again,
+        # so the model computes what the file's 1 + w gives, though w's last bits below 1's ulp are gone.
+        return w - np.float32(1)
     return w
+
+
+def llama3_rope_factors(config: ModelConfig) -> np.ndarray:
+    """llama.cpp's `rope_freqs` of a Llama 3 scaling [d_head / 2]: what each inverse frequency is divided
+    by (1 in the high band, `factor` in the low band, interpolated between), as convert_hf_to_gguf.py
+    computes it, in float64 then stored float32."""
+    scaling = config.rope_scaling
+    assert scaling is not None and scaling.kind == "llama3"
+    d = config.d_head
+    inv_freq = 1.0 / config.rope_theta ** (np.arange(0, d, 2, dtype=np.float64) / d)
+    wavelen = 2 * np.pi / inv_freq
+    low, high = scaling.original_n_ctx / scaling.low_freq_factor, scaling.original_n_ctx / scaling.high_freq_factor
+    smooth = (scaling.original_n_ctx / wavelen - scaling.low_freq_factor) / (
+        scaling.high_freq_factor - scaling.low_freq_factor
+    )
+    between = 1 / ((1 - smooth) / scaling.factor + smooth)
+    factors = np.where(wavelen < high, 1.0, np.where(wavelen > low, scaling.factor, between))
+    return factors.astype(np.float32)
+
+
+def unsupported(config: ModelConfig) -> str | None:
+    """Why llama.cpp's architecture for `config` cannot hold it (no tensor or key for a switch), or None."""
+    family = config.family
+    if family in _NO_BIAS and (config.qkv_bias or config.o_bias):
+        return f"llama.cpp's {family} architecture has no {_NO_BIAS[family]} (no such tensors)"
+    if family in _TIED_ONLY and not config.tie_embeddings:
+        return f"llama.cpp's {family} architecture has no output.weight: its classifier is the embedding"
+    if config.rope_scaling is not None and config.rope_scaling.kind == "llama3" and family not in _INTERLEAVED:
+        return f"llama.cpp reads Llama 3's rope_freqs in its llama architecture, not in {family}"
+    if family == "gemma2" and (config.attn_softcap is None or config.final_softcap is None):
+        return (
+            "llama.cpp's gemma2 always soft-caps (50 and 30 when no cap is stored): it cannot run Gemma 2 without them"
+        )
+    return None
 
 
 def placeholder_vocabulary(vocab_size: int) -> list[str]:
@@ -112,21 +197,27 @@ def placeholder_vocabulary(vocab_size: int) -> list[str]:
 
 
 def write_gguf(path: str | Path, config: ModelConfig, weights: Weights, *, tensor_type: str = "F32") -> None:
-    """Write canonical weights as a GGUF file of architecture `config.family` (all or nothing).
+    """Write canonical weights as a GGUF file of llama.cpp's architecture for `config.family` (all or nothing).
 
-    `tensor_type` is the type of every matrix: `F32` or `Q8_0` (rows a multiple of 32 long).
+    `tensor_type` is the type of every matrix: `F32` or `Q8_0` (rows a multiple of 32 long). A
+    config the architecture cannot hold (`unsupported`) is a CheckpointError saying why.
     """
     path = Path(path)
     if tensor_type not in TENSOR_TYPES:
         raise CheckpointError(
             path, "tensor type", "not one this writer makes", expected=list(TENSOR_TYPES), found=tensor_type
         )
+    reason = unsupported(config)
+    if reason is not None:
+        raise CheckpointError(path, f"{config.family} config", reason)
     weights = {name: np.asarray(w, dtype=np.float32) for name, w in weights.items()}
     check_canonical(path, config, weights)
     qtype = TENSOR_TYPES[tensor_type]
     with atomic_path(path) as tmp:
-        writer = gguf.GGUFWriter(tmp, config.family)
+        writer = gguf.GGUFWriter(tmp, ARCHITECTURES[config.family])
         _write_metadata(writer, config, tensor_type)
+        if config.rope_scaling is not None and config.rope_scaling.kind == "llama3":
+            writer.add_tensor(ROPE_FREQS, llama3_rope_factors(config))
         for canonical, (stored, how) in tensor_names(config).items():
             array = _store(config, weights[canonical], how)
             if array.ndim == 1 or qtype == gguf.GGMLQuantizationType.F32:
@@ -162,13 +253,41 @@ def _write_metadata(writer: Any, config: ModelConfig, tensor_type: str) -> None:
         writer.add_bos_token_id(special)
         writer.add_eos_token_id(special)
     else:
-        writer.add_layer_norm_rms_eps(config.norm_eps)
-        writer.add_rope_dimension_count(config.d_head)
-        writer.add_rope_freq_base(config.rope_theta)
+        _write_rope_family_metadata(writer, config)
         writer.add_tokenizer_model("llama")
     writer.add_token_list(placeholder_vocabulary(config.vocab_size))
     writer.add_token_scores([0.0] * config.vocab_size)
     writer.add_token_types([gguf.TokenType.NORMAL] * config.vocab_size)
+
+
+def _write_rope_family_metadata(writer: Any, config: ModelConfig) -> None:
+    """The keys of the switches, under llama.cpp's names where it has one (convert_hf_to_gguf.py's)."""
+    writer.add_layer_norm_rms_eps(config.norm_eps)
+    writer.add_key_length(config.d_head)
+    writer.add_value_length(config.d_head)
+    writer.add_rope_dimension_count(config.d_head)
+    writer.add_rope_freq_base(config.rope_theta)
+    scaling = config.rope_scaling
+    if scaling is not None and scaling.kind == "linear":
+        writer.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+        writer.add_rope_scaling_factor(scaling.factor)
+    if scaling is not None and scaling.kind == "llama3":  # llama.cpp reads rope_freqs; these are for reading back
+        for field in _LLAMA3_FIELDS:
+            value = getattr(scaling, field)
+            if field == "original_n_ctx":
+                writer.add_uint32(LLAMA3_KEY.format(field), value)
+            else:
+                writer.add_float32(LLAMA3_KEY.format(field), value)
+    if config.sliding_window is not None:
+        writer.add_sliding_window(config.sliding_window)
+        if config.layer_types or config.family == "gemma2":  # without it, every layer slides (gemma2's alternate)
+            writer.add_sliding_window_pattern([config.window(i) is not None for i in range(config.n_layers)])
+    if config.attn_softcap is not None:
+        writer.add_attn_logit_softcapping(config.attn_softcap)
+    if config.final_softcap is not None:
+        writer.add_final_logit_softcapping(config.final_softcap)
+    if config.query_scale is not None:
+        writer.add_uint32(QUERY_SCALE_KEY, config.query_scale)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -309,14 +428,75 @@ _KEYS = {
     "d_ff": "{}.feed_forward_length",
     "rope_theta": "{}.rope.freq_base",
 }
-_EPS_KEYS = {"gpt2": "gpt2.attention.layer_norm_epsilon", "llama": "llama.attention.layer_norm_rms_epsilon"}
+_EPS_KEYS = {arch: f"{arch}.attention.layer_norm_rms_epsilon" for arch in set(ARCHITECTURES.values())} | {
+    "gpt2": "gpt2.attention.layer_norm_epsilon"
+}
+_FAMILY = {"gpt2": "gpt2", "llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "gemma": "gemma", "gemma2": "gemma2"}
+# llama.cpp's gemma2 soft-caps with these where the file stores no cap (its hparams' defaults).
+_GEMMA2_DEFAULT_CAPS = {"attn_softcap": 50.0, "final_softcap": 30.0}
+_GEMMA2_27B_LAYERS = 46  # llama.cpp scales Gemma 2's queries by 1/sqrt(d_model / n_heads) at this depth only
+
+
+def _switches(path: Path, reader: Any, arch: str, fields: dict[str, Any], findings: list[str]) -> dict[str, Any]:
+    """The switches of a RoPE family's file: from its keys and which tensors it has."""
+    tensors = {t.name for t in reader.tensors}
+    window_key = gguf.Keys.Attention.SLIDING_WINDOW.format(arch=arch)
+    family = "mistral" if arch == "llama" and window_key in reader.fields else arch
+    switches: dict[str, Any] = {"family": family, **FAMILY_SWITCHES[family][0]}
+    key_length = _int_field(path, reader, f"{arch}.attention.key_length", fields["d_model"] // fields["n_heads"])
+    if key_length != fields["d_model"] // fields["n_heads"]:
+        switches["head_dim"] = key_length
+    if family not in ("qwen2",):  # qwen2's q/k/v biases are fixed by the family
+        switches["qkv_bias"] = "blk.0.attn_q.bias" in tensors
+        switches["o_bias"] = "blk.0.attn_output.bias" in tensors
+    scaling_type = reader.fields.get(f"{arch}.rope.scaling.type")
+    if scaling_type is not None:
+        kind = _field(path, reader, f"{arch}.rope.scaling.type")
+        if kind != "linear":
+            raise CheckpointError(path, f"metadata {arch}.rope.scaling.type", "not a RoPE scaling the suite implements",
+                                  expected=["linear"], found=kind)  # fmt: skip
+        factor = _float32_field(path, reader, f"{arch}.rope.scaling.factor")
+        switches["rope_scaling"] = RopeScaling("linear", factor)
+    if ROPE_FREQS in tensors:
+        if LLAMA3_KEY.format("factor") not in reader.fields:
+            raise CheckpointError(path, f"tensor {ROPE_FREQS}", "Llama 3 RoPE factors without their parameters "
+                                  f"({LLAMA3_KEY.format('*')}): the scaling cannot be read back")  # fmt: skip
+        values = {f: _float32_field(path, reader, LLAMA3_KEY.format(f)) for f in _LLAMA3_FIELDS[:3]}
+        original = _int_field(path, reader, LLAMA3_KEY.format("original_n_ctx"))
+        switches["rope_scaling"] = RopeScaling("llama3", original_n_ctx=original, **values)
+    if window_key in reader.fields:
+        switches["sliding_window"] = _int_field(path, reader, window_key)
+        pattern_key = gguf.Keys.Attention.SLIDING_WINDOW_PATTERN.format(arch=arch)
+        if pattern_key in reader.fields:
+            pattern = _field(path, reader, pattern_key)
+            if not isinstance(pattern, list) or len(pattern) != fields["n_layers"]:
+                raise CheckpointError(path, f"metadata {pattern_key}", "must list one bool a layer",
+                                      expected=fields["n_layers"], found=pattern)  # fmt: skip
+            switches["layer_types"] = tuple("sliding_attention" if p else "full_attention" for p in pattern)
+        elif family == "gemma2":  # llama.cpp's gemma2 alternates, the even layers sliding, as Gemma 2 does
+            switches["layer_types"] = tuple(
+                "sliding_attention" if i % 2 == 0 else "full_attention" for i in range(fields["n_layers"])
+            )
+    if family == "gemma2":
+        for field, key in (("attn_softcap", "attn_logit_softcapping"), ("final_softcap", "final_logit_softcapping")):
+            if f"{arch}.{key}" not in reader.fields:
+                findings.append(f"{arch}.{key} is not stored; llama.cpp's {_GEMMA2_DEFAULT_CAPS[field]:g} assumed")
+            switches[field] = _float32_field(path, reader, f"{arch}.{key}", _GEMMA2_DEFAULT_CAPS[field])
+        if QUERY_SCALE_KEY in reader.fields:
+            switches["query_scale"] = _int_field(path, reader, QUERY_SCALE_KEY)
+        else:
+            d_head = switches.get("head_dim") or fields["d_model"] // fields["n_heads"]
+            deep = fields["n_layers"] == _GEMMA2_27B_LAYERS
+            switches["query_scale"] = fields["d_model"] // fields["n_heads"] if deep else d_head
+            findings.append(f"{QUERY_SCALE_KEY} is not stored; llama.cpp's rule gives {switches['query_scale']}")
+    return switches
 
 
 def _config(path: Path, reader: Any) -> tuple[ModelConfig, list[str]]:
     arch = _field(path, reader, "general.architecture")
-    if arch not in ("gpt2", "llama"):
+    if arch not in _FAMILY:
         raise CheckpointError(path, "metadata general.architecture", "not an architecture the suite implements",
-                              expected=["gpt2", "llama"], found=arch)  # fmt: skip
+                              expected=list(_FAMILY), found=arch)  # fmt: skip
     tensors = {t.name: t for t in reader.tensors}
     embedding = tensors.get("token_embd.weight")
     if embedding is None:
@@ -325,7 +505,7 @@ def _config(path: Path, reader: Any) -> tuple[ModelConfig, list[str]]:
         raise CheckpointError(path, "tensor token_embd.weight", "must be 2-D [d_model, vocab_size]",
                               found=[int(n) for n in embedding.shape])  # fmt: skip
     keys = {field: key.format(arch) for field, key in _KEYS.items()} | {"norm_eps": _EPS_KEYS[arch]}
-    findings = []
+    findings: list[str] = []
     fields: dict[str, Any] = {
         "family": arch,
         "vocab_size": int(embedding.shape[1]),  # GGUF shapes list the fastest axis first
@@ -335,21 +515,25 @@ def _config(path: Path, reader: Any) -> tuple[ModelConfig, list[str]]:
     for field in ("n_ctx", "d_model", "n_layers", "n_heads", "d_ff"):
         fields[field] = _int_field(path, reader, keys[field])
     fields["n_kv_heads"] = _int_field(path, reader, keys["n_kv_heads"], fields["n_heads"])
-    if arch == "llama":
+    if arch != "gpt2":
         if keys["rope_theta"] not in reader.fields:
             findings.append(f"{keys['rope_theta']} is not stored; llama.cpp's {DEFAULT_ROPE_THETA:g} assumed")
         fields["rope_theta"] = _float32_field(path, reader, keys["rope_theta"], DEFAULT_ROPE_THETA)
     try:  # every size (type, range, maximum, divisibility), eps and theta are checked here, before any use
+        if arch != "gpt2":
+            fields |= _switches(path, reader, arch, fields, findings)
         config = ModelConfig(**fields)
     except ConfigError as e:
         where = (
-            "tensor token_embd.weight (its vocabulary axis)" if e.field == "vocab_size" else f"metadata {keys[e.field]}"
+            "tensor token_embd.weight (its vocabulary axis)"
+            if e.field == "vocab_size"
+            else f"metadata {keys.get(e.field, e.field)}"
         )
         raise CheckpointError(path, where, e.reason) from None
-    if arch == "llama":
-        rot = _int_field(path, reader, "llama.rope.dimension_count", config.d_head)
+    if arch != "gpt2":
+        rot = _int_field(path, reader, f"{arch}.rope.dimension_count", config.d_head)
         if rot != config.d_head:
-            raise CheckpointError(path, "metadata llama.rope.dimension_count", "partial RoPE is not implemented",
+            raise CheckpointError(path, f"metadata {arch}.rope.dimension_count", "partial RoPE is not implemented",
                                   expected=config.d_head, found=rot)  # fmt: skip
     return config, findings
 
@@ -360,12 +544,27 @@ def read_gguf_config(path: str | Path) -> ModelConfig:
     return _config(path, _open(path))[0]
 
 
+def _check_rope_freqs(path: Path, config: ModelConfig, tensor: Any) -> None:
+    """CheckpointError unless the file's `rope_freqs` (what llama.cpp divides the frequencies by) is the
+    table its Llama 3 parameters give: otherwise llama.cpp would compute another model than the config."""
+    expected = llama3_rope_factors(config)
+    found = np.asarray(tensor.data, dtype=np.float32).reshape(-1)
+    if found.shape != expected.shape or not np.array_equal(found, expected):
+        raise CheckpointError(path, f"tensor {ROPE_FREQS}", "is not the table of the stored Llama 3 parameters",
+                              expected=expected.tolist(), found=found.tolist()[:8])  # fmt: skip
+
+
 def read_gguf(path: str | Path) -> Checkpoint:
-    """A `gpt2` or `llama` GGUF file as config + canonical weights (quantized tensors dequantized)."""
+    """A GGUF file of one of llama.cpp's architectures for the suite's families as config + canonical
+    weights (quantized tensors dequantized)."""
     path = Path(path)
     reader = _open(path)
     config, findings = _config(path, reader)
     stored = {t.name: t for t in reader.tensors}
+    if config.rope_scaling is not None and config.rope_scaling.kind == "llama3":
+        _check_rope_freqs(path, config, stored.pop(ROPE_FREQS))
+    if config.norm_plus_one:
+        findings.append("norm weights stored as 1 + w (llama.cpp's convention for Gemma), read back as w")
     weights: Weights = {}
     for canonical, (name, how) in tensor_names(config).items():
         tensor = stored.pop(name, None)
