@@ -29,7 +29,7 @@ from verifier.formats.checkpoint import Checkpoint, TensorInfo, check_canonical
 from verifier.formats.errors import CheckpointError
 from verifier.formats.fileio import atomic_path, open_bounded
 from verifier.formats.llama2c import to_interleaved, to_rotate_half
-from verifier.model.config import FAMILY_SWITCHES, ConfigError, ModelConfig, RopeScaling
+from verifier.model.config import FAMILY_SWITCHES, SIZE_MAXIMA, ConfigError, ModelConfig, RopeScaling, check_size
 from verifier.model.weights import CLASSIFIER, Weights, weight_shapes
 
 MAGIC = b"GGUF"
@@ -115,19 +115,19 @@ def tensor_names(config: ModelConfig) -> dict[str, tuple[str, str]]:
             }
     else:
         layer = _SANDWICH_LAYER if config.sandwich_norm else _ROPE_LAYER
-        names = {}
+        names = {canonical: (stored, _AS_IS) for canonical, stored in _ROPE_TOP.items()}
         for canonical in weight_shapes(config):
             parts = canonical.split(".", 3)  # model.layers.{i}.{key}
-            if canonical in _ROPE_TOP:
-                names[canonical] = (_ROPE_TOP[canonical], _AS_IS)
-            elif parts[:2] == ["model", "layers"]:
-                names[canonical] = (f"blk.{parts[2]}.{layer[parts[3]]}", _AS_IS)
-            if config.family in _INTERLEAVED and canonical.endswith(("q_proj.weight", "q_proj.bias")):
-                names[canonical] = (names[canonical][0], _Q)
-            if config.family in _INTERLEAVED and canonical.endswith(("k_proj.weight", "k_proj.bias")):
-                names[canonical] = (names[canonical][0], _K)
+            if parts[:2] != ["model", "layers"]:
+                continue
+            how = _AS_IS
+            if config.family in _INTERLEAVED and parts[3].startswith(("self_attn.q_proj.", "self_attn.k_proj.")):
+                how = _Q if "q_proj" in parts[3] else _K
             if config.norm_plus_one and canonical.endswith("norm.weight"):
-                names[canonical] = (names[canonical][0], _PLUS_ONE)
+                how = _PLUS_ONE
+            names[canonical] = (f"blk.{parts[2]}.{layer[parts[3]]}", how)
+        if config.norm_plus_one:
+            names["model.norm.weight"] = (_ROPE_TOP["model.norm.weight"], _PLUS_ONE)
     if not config.tie_embeddings:
         names[CLASSIFIER] = ("output.weight", _AS_IS)  # absent: llama.cpp reads token_embd
     return names
@@ -439,6 +439,8 @@ _GEMMA2_27B_LAYERS = 46  # llama.cpp scales Gemma 2's queries by 1/sqrt(d_model 
 
 def _switches(path: Path, reader: Any, arch: str, fields: dict[str, Any], findings: list[str]) -> dict[str, Any]:
     """The switches of a RoPE family's file: from its keys and which tensors it has."""
+    for field in ("d_model", "n_layers", "n_heads"):  # used below before the config checks them
+        check_size(field, fields[field], SIZE_MAXIMA[field])
     tensors = {t.name for t in reader.tensors}
     window_key = gguf.Keys.Attention.SLIDING_WINDOW.format(arch=arch)
     family = "mistral" if arch == "llama" and window_key in reader.fields else arch

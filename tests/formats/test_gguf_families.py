@@ -1,0 +1,158 @@
+"""GGUF files of every family llama.cpp runs: read back to the same config and weights, laid out as
+llama.cpp's convert_hf_to_gguf.py lays out the same `transformers` weights (its conventions spelled
+out here, independently of the writer), and what an architecture cannot hold refused by name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("gguf", reason="the gguf package is not installed (pip install 'lm-verifier[gguf]')")
+
+import gguf
+
+from tests import needs
+from tests.formats.families import FAMILY_EXAMPLES
+from verifier.formats import CheckpointError, load_checkpoint
+from verifier.formats.gguf import write_gguf
+from verifier.model.config import ModelConfig
+from verifier.model.weights import init_weights
+
+IDS = list(FAMILY_EXAMPLES)
+EXAMPLES = [FAMILY_EXAMPLES[name] for name in IDS]
+
+
+def stored(path: Path) -> dict[str, np.ndarray]:
+    return {t.name: np.array(t.data) for t in gguf.GGUFReader(path).tensors}
+
+
+def fields(path: Path) -> dict[str, object]:
+    return {name: field.contents() for name, field in gguf.GGUFReader(path).fields.items()}
+
+
+@pytest.mark.parametrize("config", EXAMPLES, ids=IDS)
+def test_every_family_reads_back_to_the_same_config_and_weights(tmp_path: Path, config: ModelConfig) -> None:
+    weights = init_weights(config, seed=2)
+    write_gguf(tmp_path / "m.gguf", config, weights)
+    checkpoint = load_checkpoint(tmp_path / "m.gguf")
+    assert checkpoint.config == config
+    assert checkpoint.weights.keys() == weights.keys()
+    file = stored(tmp_path / "m.gguf")
+    for name, w in weights.items():
+        if config.norm_plus_one and name.endswith("norm.weight"):
+            # Stored as float32(1 + w) (convert_hf_to_gguf.py's Gemma convention): read back as w up to
+            # that rounding, and 1 + the weight read gives the stored value exactly, which is what
+            # both llama.cpp (the stored value) and transformers (1 + w in float32) multiply by.
+            one_plus_w = np.float32(1) + w
+            np.testing.assert_array_equal(np.float32(1) + checkpoint.weights[name], one_plus_w, err_msg=name)
+            assert np.all(np.abs(checkpoint.weights[name] - w) <= np.spacing(one_plus_w) / 2), name
+        else:
+            np.testing.assert_array_equal(checkpoint.weights[name], w, err_msg=name)
+    if config.norm_plus_one:
+        np.testing.assert_array_equal(file["output_norm.weight"], np.float32(1) + weights["model.norm.weight"])
+        assert any("1 + w" in finding for finding in checkpoint.findings)
+
+
+def test_rotate_half_architectures_keep_q_and_k_and_store_biases_and_norms_by_llama_cpp_s_names(tmp_path: Path) -> None:
+    """qwen2, qwen3, gemma, gemma2 use llama.cpp's NEOX RoPE (pairs i, i + d/2, as HF): the converter
+    permutes q/k only for its `llama` architecture."""
+    for family, extra in (("qwen2", "attn_k.bias"), ("qwen3", "attn_q_norm.weight")):
+        config = FAMILY_EXAMPLES[family]
+        weights = init_weights(config, seed=3)
+        write_gguf(tmp_path / f"{family}.gguf", config, weights)
+        t = stored(tmp_path / f"{family}.gguf")
+        np.testing.assert_array_equal(t["blk.1.attn_q.weight"], weights["model.layers.1.self_attn.q_proj.weight"])
+        np.testing.assert_array_equal(t["blk.0.attn_k.weight"], weights["model.layers.0.self_attn.k_proj.weight"])
+        hf_name = "self_attn.k_proj.bias" if family == "qwen2" else "self_attn.q_norm.weight"
+        np.testing.assert_array_equal(t[f"blk.0.{extra}"], weights[f"model.layers.0.{hf_name}"])
+        assert fields(tmp_path / f"{family}.gguf")["general.architecture"] == family
+        assert "output.weight" not in t  # tied
+
+
+def test_llama_biases_are_interleaved_with_their_rows(tmp_path: Path) -> None:
+    config = FAMILY_EXAMPLES["llama-linear-bias"]
+    weights = init_weights(config, seed=3)
+    write_gguf(tmp_path / "m.gguf", config, weights)
+    t = stored(tmp_path / "m.gguf")
+    half = config.d_head // 2
+    q_bias = weights["model.layers.0.self_attn.q_proj.bias"].reshape(config.n_heads, config.d_head)
+    got = t["blk.0.attn_q.bias"].reshape(config.n_heads, config.d_head)
+    np.testing.assert_array_equal(got[:, 0::2], q_bias[:, :half])  # row 2i is HF's i, as for the weights
+    np.testing.assert_array_equal(got[:, 1::2], q_bias[:, half:])
+    np.testing.assert_array_equal(t["blk.0.attn_output.bias"], weights["model.layers.0.self_attn.o_proj.bias"])
+    meta = fields(tmp_path / "m.gguf")
+    assert (meta["llama.rope.scaling.type"], meta["llama.rope.scaling.factor"]) == ("linear", 4.0)
+
+
+def test_gemma2_norms_caps_window_and_pattern_are_stored_under_llama_cpp_s_names(tmp_path: Path) -> None:
+    config = FAMILY_EXAMPLES["gemma2"]
+    weights = init_weights(config, seed=3)
+    write_gguf(tmp_path / "m.gguf", config, weights)
+    t = stored(tmp_path / "m.gguf")
+    one = np.float32(1)
+    for hf, ours in (
+        ("input_layernorm", "attn_norm"),
+        ("post_attention_layernorm", "post_attention_norm"),
+        ("pre_feedforward_layernorm", "ffn_norm"),
+        ("post_feedforward_layernorm", "post_ffw_norm"),
+    ):
+        np.testing.assert_array_equal(t[f"blk.1.{ours}.weight"], one + weights[f"model.layers.1.{hf}.weight"])
+    meta = fields(tmp_path / "m.gguf")
+    assert meta["gemma2.attn_logit_softcapping"] == 50.0 and meta["gemma2.final_logit_softcapping"] == 30.0
+    assert meta["gemma2.attention.sliding_window"] == 8
+    assert meta["gemma2.attention.sliding_window_pattern"] == [True, False]  # llama.cpp reads it: true = sliding
+    assert meta["gemma2.attention.key_length"] == config.d_head
+
+
+@needs.transformers
+def test_llama3_rope_freqs_are_what_transformers_divides_each_frequency_by(tmp_path: Path) -> None:
+    """llama.cpp divides inverse frequency i by rope_freqs[i]: it must be transformers' default
+    inverse frequency over its Llama 3 one (computed here by transformers, not by the writer)."""
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    config = FAMILY_EXAMPLES["llama3"]
+    write_gguf(tmp_path / "m.gguf", config, init_weights(config))
+    hf = config.to_transformers()
+    scaled, _ = ROPE_INIT_FUNCTIONS["llama3"](hf)
+    d = config.d_head
+    default = 1.0 / config.rope_theta ** (np.arange(0, d, 2, dtype=np.float64) / d)
+    expected = default / scaled.double().numpy()
+    got = stored(tmp_path / "m.gguf")["rope_freqs.weight"]
+    np.testing.assert_allclose(got, expected, rtol=1e-6)
+    assert got[0] == 1.0 and got[-1] == config.rope_scaling.factor  # type: ignore[union-attr]
+    assert ((got > 1) & (got < 8)).sum() == 2  # the band between: the example spans all three
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"family": "qwen3", "qkv_bias": True, "o_bias": True, "qk_norm": True}, "qwen3 architecture has no"),
+        ({"tie_embeddings": False}, "gemma architecture has no output.weight"),
+    ],
+    ids=["qwen3 biases", "gemma untied"],
+)
+def test_what_an_architecture_cannot_hold_is_refused_and_leaves_no_file(
+    tmp_path: Path, change: dict, message: str
+) -> None:
+    base = FAMILY_EXAMPLES["qwen3" if change.get("family") == "qwen3" else "gemma"]
+    config = base.replace(**change)
+    with pytest.raises(CheckpointError, match=message):
+        write_gguf(tmp_path / "m.gguf", config, init_weights(config))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_rope_freqs_that_are_not_the_table_of_the_stored_parameters_are_refused(tmp_path: Path) -> None:
+    config = FAMILY_EXAMPLES["llama3"]
+    write_gguf(tmp_path / "m.gguf", config, init_weights(config))
+    other = config.replace(rope_scaling=config.rope_scaling.__class__("llama3", 4.0, 1.0, 4.0, 64))  # type: ignore[call-arg]
+    write_gguf(tmp_path / "other.gguf", other, init_weights(other))
+    data = bytearray((tmp_path / "m.gguf").read_bytes())
+    mine = stored(tmp_path / "m.gguf")["rope_freqs.weight"].tobytes()
+    theirs = stored(tmp_path / "other.gguf")["rope_freqs.weight"].tobytes()
+    at = data.find(mine)
+    data[at : at + len(mine)] = theirs  # the factor-4 table under the factor-8 parameters
+    (tmp_path / "m.gguf").write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match="rope_freqs.weight: is not the table of the stored Llama 3 parameters"):
+        load_checkpoint(tmp_path / "m.gguf")
