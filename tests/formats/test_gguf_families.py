@@ -154,5 +154,5 @@ def test_rope_freqs_that_are_not_the_table_of_the_stored_parameters_are_refused(
     at = data.find(mine)
     data[at : at + len(mine)] = theirs  # the factor-4 table under the factor-8 parameters
     (tmp_path / "m.gguf").write_bytes(bytes(data))
-    with pytest.raises(CheckpointError, match="rope_freqs.weight: is not the table of the stored Llama 3 parameters"):
+    with pytest.raises(CheckpointError, match=r"rope_freqs\.weight: is not the table of the stored Llama 3 parameters"):
         load_checkpoint(tmp_path / "m.gguf")
