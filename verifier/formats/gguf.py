@@ -29,7 +29,15 @@ from verifier.formats.checkpoint import Checkpoint, TensorInfo, check_canonical
 from verifier.formats.errors import CheckpointError
 from verifier.formats.fileio import atomic_path, open_bounded
 from verifier.formats.llama2c import to_interleaved, to_rotate_half
-from verifier.model.config import FAMILY_SWITCHES, SIZE_MAXIMA, ConfigError, ModelConfig, RopeScaling, check_size
+from verifier.model.config import (
+    FAMILY_SWITCHES,
+    SIZE_MAXIMA,
+    ConfigError,
+    Family,
+    ModelConfig,
+    RopeScaling,
+    check_size,
+)
 from verifier.model.weights import CLASSIFIER, Weights, weight_shapes
 
 MAGIC = b"GGUF"
@@ -431,7 +439,15 @@ _KEYS = {
 _EPS_KEYS = {arch: f"{arch}.attention.layer_norm_rms_epsilon" for arch in set(ARCHITECTURES.values())} | {
     "gpt2": "gpt2.attention.layer_norm_epsilon"
 }
-_FAMILY = {"gpt2": "gpt2", "llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "gemma": "gemma", "gemma2": "gemma2"}
+# llama.cpp's architecture -> the suite's family (a `llama` file with a sliding window is Mistral's).
+_FAMILY: dict[str, Family] = {
+    "gpt2": "gpt2",
+    "llama": "llama",
+    "qwen2": "qwen2",
+    "qwen3": "qwen3",
+    "gemma": "gemma",
+    "gemma2": "gemma2",
+}
 # llama.cpp's gemma2 soft-caps with these where the file stores no cap (its hparams' defaults).
 _GEMMA2_DEFAULT_CAPS = {"attn_softcap": 50.0, "final_softcap": 30.0}
 _GEMMA2_27B_LAYERS = 46  # llama.cpp scales Gemma 2's queries by 1/sqrt(d_model / n_heads) at this depth only
@@ -443,7 +459,7 @@ def _switches(path: Path, reader: Any, arch: str, fields: dict[str, Any], findin
         check_size(field, fields[field], SIZE_MAXIMA[field])
     tensors = {t.name for t in reader.tensors}
     window_key = gguf.Keys.Attention.SLIDING_WINDOW.format(arch=arch)
-    family = "mistral" if arch == "llama" and window_key in reader.fields else arch
+    family: Family = "mistral" if arch == "llama" and window_key in reader.fields else _FAMILY[arch]
     switches: dict[str, Any] = {"family": family, **FAMILY_SWITCHES[family][0]}
     key_length = _int_field(path, reader, f"{arch}.attention.key_length", fields["d_model"] // fields["n_heads"])
     if key_length != fields["d_model"] // fields["n_heads"]:
