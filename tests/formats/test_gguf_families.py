@@ -16,6 +16,7 @@ import gguf
 from tests import needs
 from tests.formats.families import FAMILY_EXAMPLES
 from verifier.formats import CheckpointError, load_checkpoint
+from verifier.formats import gguf as gguf_format
 from verifier.formats.gguf import write_gguf
 from verifier.model.config import ModelConfig
 from verifier.model.weights import init_weights
@@ -156,3 +157,57 @@ def test_rope_freqs_that_are_not_the_table_of_the_stored_parameters_are_refused(
     (tmp_path / "m.gguf").write_bytes(bytes(data))
     with pytest.raises(CheckpointError, match=r"rope_freqs\.weight: is not the table of the stored Llama 3 parameters"):
         load_checkpoint(tmp_path / "m.gguf")
+
+
+def _write_with(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, config: ModelConfig, **patches: object) -> Path:
+    """A file written with some of the writer's pieces replaced (then restored), to read back."""
+    with monkeypatch.context() as m:
+        for name, value in patches.items():
+            owner, attribute = (gguf.GGUFWriter, name) if hasattr(gguf.GGUFWriter, name) else (gguf_format, name)
+            m.setattr(owner, attribute, value)
+        write_gguf(tmp_path / "m.gguf", config, init_weights(config))
+    return tmp_path / "m.gguf"
+
+
+def test_a_gemma2_file_as_llama_cpp_s_converter_writes_it_reads_as_llama_cpp_runs_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No layer pattern and no query_pre_attn_scalar (convert_hf_to_gguf.py writes neither): llama.cpp
+    alternates from a sliding layer 0 and scales queries by 1/sqrt(d_head) below 46 layers; so does the reader."""
+    config = FAMILY_EXAMPLES["gemma2"].replace(layer_types=("full_attention", "sliding_attention"), query_scale=24)
+    path = _write_with(
+        tmp_path, monkeypatch, config, add_sliding_window_pattern=lambda self, value: None, QUERY_SCALE_KEY="x.unread"
+    )
+    checkpoint = load_checkpoint(path)
+    assert checkpoint.config == config.replace(layer_types=("sliding_attention", "full_attention"), query_scale=16)
+    assert any("query_pre_attn_scalar is not stored; llama.cpp's rule gives 16" in f for f in checkpoint.findings)
+
+
+@pytest.mark.parametrize(
+    ("config", "patches", "message"),
+    [
+        (
+            FAMILY_EXAMPLES["gemma2"],
+            {"add_sliding_window_pattern": lambda self, value: self.add_array(
+                gguf.Keys.Attention.SLIDING_WINDOW_PATTERN.format(arch=self.arch), [True])},
+            r"metadata gemma2\.attention\.sliding_window_pattern: must list one bool a layer",
+        ),
+        (
+            FAMILY_EXAMPLES["llama-linear-bias"],
+            {"add_rope_scaling_type": lambda self, value: self.add_string("llama.rope.scaling.type", "yarn")},
+            r"metadata llama\.rope\.scaling\.type: not a RoPE scaling the suite implements",
+        ),
+        (
+            FAMILY_EXAMPLES["llama3"],
+            {"LLAMA3_KEY": "x.unread.{}"},
+            r"rope_freqs\.weight: Llama 3 RoPE factors without their parameters",
+        ),
+    ],
+    ids=["pattern too short", "yarn scaling", "rope_freqs alone"],
+)  # fmt: skip
+def test_switch_metadata_the_reader_cannot_honour_is_a_named_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, config: ModelConfig, patches: dict, message: str
+) -> None:
+    path = _write_with(tmp_path, monkeypatch, config, **patches)
+    with pytest.raises(CheckpointError, match=message):
+        load_checkpoint(path)
