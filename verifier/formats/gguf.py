@@ -1,19 +1,31 @@
 """GGUF, llama.cpp's file format, written from the canonical weights and read back, with the `gguf` package.
 
-Both architectures llama.cpp has for the suite's families: `gpt2` (learned positions, fused qkv,
-LayerNorm and GELU) and `llama` (RMSNorm, RoPE, SwiGLU, `head_count_kv < head_count` for
-grouped-query attention). Tensors are named as llama.cpp names them (`blk.0.attn_q.weight`) and
-laid out as it reads them, which `convert_hf_to_gguf.py` does for the same `transformers` weights:
-GPT-2's `Conv1D` matrices are transposed to [d_out, d_in], Llama's q/k rows go from rotate-half
-to the interleaved order llama.cpp's RoPE pairs.
+The architectures llama.cpp has for the suite's families: `gpt2` (learned positions, fused qkv,
+LayerNorm and GELU), `llama` (Llama and Mistral: RMSNorm, RoPE, SwiGLU, grouped-query attention),
+`qwen2`, `qwen3`, `gemma` and `gemma2`. Tensors are named as llama.cpp names them
+(`blk.0.attn_q.weight`) and laid out as it reads them, which `convert_hf_to_gguf.py` does for the
+same `transformers` weights: GPT-2's `Conv1D` matrices are transposed to [d_out, d_in]; the q/k
+rows (and biases) of `llama` go from rotate-half to the interleaved pairs its RoPE rotates (the
+other architectures rotate halves, as HF does); Gemma's norm weights are stored as 1 + w, which is
+what llama.cpp multiplies by (read back as w: 1 + the weight read is the stored value exactly).
+
+Each switch is stored under llama.cpp's key where it has one: linear RoPE scaling
+(`rope.scaling.type`/`factor`), Llama 3's as the `rope_freqs` tensor llama.cpp divides the
+frequencies by, head_dim (`attention.key_length`), the window (`attention.sliding_window`, with
+`attention.sliding_window_pattern` per layer), Gemma 2's caps. Where llama.cpp has none, the
+suite's own `lm_verifier.*` keys (which llama.cpp never reads) keep what is needed to read the
+file back: Llama 3's four scaling parameters, Gemma 2's query_pre_attn_scalar. A config the
+architecture cannot hold (`unsupported`) is refused by name. A Mistral without a window is a
+`llama` file and reads back as Llama (the same model).
 
 `write_gguf(path, config, weights, tensor_type=...)` writes every matrix in `tensor_type` (`F32`,
 or `Q8_0`: blocks of 32 int8 values with a float16 scale, which needs rows that are a multiple of
 32 long); 1-D tensors (norm gains, biases) stay F32, as llama.cpp's quantizer leaves them. The
 canonical weights carry no vocabulary, so the file gets placeholder pieces `<0>`, `<1>`, ... (for
-programs driven by token ids). `read_gguf` reads such a file, or any `gpt2` / `llama` GGUF whose
-tensors are F32, F16 or Q8_0, back into the canonical weights (quantized ones dequantized).
-"""
+programs driven by token ids). `read_gguf` reads such a file, or any GGUF of these architectures
+whose tensors are F32, F16 or Q8_0, back into the canonical weights (quantized ones dequantized);
+what a file of llama.cpp's converter leaves out is read as llama.cpp runs it (Gemma 2's layers
+alternating from a sliding layer 0, its query scale by llama.cpp's rule), with a finding."""
 
 from __future__ import annotations
 
