@@ -18,7 +18,7 @@ from tests.formats.families import FAMILY_EXAMPLES
 from verifier.formats import CheckpointError, load_checkpoint
 from verifier.formats import gguf as gguf_format
 from verifier.formats.gguf import write_gguf
-from verifier.model.config import ModelConfig
+from verifier.model.config import ModelConfig, RopeScaling
 from verifier.model.weights import init_weights
 
 IDS = list(FAMILY_EXAMPLES)
@@ -197,17 +197,52 @@ def test_a_gemma2_file_as_llama_cpp_s_converter_writes_it_reads_as_llama_cpp_run
             {"add_rope_scaling_type": lambda self, value: self.add_string("llama.rope.scaling.type", "yarn")},
             r"metadata llama\.rope\.scaling\.type: not a RoPE scaling the suite implements",
         ),
-        (
-            FAMILY_EXAMPLES["llama3"],
-            {"LLAMA3_KEY": "x.unread.{}"},
-            r"rope_freqs\.weight: Llama 3 RoPE factors without their parameters",
-        ),
     ],
-    ids=["pattern too short", "yarn scaling", "rope_freqs alone"],
+    ids=["pattern too short", "yarn scaling"],
 )  # fmt: skip
 def test_switch_metadata_the_reader_cannot_honour_is_a_named_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, config: ModelConfig, patches: dict, message: str
 ) -> None:
     path = _write_with(tmp_path, monkeypatch, config, **patches)
     with pytest.raises(CheckpointError, match=message):
+        load_checkpoint(path)
+
+
+# Llama-3.1-8B's RoPE (its config.json: rope_theta 500000, head_dim 128, rope_scaling llama3 8 / 1 / 4 / 8192).
+LLAMA31_ROPE = RopeScaling("llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0, original_n_ctx=8192)
+LLAMA31 = FAMILY_EXAMPLES["llama3"].replace(
+    d_model=256, n_heads=2, n_kv_heads=1, rope_theta=500000.0, rope_scaling=LLAMA31_ROPE
+)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        FAMILY_EXAMPLES["llama3"],
+        LLAMA31,
+    ],
+    ids=["example", "llama-3.1 rope"],
+)  # fmt: skip
+def test_a_llama3_file_with_only_rope_freqs_as_the_converter_writes_it_reads_back_its_scaling(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, config: ModelConfig
+) -> None:
+    path = _write_with(tmp_path, monkeypatch, config, LLAMA3_KEY="x.unread.{}")
+    assert not any(name.startswith("lm_verifier.rope") for name in fields(path))
+    checkpoint = load_checkpoint(path)
+    assert checkpoint.config == config
+    assert any("solved from rope_freqs.weight" in finding for finding in checkpoint.findings)
+
+
+def test_rope_freqs_that_no_llama3_scaling_gives_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = LLAMA31
+    real = gguf_format.llama3_rope_factors
+
+    def bent(c: ModelConfig) -> np.ndarray:
+        table = real(c).copy()
+        assert 1 < table[31] < 8  # in the band between (indices 29 to 34 here)
+        table[31] *= np.float32(1.01)  # one factor of the band between off the line of the others
+        return table
+
+    path = _write_with(tmp_path, monkeypatch, config, LLAMA3_KEY="x.unread.{}", llama3_rope_factors=bent)
+    with pytest.raises(CheckpointError, match=r"rope_freqs\.weight: Llama 3 RoPE factors that no scaling"):
         load_checkpoint(path)

@@ -488,12 +488,21 @@ def _switches(path: Path, reader: Any, arch: str, fields: dict[str, Any], findin
         factor = _float32_field(path, reader, f"{arch}.rope.scaling.factor")
         switches["rope_scaling"] = RopeScaling("linear", factor)
     if ROPE_FREQS in tensors:
-        if LLAMA3_KEY.format("factor") not in reader.fields:
-            raise CheckpointError(path, f"tensor {ROPE_FREQS}", "Llama 3 RoPE factors without their parameters "
-                                  f"({LLAMA3_KEY.format('*')}): the scaling cannot be read back")  # fmt: skip
-        values = {f: _float32_field(path, reader, LLAMA3_KEY.format(f)) for f in _LLAMA3_FIELDS[:3]}
-        original = _int_field(path, reader, LLAMA3_KEY.format("original_n_ctx"))
-        switches["rope_scaling"] = RopeScaling("llama3", original_n_ctx=original, **values)
+        if LLAMA3_KEY.format("factor") in reader.fields:
+            values = {f: _float32_field(path, reader, LLAMA3_KEY.format(f)) for f in _LLAMA3_FIELDS[:3]}
+            original = _int_field(path, reader, LLAMA3_KEY.format("original_n_ctx"))
+            switches["rope_scaling"] = RopeScaling("llama3", original_n_ctx=original, **values)
+        else:  # a file of llama.cpp's converter: only the table
+            table = next(t for t in reader.tensors if t.name == ROPE_FREQS)
+            theta = fields.get("rope_theta", DEFAULT_ROPE_THETA)
+            d_head = switches.get("head_dim") or fields["d_model"] // fields["n_heads"]
+            switches["rope_scaling"] = _llama3_from_table(
+                path, np.asarray(table.data, np.float64).ravel(), theta, d_head
+            )
+            findings.append(
+                f"Llama 3 RoPE scaling solved from {ROPE_FREQS} ({switches['rope_scaling']}; low_freq_factor 1 "
+                "assumed, as every published Llama 3 has it): its table is the stored one"
+            )
     if window_key in reader.fields:
         switches["sliding_window"] = _int_field(path, reader, window_key)
         pattern_key = gguf.Keys.Attention.SLIDING_WINDOW_PATTERN.format(arch=arch)
@@ -520,6 +529,39 @@ def _switches(path: Path, reader: Any, arch: str, fields: dict[str, Any], findin
             switches["query_scale"] = fields["d_model"] // fields["n_heads"] if deep else d_head
             findings.append(f"{QUERY_SCALE_KEY} is not stored; llama.cpp's rule gives {switches['query_scale']}")
     return switches
+
+
+def _llama3_from_table(path: Path, table: np.ndarray, theta: float, d_head: int) -> RopeScaling:
+    """The Llama 3 scaling whose `rope_freqs` is `table` [d_head / 2], low_freq_factor taken as 1.
+
+    In the band between, 1 / table_i = 1/factor + s_i (1 - 1/factor) with s_i = (original / wavelength_i
+    - low) / (high - low): a line in 1 / wavelength_i, whose slope and intercept give original and high
+    once low is fixed. The parameters are accepted only if they give back the table exactly.
+    """
+    where = f"tensor {ROPE_FREQS}"
+    factor = float(table.max())
+    wavelength = 2 * np.pi * theta ** (np.arange(0, d_head, 2, dtype=np.float64) / d_head)
+    between = (table > 1) & (table < factor)
+    if table.shape != (d_head // 2,) or factor <= 1 or between.sum() < 2:
+        raise CheckpointError(path, where, "Llama 3 RoPE factors from which the scaling cannot be solved "
+                              "(it needs a low band and two frequencies between the bands)",
+                              found=table.tolist()[:8])  # fmt: skip
+    s = (1 / table[between] - 1 / factor) / (1 - 1 / factor)
+    slope, intercept = np.polyfit(1 / wavelength[between], s, 1)  # s = slope / wavelength + intercept
+    low = 1.0
+    high = round(low - 1 / intercept, 3)  # intercept = -low / (high - low)
+    scaling = RopeScaling("llama3", factor, low, high, round(slope * (high - low)))
+    try:
+        solved = llama3_rope_factors(ModelConfig(
+            family="llama", vocab_size=1, n_ctx=1, d_model=d_head, n_layers=1, n_heads=1, n_kv_heads=1, d_ff=1,
+            norm_eps=1e-5, tie_embeddings=True, rope_theta=theta, rope_scaling=scaling,
+        ))  # fmt: skip
+    except ConfigError as e:
+        raise CheckpointError(path, where, f"Llama 3 RoPE factors whose solved parameters are invalid: {e}") from None
+    if not np.array_equal(solved, table.astype(np.float32)):
+        raise CheckpointError(path, where, "Llama 3 RoPE factors that no scaling with low_freq_factor 1 gives",
+                              found=table.tolist()[:8])  # fmt: skip
+    return scaling
 
 
 def _config(path: Path, reader: Any) -> tuple[ModelConfig, list[str]]:
