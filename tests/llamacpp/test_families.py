@@ -240,3 +240,18 @@ def test_without_the_refusal_llama_cpp_caps_an_uncapped_gemma2_at_its_defaults(m
         f"{np.abs(got - capped).max():.3g} off the one capped at 50 and 30 (both with ggml's GELU)"
     )
     assert np.abs(got - capped).max() < np.abs(got - uncapped).max() / 100
+
+
+def test_the_suite_draws_for_llama_cpp_only_what_it_can_hold() -> None:
+    from verifier.plugin.interface import declared_constraints
+
+    shapes = declared_constraints(llamacpp.build)
+    assert shapes is not None and declared_constraints(llamacpp.build_q8_0) == shapes
+
+    def drawn(config: ModelConfig) -> bool:
+        return any(shape.refusal(config) is None for shape in shapes)
+
+    assert all(drawn(config) for config in F.values())
+    assert not drawn(F["gemma"].replace(tie_embeddings=False))
+    assert not drawn(F["qwen3"].replace(qkv_bias=True, o_bias=True))
+    assert not drawn(GEMMA2.replace(attn_softcap=None, final_softcap=None))

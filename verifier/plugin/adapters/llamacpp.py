@@ -53,7 +53,7 @@ from verifier.formats.errors import CheckpointError
 from verifier.model import stages
 from verifier.model.config import ModelConfig
 from verifier.model.weights import Weights
-from verifier.plugin.interface import Unsupported
+from verifier.plugin.interface import Constraints, Unsupported
 
 # llama.cpp's `llama` architecture (Llama, Mistral) rotates adjacent pairs; its others rotate halves.
 INTERLEAVED_FAMILIES = ("llama", "mistral")
@@ -362,13 +362,25 @@ def _free(lib: Any, model: Any, contexts: list[Any]) -> None:
     lib.llama_model_free(model)
 
 
+def _unsupported(config: ModelConfig) -> str | None:
+    from verifier.formats.gguf import unsupported  # imports the gguf package, an extra
+
+    return unsupported(config)
+
+
 def _runnable(config: ModelConfig) -> None:
     """Unsupported, with the reason, where llama.cpp's architecture for the family cannot hold `config`."""
-    from verifier.formats.gguf import unsupported
-
-    reason = unsupported(config)
+    reason = _unsupported(config)
     if reason is not None:
         raise Unsupported(reason)
+
+
+# What the suite draws for llama.cpp: Gemma tied only (its architectures have no output.weight), and
+# the rest of what `verifier.formats.gguf.unsupported` refuses (biases of qwen3 and gemma, ...) filtered.
+SHAPES = (
+    Constraints(families=("gpt2", "llama", "mistral", "qwen2", "qwen3"), supports=lambda c: _unsupported(c) is None),
+    Constraints(families=("gemma", "gemma2"), tie_embeddings=True, supports=lambda c: _unsupported(c) is None),
+)
 
 
 def build(config: ModelConfig, weights: Weights) -> LlamaCppModel:
@@ -387,3 +399,6 @@ def build_q8_0(config: ModelConfig, weights: Weights) -> LlamaCppModel:
         return LlamaCppModel(config, weights, tensor_type="Q8_0")
     except CheckpointError as e:
         raise Unsupported(f"the Q8_0 GGUF file cannot hold this model: {e}") from None
+
+
+build.constraints = build_q8_0.constraints = SHAPES  # type: ignore[attr-defined]
