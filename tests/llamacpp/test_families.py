@@ -34,6 +34,7 @@ from verifier.model.config import ModelConfig
 from verifier.model.weights import Weights, init_weights
 from verifier.plugin.adapters import llamacpp
 from verifier.plugin.interface import Unsupported
+from verifier.properties.oracle import Oracle
 
 pytestmark = needs.transformers
 
@@ -111,6 +112,12 @@ def test_the_families_llama_cpp_computes_as_transformers_agree(name: str) -> Non
     first, cache = model.decode(TOKENS[:60])
     rest, _ = model.decode(TOKENS[60:], cache)
     assert np.abs(np.concatenate([first, rest]) - expected).max() <= bound(expected)
+    # And the suite's own verdict: the float64 oracle's comparison, and no traced stage off.
+    oracle = Oracle(config, weights)
+    comparison = oracle.logits(TOKENS).compare(got)
+    assert comparison.ok, f"error / tolerance {comparison.ratio:.3g}"
+    divergence = oracle.localize(model.trace(TOKENS), TOKENS)
+    assert divergence.first is None, divergence.describe()
 
 
 @pytest.mark.parametrize(
@@ -136,6 +143,8 @@ def test_llama_cpp_ignores_the_sliding_window_of_llama_qwen2_and_qwen3(config: M
     assert error[:W].max() <= bound(expected)
     assert error[W] > 100 * bound(expected)  # the first position whose window drops a key
     assert np.abs(got - full).max() <= bound(full)  # the cause: llama.cpp attends to every key
+    first = Oracle(config, weights).localize(model.trace(TOKENS), TOKENS).first  # as the suite reports it
+    assert first is not None and first.stage == "layers.0.probs", first
 
 
 @pytest.mark.parametrize("name", ["gemma", "gemma2"])
@@ -166,6 +175,8 @@ def test_llama_cpp_s_gemma_geglu_reads_ggml_s_float16_gelu_table(name: str) -> N
         f"at the first activation {at_activation:.3g} relative"
     )
     assert exact_error > 10 * bound(expected)
+    first = Oracle(config, weights).localize(trace, TOKENS).first  # as the suite reports it
+    assert first is not None and first.stage == "layers.0.mlp_act", first
     # Most of it, not all: where llama.cpp's float32 gate and the float64 one round to neighbouring
     # float16 values, the table steps by one float16 ulp of GELU (measured: 0.0014, 7-9 times less).
     assert table_error < exact_error / 2

@@ -270,7 +270,7 @@ def _as_stage(stage: str, value: np.ndarray | None, shape: tuple[int, ...], inte
     if value is None:
         return None
     op = stages.split_stage(stage)[1]
-    if op in ("q", "k", "v", "q_rope", "k_rope"):  # [T, heads * d_head] -> [heads, T, d_head]
+    if op in ("q", "k", "v", "q_norm", "k_norm", "q_rope", "k_rope"):  # [T, heads * d_head] -> [heads, T, d_head]
         heads, T, d_head = shape
         if value.size != heads * T * d_head:
             return None
@@ -291,10 +291,13 @@ def _as_stage(stage: str, value: np.ndarray | None, shape: tuple[int, ...], inte
 def graph_names(config: ModelConfig) -> dict[str, dict[str | None, str]]:
     """llama.cpp's name of a graph tensor -> {the op that computes it (None: any): the stage it is}.
 
-    Llama's `Qcur-0` names the projection (MUL_MAT), its reshape and the rotated result (ROPE).
+    Llama's `Qcur-0` names the projection (MUL_MAT, or the ADD of its bias), its reshape and the
+    rotated result (ROPE).
     """
     gpt2 = config.family == "gpt2"
-    names = {"inpL" if gpt2 else "embd": stages.EMBED, "result_norm": stages.FINAL_NORM}
+    # Gemma's embeddings times sqrt(d_model) are `inp_scaled`; `embd` is the rows before it.
+    embed = "inpL" if gpt2 else "inp_scaled" if config.embed_scale else "embd"
+    names = {embed: stages.EMBED, "result_norm": stages.FINAL_NORM}
     per_layer = {
         "attn_norm": "attn_norm",
         "kq_soft_max": "probs",
@@ -310,15 +313,20 @@ def graph_names(config: ModelConfig) -> dict[str, dict[str | None, str]]:
         per_layer |= {"attn_out": "attn_out", "ffn_gate": "mlp_gate"}
     if config.mlp_act == "gelu_tanh":  # Gemma's gate: GELU(gate) * up, one fused op
         per_layer["ffn_geglu"] = per_layer.pop("ffn_swiglu")
-    if config.sandwich_norm:  # Gemma 2 names the residual after attention (and its post-norm added) sa_out
+    if config.family in ("gemma", "gemma2"):  # their residual after attention (Gemma 2's post-norm added)
         per_layer["sa_out"] = per_layer.pop("ffn_inp")
+    if config.sandwich_norm:  # Gemma 2's ffn_post_norm has no layer number: left out
+        per_layer["attn_post_norm"] = "attn_post_norm"
+    if config.qk_norm:  # Qwen3's per-head norms, before RoPE
+        per_layer |= {"Qcur_normed": "q_norm", "Kcur_normed": "k_norm"}
     found: dict[str, dict[str | None, str]] = {name: {None: stage} for name, stage in names.items()}
     for i in range(config.n_layers):
         found |= {f"{name}-{i}": {None: stages.layer_stage(i, op)} for name, op in per_layer.items()}
         if not gpt2:  # GPT-2's q, k, v are strided views into the fused qkv
-            found[f"Qcur-{i}"] = {"MUL_MAT": stages.layer_stage(i, "q"), "ROPE": stages.layer_stage(i, "q_rope")}
-            found[f"Kcur-{i}"] = {"MUL_MAT": stages.layer_stage(i, "k"), "ROPE": stages.layer_stage(i, "k_rope")}
-            found[f"Vcur-{i}"] = {"MUL_MAT": stages.layer_stage(i, "v")}
+            projected = "ADD" if config.qkv_bias else "MUL_MAT"  # the bias is added under the same name
+            found[f"Qcur-{i}"] = {projected: stages.layer_stage(i, "q"), "ROPE": stages.layer_stage(i, "q_rope")}
+            found[f"Kcur-{i}"] = {projected: stages.layer_stage(i, "k"), "ROPE": stages.layer_stage(i, "k_rope")}
+            found[f"Vcur-{i}"] = {projected: stages.layer_stage(i, "v")}
     return found
 
 
