@@ -28,6 +28,6 @@ FAMILY_EXAMPLES: dict[str, ModelConfig] = {
     "gemma2": _BASE.replace(
         family="gemma2", mlp_act="gelu_tanh", norm_plus_one=True, embed_scale=True, sandwich_norm=True,
         tie_embeddings=True, sliding_window=8, layer_types=("sliding_attention", "full_attention"),
-        attn_softcap=50.0, final_softcap=30.0, query_scale=16, norm_eps=1e-6,
+        attn_softcap=50.0, final_softcap=30.0, norm_eps=1e-6,
     ),
 }  # fmt: skip

@@ -179,7 +179,7 @@ def test_a_gemma2_file_as_llama_cpp_s_converter_writes_it_reads_as_llama_cpp_run
         tmp_path, monkeypatch, config, add_sliding_window_pattern=lambda self, value: None, QUERY_SCALE_KEY="x.unread"
     )
     checkpoint = load_checkpoint(path)
-    assert checkpoint.config == config.replace(layer_types=("sliding_attention", "full_attention"), query_scale=16)
+    assert checkpoint.config == config.replace(layer_types=("sliding_attention", "full_attention"), query_scale=None)
     assert any("query_pre_attn_scalar is not stored; llama.cpp's rule gives 16" in f for f in checkpoint.findings)
 
 
@@ -246,3 +246,22 @@ def test_rope_freqs_that_no_llama3_scaling_gives_are_refused(tmp_path: Path, mon
     path = _write_with(tmp_path, monkeypatch, config, LLAMA3_KEY="x.unread.{}", llama3_rope_factors=bent)
     with pytest.raises(CheckpointError, match=r"rope_freqs\.weight: Llama 3 RoPE factors that no scaling"):
         load_checkpoint(path)
+
+
+@pytest.mark.parametrize(
+    ("config", "one_form"),
+    [
+        (FAMILY_EXAMPLES["gemma2"].replace(query_scale=16), {"query_scale": None}),  # d_head
+        (FAMILY_EXAMPLES["qwen3"].replace(sliding_window=8, layer_types=("sliding_attention",) * 2),
+         {"layer_types": ()}),
+        (FAMILY_EXAMPLES["qwen3"].replace(sliding_window=8, layer_types=("full_attention",) * 2),
+         {"sliding_window": None, "layer_types": ()}),
+        (FAMILY_EXAMPLES["gemma"].replace(head_dim=16), {"head_dim": None}),  # d_model / n_heads
+    ],
+    ids=["query scale d_head", "every layer slides", "no layer slides", "head_dim d_model / n_heads"],
+)  # fmt: skip
+def test_the_same_model_written_another_way_reads_back_in_the_config_reader_s_one_form(
+    tmp_path: Path, config: ModelConfig, one_form: dict
+) -> None:
+    write_gguf(tmp_path / "m.gguf", config, init_weights(config))
+    assert load_checkpoint(tmp_path / "m.gguf").config == config.replace(**one_form)

@@ -21,12 +21,13 @@ IDS = list(FAMILY_EXAMPLES)
 
 
 def _config_json_unreadable(config: ModelConfig) -> str | None:
-    """Why `from_hf_dict` (the config.json reader) cannot read this family's config.json yet, or None."""
+    """Why `from_hf_dict` (the config.json reader, another branch's work) cannot read this family's
+    config.json yet, or None. Only a refusal counts: a config read otherwise fails the tests below."""
     try:
-        read = from_hf_dict(config.to_hf_dict())
+        from_hf_dict(config.to_hf_dict())
     except ConfigError as e:
         return f"from_hf_dict cannot read the {config.family} family's config.json yet: {e}"
-    return None if read == config else f"from_hf_dict reads the {config.family} config.json as {read}"
+    return None
 
 
 def _blocked_by_the_config_reader(config: ModelConfig) -> pytest.MarkDecorator:

@@ -474,8 +474,8 @@ def _switches(path: Path, reader: Any, arch: str, fields: dict[str, Any], findin
     family: Family = "mistral" if arch == "llama" and window_key in reader.fields else _FAMILY[arch]
     switches: dict[str, Any] = {"family": family, **FAMILY_SWITCHES[family][0]}
     key_length = _int_field(path, reader, f"{arch}.attention.key_length", fields["d_model"] // fields["n_heads"])
-    if key_length != fields["d_model"] // fields["n_heads"]:
-        switches["head_dim"] = key_length
+    if key_length != fields["d_model"] // fields["n_heads"] or fields["d_model"] % fields["n_heads"]:
+        switches["head_dim"] = key_length  # else None: the config reader's one form of the same model
     if family not in ("qwen2",):  # qwen2's q/k/v biases are fixed by the family
         switches["qkv_bias"] = "blk.0.attn_q.bias" in tensors
         switches["o_bias"] = "blk.0.attn_output.bias" in tensors
@@ -516,6 +516,11 @@ def _switches(path: Path, reader: Any, arch: str, fields: dict[str, Any], findin
             switches["layer_types"] = tuple(
                 "sliding_attention" if i % 2 == 0 else "full_attention" for i in range(fields["n_layers"])
             )
+    kinds = switches.get("layer_types", ())
+    if kinds and "sliding_attention" not in kinds:  # the config reader's one form: no window when none slides,
+        switches["sliding_window"], switches["layer_types"] = None, ()
+    elif kinds and all(kind == "sliding_attention" for kind in kinds):  # no layer_types when all slide
+        switches["layer_types"] = ()
     if family == "gemma2":
         for field, key in (("attn_softcap", "attn_logit_softcapping"), ("final_softcap", "final_logit_softcapping")):
             if f"{arch}.{key}" not in reader.fields:
@@ -528,6 +533,8 @@ def _switches(path: Path, reader: Any, arch: str, fields: dict[str, Any], findin
             deep = fields["n_layers"] == _GEMMA2_27B_LAYERS
             switches["query_scale"] = fields["d_model"] // fields["n_heads"] if deep else d_head
             findings.append(f"{QUERY_SCALE_KEY} is not stored; llama.cpp's rule gives {switches['query_scale']}")
+        if switches["query_scale"] == (switches.get("head_dim") or fields["d_model"] // fields["n_heads"]):
+            switches["query_scale"] = None  # the config reader's one form: None when it is d_head
     return switches
 
 
