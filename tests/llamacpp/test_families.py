@@ -266,3 +266,22 @@ def test_the_suite_draws_for_llama_cpp_only_what_it_can_hold() -> None:
     assert not drawn(F["gemma"].replace(tie_embeddings=False))
     assert not drawn(F["qwen3"].replace(qkv_bias=True, o_bias=True))
     assert not drawn(GEMMA2.replace(attn_softcap=None, final_softcap=None))
+
+
+@pytest.mark.parametrize("name", ["llama3", "llama-linear-bias", "qwen2", "qwen3", "gemma", "gemma2"])
+def test_q8_0_files_of_every_family_are_judged_by_greedy_agreement_on_the_dequantized_weights(name: str) -> None:
+    """As test_llamacpp.py's Q8_0 test (the same rate), for the families; Mistral's window, ignored,
+    is the float32 test's finding (its prompts here reach past the window)."""
+    from verifier.analysis.agreement import greedy_agreement
+    from verifier.formats import load_checkpoint
+    from verifier.reference import NumpyModel
+
+    config = F[name]
+    model = llamacpp.build_q8_0(config, init_weights(config, seed=5, scale=0.1))
+    checkpoint = load_checkpoint(model.model_path)
+    reference = NumpyModel(checkpoint.config, checkpoint.weights, np.float64)
+    rng = np.random.default_rng(0)
+    prompts = [rng.integers(0, config.vocab_size, size=int(rng.integers(1, 9))) for _ in range(20)]
+    result = greedy_agreement(model, reference, prompts, 4)
+    print(f"llama.cpp Q8_0, {name}: {result.describe()}")
+    assert result.continuations == 20 and result.rate >= 0.8, result.describe()
