@@ -11,7 +11,7 @@ import pytest
 from tests import needs
 from tests.formats.families import FAMILY_EXAMPLES
 from verifier.formats import load_checkpoint
-from verifier.formats.hf_dir import write_hf_dir
+from verifier.formats.hf_dir import map_hf_dir, write_hf_dir
 from verifier.formats.safetensors_file import read_safetensors
 from verifier.model.config import ConfigError, ModelConfig, from_hf_dict
 from verifier.model.weights import init_weights, weight_shapes
@@ -41,11 +41,11 @@ def test_every_family_s_directory_reads_back_to_the_same_config_and_weights(
 ) -> None:
     weights = init_weights(config, seed=1)
     write_hf_dir(tmp_path, config, weights)
-    checkpoint = load_checkpoint(tmp_path)
-    assert checkpoint.config == config
-    assert set(checkpoint.weights) == set(weights)
-    for name, w in weights.items():
-        np.testing.assert_array_equal(checkpoint.weights[name], w, err_msg=name)
+    for checkpoint in (load_checkpoint(tmp_path), map_hf_dir(tmp_path)):  # loaded whole, and mapped
+        assert checkpoint.config == config
+        assert set(checkpoint.weights) == set(weights)
+        for name, w in weights.items():
+            np.testing.assert_array_equal(checkpoint.weights[name], w, err_msg=name)
 
 
 @pytest.mark.parametrize("config", EXAMPLES, ids=IDS)
