@@ -265,3 +265,14 @@ def test_the_same_model_written_another_way_reads_back_in_the_config_reader_s_on
 ) -> None:
     write_gguf(tmp_path / "m.gguf", config, init_weights(config))
     assert load_checkpoint(tmp_path / "m.gguf").config == config.replace(**one_form)
+
+
+def test_a_switch_value_the_config_refuses_is_named_by_its_gguf_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _write_with(
+        tmp_path, monkeypatch, FAMILY_EXAMPLES["gemma2"],
+        add_attn_logit_softcapping=lambda self, value: self.add_float32("gemma2.attn_logit_softcapping", -50.0),
+    )  # fmt: skip
+    with pytest.raises(CheckpointError, match=r"metadata gemma2\.attn_logit_softcapping: must be a finite positive"):
+        load_checkpoint(path)

@@ -473,9 +473,10 @@ def _switches(path: Path, reader: Any, arch: str, fields: dict[str, Any], findin
     window_key = gguf.Keys.Attention.SLIDING_WINDOW.format(arch=arch)
     family: Family = "mistral" if arch == "llama" and window_key in reader.fields else _FAMILY[arch]
     switches: dict[str, Any] = {"family": family, **FAMILY_SWITCHES[family][0]}
-    key_length = _int_field(path, reader, f"{arch}.attention.key_length", fields["d_model"] // fields["n_heads"])
-    if key_length != fields["d_model"] // fields["n_heads"] or fields["d_model"] % fields["n_heads"]:
-        switches["head_dim"] = key_length  # else None: the config reader's one form of the same model
+    if f"{arch}.attention.key_length" in reader.fields:  # absent: d_model / n_heads, which must divide
+        key_length = _int_field(path, reader, f"{arch}.attention.key_length")
+        if key_length != fields["d_model"] // fields["n_heads"] or fields["d_model"] % fields["n_heads"]:
+            switches["head_dim"] = key_length  # else None: the config reader's one form of the same model
     if family not in ("qwen2",):  # qwen2's q/k/v biases are fixed by the family
         switches["qkv_bias"] = "blk.0.attn_q.bias" in tensors
         switches["o_bias"] = "blk.0.attn_output.bias" in tensors
@@ -508,7 +509,11 @@ def _switches(path: Path, reader: Any, arch: str, fields: dict[str, Any], findin
         pattern_key = gguf.Keys.Attention.SLIDING_WINDOW_PATTERN.format(arch=arch)
         if pattern_key in reader.fields:
             pattern = _field(path, reader, pattern_key)
-            if not isinstance(pattern, list) or len(pattern) != fields["n_layers"]:
+            if (
+                not isinstance(pattern, list)
+                or len(pattern) != fields["n_layers"]
+                or not all(isinstance(p, (bool, np.bool_)) for p in pattern)
+            ):
                 raise CheckpointError(path, f"metadata {pattern_key}", "must list one bool a layer",
                                       expected=fields["n_layers"], found=pattern)  # fmt: skip
             switches["layer_types"] = tuple("sliding_attention" if p else "full_attention" for p in pattern)
@@ -536,6 +541,18 @@ def _switches(path: Path, reader: Any, arch: str, fields: dict[str, Any], findin
         if switches["query_scale"] == (switches.get("head_dim") or fields["d_model"] // fields["n_heads"]):
             switches["query_scale"] = None  # the config reader's one form: None when it is d_head
     return switches
+
+
+# The key a switch's ConfigError is reported under.
+_SWITCH_KEYS = {
+    "head_dim": "{arch}.attention.key_length",
+    "sliding_window": "{arch}.attention.sliding_window",
+    "layer_types": "{arch}.attention.sliding_window_pattern",
+    "attn_softcap": "{arch}.attn_logit_softcapping",
+    "final_softcap": "{arch}.final_logit_softcapping",
+    "rope_scaling.factor": "{arch}.rope.scaling.factor",
+    "query_scale": QUERY_SCALE_KEY,
+}
 
 
 def _llama3_from_table(path: Path, table: np.ndarray, theta: float, d_head: int) -> RopeScaling:
@@ -584,6 +601,7 @@ def _config(path: Path, reader: Any) -> tuple[ModelConfig, list[str]]:
         raise CheckpointError(path, "tensor token_embd.weight", "must be 2-D [d_model, vocab_size]",
                               found=[int(n) for n in embedding.shape])  # fmt: skip
     keys = {field: key.format(arch) for field, key in _KEYS.items()} | {"norm_eps": _EPS_KEYS[arch]}
+    keys |= {field: key.format(arch=arch) for field, key in _SWITCH_KEYS.items()}
     findings: list[str] = []
     fields: dict[str, Any] = {
         "family": arch,
