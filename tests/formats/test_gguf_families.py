@@ -12,6 +12,7 @@ import pytest
 pytest.importorskip("gguf", reason="the gguf package is not installed (pip install 'lm-verifier[gguf]')")
 
 import gguf
+from hypothesis import HealthCheck, assume, given, settings
 
 from tests import needs
 from tests.formats.families import FAMILY_EXAMPLES
@@ -20,6 +21,7 @@ from verifier.formats import gguf as gguf_format
 from verifier.formats.gguf import write_gguf
 from verifier.model.config import ModelConfig, RopeScaling
 from verifier.model.weights import init_weights
+from verifier.properties.strategies import configs
 
 IDS = list(FAMILY_EXAMPLES)
 EXAMPLES = [FAMILY_EXAMPLES[name] for name in IDS]
@@ -276,3 +278,30 @@ def test_a_switch_value_the_config_refuses_is_named_by_its_gguf_key(
     )  # fmt: skip
     with pytest.raises(CheckpointError, match=r"metadata gemma2\.attn_logit_softcapping: must be a finite positive"):
         load_checkpoint(path)
+
+
+def same_model(a: ModelConfig, b: ModelConfig) -> bool:
+    """The same model, whichever of its equal spellings each config uses (head_dim None or d_model /
+    n_heads, query_scale None or d_head, a window no layer uses or none, layer_types empty or all sliding)."""
+    spelled = ("head_dim", "query_scale", "sliding_window", "layer_types")
+    fields = [f for f in a.to_dict() if f not in spelled]
+    return (
+        all(getattr(a, f) == getattr(b, f) for f in fields)
+        and (a.d_head, a.attention_scale) == (b.d_head, b.attention_scale)
+        and [a.window(i) for i in range(a.n_layers)] == [b.window(i) for i in range(b.n_layers)]
+    )
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.filter_too_much])
+@given(config=configs(max_n_ctx=64, max_layers=3))
+def test_every_config_llama_cpp_can_hold_reads_back_as_the_same_model(tmp_path: Path, config: ModelConfig) -> None:
+    assume(gguf_format.unsupported(config) is None)
+    weights = init_weights(config, seed=1)
+    write_gguf(tmp_path / "m.gguf", config, weights)
+    checkpoint = load_checkpoint(tmp_path / "m.gguf")
+    assert same_model(checkpoint.config, config), (checkpoint.config, config)
+    one = np.float32(1)
+    for name, w in weights.items():
+        plus_one = config.norm_plus_one and name.endswith("norm.weight")
+        np.testing.assert_array_equal(one + checkpoint.weights[name] if plus_one else checkpoint.weights[name],
+                                      one + w if plus_one else w, err_msg=name)  # fmt: skip
