@@ -30,7 +30,7 @@ pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip 
 from tests import needs
 from tests.formats.families import FAMILY_EXAMPLES as F
 from verifier.formats import gguf as gguf_format
-from verifier.model.config import ModelConfig
+from verifier.model.config import ModelConfig, RopeScaling
 from verifier.model.weights import Weights, init_weights
 from verifier.plugin.adapters import llamacpp
 from verifier.plugin.interface import Unsupported
@@ -100,9 +100,16 @@ def per_position(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.abs(a - b).max(axis=-1)
 
 
-@pytest.mark.parametrize("name", ["llama3", "llama-linear-bias", "qwen2", "qwen3"])
+AGREEING = {
+    **{name: F[name] for name in ("llama3", "llama-linear-bias", "qwen2", "qwen3")},
+    "qwen3 linear": F["qwen3"].replace(rope_scaling=RopeScaling("linear", 4.0)),
+    "mistral no window": F["mistral"].replace(sliding_window=None, rope_scaling=F["llama3"].rope_scaling),
+}
+
+
+@pytest.mark.parametrize("name", list(AGREEING))
 def test_the_families_llama_cpp_computes_as_transformers_agree(name: str) -> None:
-    config = F[name]
+    config = AGREEING[name]
     weights, model = run(config)
     expected = hf_logits(config, weights)
     got = model.logits(TOKENS)
