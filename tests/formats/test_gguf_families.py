@@ -131,7 +131,10 @@ def test_llama3_rope_freqs_are_what_transformers_divides_each_frequency_by(tmp_p
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"family": "qwen3", "qkv_bias": True, "o_bias": True, "qk_norm": True}, "qwen3 architecture has no"),
+        (
+            {"family": "qwen3", "qkv_bias": True, "o_bias": True, "qk_norm": True},
+            "qwen3 architecture does not load every q/k/v/o bias",
+        ),
         ({"tie_embeddings": False}, "gemma architecture has no output.weight"),
     ],
     ids=["qwen3 biases", "gemma untied"],

@@ -21,7 +21,8 @@ nothing but llama.cpp's own arithmetic stands between it and the reference.
 
 The families run through llama.cpp's architectures as `verifier.formats.gguf` writes them (llama
 and mistral as `llama`, qwen2, qwen3, gemma, gemma2). What llama.cpp cannot hold is refused
-(`Unsupported`, with the reason): biases in qwen3 and gemma (it loads no attn_output.bias), an
+(`Unsupported`, with the reason): attention biases in qwen3 and gemma (it leaves some unused and
+refuses the file), an
 untied Gemma (no output.weight), Llama 3 RoPE scaling outside `llama` (rope_freqs unused), Gemma 2
 without soft-caps (it caps at 50 and 30 when none is stored). What it runs but computes otherwise
 is run, so that the suite reports the difference (tests/llamacpp/test_families.py measures each):
