@@ -308,3 +308,24 @@ def test_every_config_llama_cpp_can_hold_reads_back_as_the_same_model(tmp_path: 
         plus_one = config.norm_plus_one and name.endswith("norm.weight")
         np.testing.assert_array_equal(one + checkpoint.weights[name] if plus_one else checkpoint.weights[name],
                                       one + w if plus_one else w, err_msg=name)  # fmt: skip
+
+
+@needs.torch
+def test_bfloat16_files_as_the_converter_keeps_them_read_back_exactly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Gemma 2 checkpoint published in bfloat16 is converted to BF16 matrices: read back as the
+    bfloat16 values (torch's rounding of the same float32 weights), each exactly."""
+    import torch
+
+    config = FAMILY_EXAMPLES["gemma2"]
+    weights = init_weights(config, seed=6)
+    monkeypatch.setitem(gguf_format.TENSOR_TYPES, "BF16", gguf.GGMLQuantizationType.BF16)
+    monkeypatch.setitem(gguf_format._FILE_TYPES, "BF16", gguf.LlamaFileType.MOSTLY_BF16)
+    write_gguf(tmp_path / "m.gguf", config, weights, tensor_type="BF16")
+    checkpoint = load_checkpoint(tmp_path / "m.gguf")
+    assert any("BF16, dequantized" in finding for finding in checkpoint.findings)
+    matrix = "model.layers.1.mlp.down_proj.weight"
+    expected = torch.from_numpy(weights[matrix]).bfloat16().float().numpy()
+    np.testing.assert_array_equal(checkpoint.weights[matrix], expected)
+    assert not np.array_equal(expected, weights[matrix])  # the rounding happened

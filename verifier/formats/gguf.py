@@ -23,7 +23,7 @@ or `Q8_0`: blocks of 32 int8 values with a float16 scale, which needs rows that 
 32 long); 1-D tensors (norm gains, biases) stay F32, as llama.cpp's quantizer leaves them. The
 canonical weights carry no vocabulary, so the file gets placeholder pieces `<0>`, `<1>`, ... (for
 programs driven by token ids). `read_gguf` reads such a file, or any GGUF of these architectures
-whose tensors are F32, F16 or Q8_0, back into the canonical weights (quantized ones dequantized);
+whose tensors are F32, F16, BF16 or Q8_0, back into the canonical weights (quantized ones dequantized);
 what a file of llama.cpp's converter leaves out is read as llama.cpp runs it (Gemma 2's layers
 alternating from a sliding layer 0, its query scale by llama.cpp's rule), with a finding."""
 
@@ -55,7 +55,13 @@ from verifier.model.weights import CLASSIFIER, Weights, weight_shapes
 MAGIC = b"GGUF"
 TENSOR_TYPES = {"F32": gguf.GGMLQuantizationType.F32, "Q8_0": gguf.GGMLQuantizationType.Q8_0}
 _FILE_TYPES = {"F32": gguf.LlamaFileType.ALL_F32, "Q8_0": gguf.LlamaFileType.MOSTLY_Q8_0}
-_READABLE = {gguf.GGMLQuantizationType.F32, gguf.GGMLQuantizationType.F16, gguf.GGMLQuantizationType.Q8_0}
+# F16 and BF16: what llama.cpp's converter writes by default (it keeps a published checkpoint's type).
+_READABLE = {
+    gguf.GGMLQuantizationType.F32,
+    gguf.GGMLQuantizationType.F16,
+    gguf.GGMLQuantizationType.BF16,
+    gguf.GGMLQuantizationType.Q8_0,
+}
 DEFAULT_ROPE_THETA = 10000.0  # llama.cpp's default where rope.freq_base is absent
 
 # How a canonical matrix is stored: as it is, transposed (GPT-2's Conv1D), or with its q / k rows
