@@ -212,7 +212,9 @@ def test_llama_cpp_s_gemma2_attention_caps_windows_and_layer_pattern_agree(confi
     assert np.abs(got - expected).max() <= 1e-5
     assert np.abs(uncapped - expected).max() > 1e-3  # the cap mattered at this scale
     assert np.abs(other_pattern - expected).max() > 1e-3  # and so did the layer's window
+    # The final cap: every logit within (-30, 30) where the uncapped model's reach past it.
     assert np.abs(model.logits(TOKENS)).max() < GEMMA2.final_softcap  # type: ignore[operator]
+    assert np.abs(hf_logits(config.replace(final_softcap=None), weights)).max() > GEMMA2.final_softcap  # type: ignore[operator]
 
 
 def test_llama_cpp_s_gemma2_scales_queries_by_d_head_whatever_query_pre_attn_scalar_says() -> None:
