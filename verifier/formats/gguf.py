@@ -177,8 +177,9 @@ def _unstore(config: ModelConfig, w: np.ndarray, how: str) -> np.ndarray:
         heads = config.n_heads if how == _Q else config.n_kv_heads
         return to_rotate_half(w, heads) if w.ndim == 2 else to_rotate_half(w[:, None], heads)[:, 0]
     if how == _PLUS_ONE:
-        # Exact (Sterbenz) for stored values in [0.5, 2]: 1 + the result is the stored value again,
-        # so the model computes what the file's 1 + w gives, though w's last bits below 1's ulp are gone.
+        # Exact for stored values from 0.5 up (s - 1 is a multiple of s's ulp, which |s - 1| <= s holds):
+        # 1 + the result is the stored value again, so the model computes what the file's 1 + w gives,
+        # though w's bits below the ulp of 1 + w are gone.
         return w - np.float32(1)
     return w
 
