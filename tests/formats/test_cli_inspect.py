@@ -54,7 +54,7 @@ def test_inspect_json_reports_format_config_tensors_total_and_findings(
     assert main(["inspect", str(files[name]), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert (report["format"], report["version"]) == (fmt, version)
-    assert report["config"] == config.to_dict()
+    assert report["config"] == json.loads(json.dumps(config.to_dict()))  # tuples (layer_types) as JSON lists
     assert report["shared_classifier"] is config.tie_embeddings
     assert report["parameters"] == parameter_table(config).total
     assert len(report["tensors"]) == n_tensors

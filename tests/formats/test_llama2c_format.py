@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from tests.formats import llama2c_spec as spec
 from verifier.formats import CheckpointError, load_checkpoint
 from verifier.formats import llama2c as fmt
-from verifier.model.config import ModelConfig
+from verifier.model.config import ModelConfig, RopeScaling
 from verifier.model.presets import preset
 from verifier.model.weights import init_weights
 from verifier.properties.strategies import configs
@@ -146,9 +146,13 @@ def test_writer_refuses_what_the_format_cannot_hold(tmp_path: Path) -> None:
         (preset("gpt2").replace(n_layers=1, vocab_size=10, n_ctx=8), 0, "Llama models only"),
         (TINY.replace(norm_eps=1e-6), 0, "RMSNorm eps"),
         (TINY.replace(rope_theta=500000.0), 1, "cannot store RoPE theta"),
+        (TINY.replace(family="mistral", sliding_window=4), 0, "Llama models only"),
+        (TINY.replace(rope_scaling=RopeScaling("linear", 2.0)), 0, "rope_scaling: llama2.c files cannot store it"),
+        (TINY.replace(qkv_bias=True, o_bias=True), 0, "qkv_bias: llama2.c files cannot store it"),
+        (TINY.replace(head_dim=16), 0, "head_dim: llama2.c's heads are dim / n_heads wide"),
     ]
     for config, version, message in cases:
-        w = init_weights(config) if config.family == "gpt2" else weights
+        w = init_weights(config) if config.family == "gpt2" or config.qkv_bias or config.head_dim else weights
         with pytest.raises(CheckpointError, match=message):
             fmt.write_llama2c(tmp_path / "x.bin", config, w, version=version)
     bad = dict(weights)

@@ -1,19 +1,31 @@
 """GGUF, llama.cpp's file format, written from the canonical weights and read back, with the `gguf` package.
 
-Both architectures llama.cpp has for the suite's families: `gpt2` (learned positions, fused qkv,
-LayerNorm and GELU) and `llama` (RMSNorm, RoPE, SwiGLU, `head_count_kv < head_count` for
-grouped-query attention). Tensors are named as llama.cpp names them (`blk.0.attn_q.weight`) and
-laid out as it reads them, which `convert_hf_to_gguf.py` does for the same `transformers` weights:
-GPT-2's `Conv1D` matrices are transposed to [d_out, d_in], Llama's q/k rows go from rotate-half
-to the interleaved order llama.cpp's RoPE pairs.
+The architectures llama.cpp has for the suite's families: `gpt2` (learned positions, fused qkv,
+LayerNorm and GELU), `llama` (Llama and Mistral: RMSNorm, RoPE, SwiGLU, grouped-query attention),
+`qwen2`, `qwen3`, `gemma` and `gemma2`. Tensors are named as llama.cpp names them
+(`blk.0.attn_q.weight`) and laid out as it reads them, which `convert_hf_to_gguf.py` does for the
+same `transformers` weights: GPT-2's `Conv1D` matrices are transposed to [d_out, d_in]; the q/k
+rows (and biases) of `llama` go from rotate-half to the interleaved pairs its RoPE rotates (the
+other architectures rotate halves, as HF does); Gemma's norm weights are stored as 1 + w, which is
+what llama.cpp multiplies by (read back as w: 1 + the weight read is the stored value exactly).
+
+Each switch is stored under llama.cpp's key where it has one: linear RoPE scaling
+(`rope.scaling.type`/`factor`), Llama 3's as the `rope_freqs` tensor llama.cpp divides the
+frequencies by, head_dim (`attention.key_length`), the window (`attention.sliding_window`, with
+`attention.sliding_window_pattern` per layer), Gemma 2's caps. Where llama.cpp has none, the
+suite's own `lm_verifier.*` keys (which llama.cpp never reads) keep what is needed to read the
+file back: Llama 3's four scaling parameters, Gemma 2's query_pre_attn_scalar. A config the
+architecture cannot hold (`unsupported`) is refused by name. A Mistral without a window is a
+`llama` file and reads back as Llama (the same model).
 
 `write_gguf(path, config, weights, tensor_type=...)` writes every matrix in `tensor_type` (`F32`,
 or `Q8_0`: blocks of 32 int8 values with a float16 scale, which needs rows that are a multiple of
 32 long); 1-D tensors (norm gains, biases) stay F32, as llama.cpp's quantizer leaves them. The
 canonical weights carry no vocabulary, so the file gets placeholder pieces `<0>`, `<1>`, ... (for
-programs driven by token ids). `read_gguf` reads such a file, or any `gpt2` / `llama` GGUF whose
-tensors are F32, F16 or Q8_0, back into the canonical weights (quantized ones dequantized).
-"""
+programs driven by token ids). `read_gguf` reads such a file, or any GGUF of these architectures
+whose tensors are F32, F16, BF16 or Q8_0, back into the canonical weights (quantized ones dequantized);
+what a file of llama.cpp's converter leaves out is read as llama.cpp runs it (Gemma 2's layers
+alternating from a sliding layer 0, its query scale by llama.cpp's rule), with a finding."""
 
 from __future__ import annotations
 
@@ -29,13 +41,27 @@ from verifier.formats.checkpoint import Checkpoint, TensorInfo, check_canonical
 from verifier.formats.errors import CheckpointError
 from verifier.formats.fileio import atomic_path, open_bounded
 from verifier.formats.llama2c import to_interleaved, to_rotate_half
-from verifier.model.config import ConfigError, ModelConfig
+from verifier.model.config import (
+    FAMILY_SWITCHES,
+    SIZE_MAXIMA,
+    ConfigError,
+    Family,
+    ModelConfig,
+    RopeScaling,
+    check_size,
+)
 from verifier.model.weights import CLASSIFIER, Weights, weight_shapes
 
 MAGIC = b"GGUF"
 TENSOR_TYPES = {"F32": gguf.GGMLQuantizationType.F32, "Q8_0": gguf.GGMLQuantizationType.Q8_0}
 _FILE_TYPES = {"F32": gguf.LlamaFileType.ALL_F32, "Q8_0": gguf.LlamaFileType.MOSTLY_Q8_0}
-_READABLE = {gguf.GGMLQuantizationType.F32, gguf.GGMLQuantizationType.F16, gguf.GGMLQuantizationType.Q8_0}
+# F16 and BF16: what llama.cpp's converter writes by default (it keeps a published checkpoint's type).
+_READABLE = {
+    gguf.GGMLQuantizationType.F32,
+    gguf.GGMLQuantizationType.F16,
+    gguf.GGMLQuantizationType.BF16,
+    gguf.GGMLQuantizationType.Q8_0,
+}
 DEFAULT_ROPE_THETA = 10000.0  # llama.cpp's default where rope.freq_base is absent
 
 # How a canonical matrix is stored: as it is, transposed (GPT-2's Conv1D), or with its q / k rows
@@ -56,16 +82,31 @@ _GPT2_LAYER = {
     "mlp.c_proj.weight": ("ffn_down.weight", _CONV1D),
     "mlp.c_proj.bias": ("ffn_down.bias", _AS_IS),
 }
-_LLAMA_LAYER = {
-    "input_layernorm.weight": ("attn_norm.weight", _AS_IS),
-    "self_attn.q_proj.weight": ("attn_q.weight", _Q),
-    "self_attn.k_proj.weight": ("attn_k.weight", _K),
-    "self_attn.v_proj.weight": ("attn_v.weight", _AS_IS),
-    "self_attn.o_proj.weight": ("attn_output.weight", _AS_IS),
-    "post_attention_layernorm.weight": ("ffn_norm.weight", _AS_IS),
-    "mlp.gate_proj.weight": ("ffn_gate.weight", _AS_IS),
-    "mlp.up_proj.weight": ("ffn_up.weight", _AS_IS),
-    "mlp.down_proj.weight": ("ffn_down.weight", _AS_IS),
+# The RoPE families, as llama.cpp's convert_hf_to_gguf.py maps them: the layer's HF name -> GGUF name.
+# llama.cpp's `llama` architecture (Llama and Mistral) rotates adjacent pairs (q/k rows interleaved);
+# qwen2, qwen3, gemma and gemma2 rotate halves (NEOX), so their q/k are stored as they are.
+_ROPE_LAYER = {
+    "input_layernorm.weight": "attn_norm.weight",
+    "self_attn.q_proj.weight": "attn_q.weight",
+    "self_attn.q_proj.bias": "attn_q.bias",
+    "self_attn.k_proj.weight": "attn_k.weight",
+    "self_attn.k_proj.bias": "attn_k.bias",
+    "self_attn.v_proj.weight": "attn_v.weight",
+    "self_attn.v_proj.bias": "attn_v.bias",
+    "self_attn.o_proj.weight": "attn_output.weight",
+    "self_attn.o_proj.bias": "attn_output.bias",
+    "self_attn.q_norm.weight": "attn_q_norm.weight",
+    "self_attn.k_norm.weight": "attn_k_norm.weight",
+    "post_attention_layernorm.weight": "ffn_norm.weight",
+    "mlp.gate_proj.weight": "ffn_gate.weight",
+    "mlp.up_proj.weight": "ffn_up.weight",
+    "mlp.down_proj.weight": "ffn_down.weight",
+}
+# Gemma 2's sandwich: its post_attention_layernorm follows attention; pre_feedforward_layernorm is the MLP's.
+_SANDWICH_LAYER = _ROPE_LAYER | {
+    "post_attention_layernorm.weight": "post_attention_norm.weight",
+    "pre_feedforward_layernorm.weight": "ffn_norm.weight",
+    "post_feedforward_layernorm.weight": "post_ffw_norm.weight",
 }
 _GPT2_TOP = {
     "transformer.wte.weight": "token_embd.weight",
@@ -73,18 +114,46 @@ _GPT2_TOP = {
     "transformer.ln_f.weight": "output_norm.weight",
     "transformer.ln_f.bias": "output_norm.bias",
 }
-_LLAMA_TOP = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight"}
+_ROPE_TOP = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight"}
+
+# The suite's family -> llama.cpp's architecture (Mistral is llama.cpp's `llama`, as its converter writes it).
+ARCHITECTURES = {"gpt2": "gpt2", "llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3",
+                 "gemma": "gemma", "gemma2": "gemma2"}  # fmt: skip
+_INTERLEAVED = ("llama", "mistral")  # the families whose q/k rows llama.cpp's RoPE wants interleaved
+# What each architecture has no tensor or key for (llama.cpp would refuse or ignore it): the writer refuses.
+_NO_BIAS = ("qwen3", "gemma", "gemma2")
+_TIED_ONLY = ("gemma", "gemma2")  # no output.weight: the classifier is always token_embd
+# Keys llama.cpp has none for, so it never reads them: what the suite needs to read its own files back.
+QUERY_SCALE_KEY = "lm_verifier.query_pre_attn_scalar"
+LLAMA3_KEY = "lm_verifier.rope_scaling.llama3.{}"
+_LLAMA3_FIELDS = ("factor", "low_freq_factor", "high_freq_factor", "original_n_ctx")
+ROPE_FREQS = "rope_freqs.weight"
+_PLUS_ONE = "plus one"  # Gemma's norm weights, stored as 1 + w (convert_hf_to_gguf.py adds it; llama.cpp multiplies)
 
 
 def tensor_names(config: ModelConfig) -> dict[str, tuple[str, str]]:
     """Every canonical weight of `config` -> (its GGUF tensor name, how it is stored)."""
-    gpt2 = config.family == "gpt2"
-    top = _GPT2_TOP if gpt2 else _LLAMA_TOP
-    names = {canonical: (stored, _AS_IS) for canonical, stored in top.items()}
-    prefix = "transformer.h" if gpt2 else "model.layers"
-    for i in range(config.n_layers):
-        for key, (stored, how) in (_GPT2_LAYER if gpt2 else _LLAMA_LAYER).items():
-            names[f"{prefix}.{i}.{key}"] = (f"blk.{i}.{stored}", how)
+    if config.family == "gpt2":
+        names = {canonical: (stored, _AS_IS) for canonical, stored in _GPT2_TOP.items()}
+        for i in range(config.n_layers):
+            names |= {
+                f"transformer.h.{i}.{key}": (f"blk.{i}.{stored}", how) for key, (stored, how) in _GPT2_LAYER.items()
+            }
+    else:
+        layer = _SANDWICH_LAYER if config.sandwich_norm else _ROPE_LAYER
+        names = {canonical: (stored, _AS_IS) for canonical, stored in _ROPE_TOP.items()}
+        for canonical in weight_shapes(config):
+            parts = canonical.split(".", 3)  # model.layers.{i}.{key}
+            if parts[:2] != ["model", "layers"]:
+                continue
+            how = _AS_IS
+            if config.family in _INTERLEAVED and parts[3].startswith(("self_attn.q_proj.", "self_attn.k_proj.")):
+                how = _Q if "q_proj" in parts[3] else _K
+            if config.norm_plus_one and canonical.endswith("norm.weight"):
+                how = _PLUS_ONE
+            names[canonical] = (f"blk.{parts[2]}.{layer[parts[3]]}", how)
+        if config.norm_plus_one:
+            names["model.norm.weight"] = (_ROPE_TOP["model.norm.weight"], _PLUS_ONE)
     if not config.tie_embeddings:
         names[CLASSIFIER] = ("output.weight", _AS_IS)  # absent: llama.cpp reads token_embd
     return names
@@ -94,7 +163,10 @@ def _store(config: ModelConfig, w: np.ndarray, how: str) -> np.ndarray:
     if how == _CONV1D:
         return np.ascontiguousarray(w.T)
     if how in (_Q, _K):
-        return to_interleaved(w, config.n_heads if how == _Q else config.n_kv_heads)
+        heads = config.n_heads if how == _Q else config.n_kv_heads
+        return to_interleaved(w, heads) if w.ndim == 2 else to_interleaved(w[:, None], heads)[:, 0]
+    if how == _PLUS_ONE:
+        return w + np.float32(1)
     return w
 
 
@@ -102,8 +174,51 @@ def _unstore(config: ModelConfig, w: np.ndarray, how: str) -> np.ndarray:
     if how == _CONV1D:
         return np.ascontiguousarray(w.T)
     if how in (_Q, _K):
-        return to_rotate_half(w, config.n_heads if how == _Q else config.n_kv_heads)
+        heads = config.n_heads if how == _Q else config.n_kv_heads
+        return to_rotate_half(w, heads) if w.ndim == 2 else to_rotate_half(w[:, None], heads)[:, 0]
+    if how == _PLUS_ONE:
+        # Exact for stored values from 0.5 up (s - 1 is a multiple of s's ulp, which |s - 1| <= s holds):
+        # 1 + the result is the stored value again, so the model computes what the file's 1 + w gives,
+        # though w's bits below the ulp of 1 + w are gone.
+        return w - np.float32(1)
     return w
+
+
+def llama3_rope_factors(config: ModelConfig) -> np.ndarray:
+    """llama.cpp's `rope_freqs` of a Llama 3 scaling [d_head / 2]: what each inverse frequency is divided
+    by (1 in the high band, `factor` in the low band, interpolated between), as convert_hf_to_gguf.py
+    computes it, in float64 then stored float32."""
+    scaling = config.rope_scaling
+    assert scaling is not None and scaling.kind == "llama3"
+    d = config.d_head
+    inv_freq = 1.0 / config.rope_theta ** (np.arange(0, d, 2, dtype=np.float64) / d)
+    wavelen = 2 * np.pi / inv_freq
+    low, high = scaling.original_n_ctx / scaling.low_freq_factor, scaling.original_n_ctx / scaling.high_freq_factor
+    smooth = (scaling.original_n_ctx / wavelen - scaling.low_freq_factor) / (
+        scaling.high_freq_factor - scaling.low_freq_factor
+    )
+    between = 1 / ((1 - smooth) / scaling.factor + smooth)
+    factors = np.where(wavelen < high, 1.0, np.where(wavelen > low, scaling.factor, between))
+    return factors.astype(np.float32)
+
+
+def unsupported(config: ModelConfig) -> str | None:
+    """Why llama.cpp's architecture for `config` cannot hold it (no tensor or key for a switch), or None."""
+    family = config.family
+    if family in _NO_BIAS and (config.qkv_bias or config.o_bias):  # measured: tests/llamacpp/test_families.py
+        return (
+            f"llama.cpp's {family} architecture does not load every q/k/v/o bias (it refuses such a file: "
+            "'wrong number of tensors')"
+        )
+    if family in _TIED_ONLY and not config.tie_embeddings:
+        return f"llama.cpp's {family} architecture has no output.weight: its classifier is the embedding"
+    if config.rope_scaling is not None and config.rope_scaling.kind == "llama3" and family not in _INTERLEAVED:
+        return f"llama.cpp reads Llama 3's rope_freqs in its llama architecture, not in {family}"
+    if family == "gemma2" and (config.attn_softcap is None or config.final_softcap is None):
+        return (
+            "llama.cpp's gemma2 always soft-caps (50 and 30 when no cap is stored): it cannot run Gemma 2 without them"
+        )
+    return None
 
 
 def placeholder_vocabulary(vocab_size: int) -> list[str]:
@@ -112,21 +227,27 @@ def placeholder_vocabulary(vocab_size: int) -> list[str]:
 
 
 def write_gguf(path: str | Path, config: ModelConfig, weights: Weights, *, tensor_type: str = "F32") -> None:
-    """Write canonical weights as a GGUF file of architecture `config.family` (all or nothing).
+    """Write canonical weights as a GGUF file of llama.cpp's architecture for `config.family` (all or nothing).
 
-    `tensor_type` is the type of every matrix: `F32` or `Q8_0` (rows a multiple of 32 long).
+    `tensor_type` is the type of every matrix: `F32` or `Q8_0` (rows a multiple of 32 long). A
+    config the architecture cannot hold (`unsupported`) is a CheckpointError saying why.
     """
     path = Path(path)
     if tensor_type not in TENSOR_TYPES:
         raise CheckpointError(
             path, "tensor type", "not one this writer makes", expected=list(TENSOR_TYPES), found=tensor_type
         )
+    reason = unsupported(config)
+    if reason is not None:
+        raise CheckpointError(path, f"{config.family} config", reason)
     weights = {name: np.asarray(w, dtype=np.float32) for name, w in weights.items()}
     check_canonical(path, config, weights)
     qtype = TENSOR_TYPES[tensor_type]
     with atomic_path(path) as tmp:
-        writer = gguf.GGUFWriter(tmp, config.family)
+        writer = gguf.GGUFWriter(tmp, ARCHITECTURES[config.family])
         _write_metadata(writer, config, tensor_type)
+        if config.rope_scaling is not None and config.rope_scaling.kind == "llama3":
+            writer.add_tensor(ROPE_FREQS, llama3_rope_factors(config))
         for canonical, (stored, how) in tensor_names(config).items():
             array = _store(config, weights[canonical], how)
             if array.ndim == 1 or qtype == gguf.GGMLQuantizationType.F32:
@@ -162,13 +283,41 @@ def _write_metadata(writer: Any, config: ModelConfig, tensor_type: str) -> None:
         writer.add_bos_token_id(special)
         writer.add_eos_token_id(special)
     else:
-        writer.add_layer_norm_rms_eps(config.norm_eps)
-        writer.add_rope_dimension_count(config.d_head)
-        writer.add_rope_freq_base(config.rope_theta)
+        _write_rope_family_metadata(writer, config)
         writer.add_tokenizer_model("llama")
     writer.add_token_list(placeholder_vocabulary(config.vocab_size))
     writer.add_token_scores([0.0] * config.vocab_size)
     writer.add_token_types([gguf.TokenType.NORMAL] * config.vocab_size)
+
+
+def _write_rope_family_metadata(writer: Any, config: ModelConfig) -> None:
+    """The keys of the switches, under llama.cpp's names where it has one (convert_hf_to_gguf.py's)."""
+    writer.add_layer_norm_rms_eps(config.norm_eps)
+    writer.add_key_length(config.d_head)
+    writer.add_value_length(config.d_head)
+    writer.add_rope_dimension_count(config.d_head)
+    writer.add_rope_freq_base(config.rope_theta)
+    scaling = config.rope_scaling
+    if scaling is not None and scaling.kind == "linear":
+        writer.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+        writer.add_rope_scaling_factor(scaling.factor)
+    if scaling is not None and scaling.kind == "llama3":  # llama.cpp reads rope_freqs; these are for reading back
+        for field in _LLAMA3_FIELDS:
+            value = getattr(scaling, field)
+            if field == "original_n_ctx":
+                writer.add_uint32(LLAMA3_KEY.format(field), value)
+            else:
+                writer.add_float32(LLAMA3_KEY.format(field), value)
+    if config.sliding_window is not None:
+        writer.add_sliding_window(config.sliding_window)
+        if config.layer_types or config.family == "gemma2":  # without it, every layer slides (gemma2's alternate)
+            writer.add_sliding_window_pattern([config.window(i) is not None for i in range(config.n_layers)])
+    if config.attn_softcap is not None:
+        writer.add_attn_logit_softcapping(config.attn_softcap)
+    if config.final_softcap is not None:
+        writer.add_final_logit_softcapping(config.final_softcap)
+    if config.query_scale is not None:
+        writer.add_uint32(QUERY_SCALE_KEY, config.query_scale)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -309,14 +458,151 @@ _KEYS = {
     "d_ff": "{}.feed_forward_length",
     "rope_theta": "{}.rope.freq_base",
 }
-_EPS_KEYS = {"gpt2": "gpt2.attention.layer_norm_epsilon", "llama": "llama.attention.layer_norm_rms_epsilon"}
+_EPS_KEYS = {arch: f"{arch}.attention.layer_norm_rms_epsilon" for arch in set(ARCHITECTURES.values())} | {
+    "gpt2": "gpt2.attention.layer_norm_epsilon"
+}
+# llama.cpp's architecture -> the suite's family (a `llama` file with a sliding window is Mistral's).
+_FAMILY: dict[str, Family] = {
+    "gpt2": "gpt2",
+    "llama": "llama",
+    "qwen2": "qwen2",
+    "qwen3": "qwen3",
+    "gemma": "gemma",
+    "gemma2": "gemma2",
+}
+# llama.cpp's gemma2 soft-caps with these where the file stores no cap (its hparams' defaults).
+_GEMMA2_DEFAULT_CAPS = {"attn_softcap": 50.0, "final_softcap": 30.0}
+_GEMMA2_27B_LAYERS = 46  # llama.cpp scales Gemma 2's queries by 1/sqrt(d_model / n_heads) at this depth only
+
+
+def _switches(path: Path, reader: Any, arch: str, fields: dict[str, Any], findings: list[str]) -> dict[str, Any]:
+    """The switches of a RoPE family's file: from its keys and which tensors it has."""
+    for field in ("d_model", "n_layers", "n_heads"):  # used below before the config checks them
+        check_size(field, fields[field], SIZE_MAXIMA[field])
+    tensors = {t.name for t in reader.tensors}
+    window_key = gguf.Keys.Attention.SLIDING_WINDOW.format(arch=arch)
+    family: Family = "mistral" if arch == "llama" and window_key in reader.fields else _FAMILY[arch]
+    switches: dict[str, Any] = {"family": family, **FAMILY_SWITCHES[family][0]}
+    if f"{arch}.attention.key_length" in reader.fields:  # absent: d_model / n_heads, which must divide
+        key_length = _int_field(path, reader, f"{arch}.attention.key_length")
+        if key_length != fields["d_model"] // fields["n_heads"] or fields["d_model"] % fields["n_heads"]:
+            switches["head_dim"] = key_length  # else None: the config reader's one form of the same model
+    if family not in ("qwen2",):  # qwen2's q/k/v biases are fixed by the family
+        switches["qkv_bias"] = "blk.0.attn_q.bias" in tensors
+        switches["o_bias"] = "blk.0.attn_output.bias" in tensors
+    scaling_type = reader.fields.get(f"{arch}.rope.scaling.type")
+    if scaling_type is not None:
+        kind = _field(path, reader, f"{arch}.rope.scaling.type")
+        if kind != "linear":
+            raise CheckpointError(path, f"metadata {arch}.rope.scaling.type", "not a RoPE scaling the suite implements",
+                                  expected=["linear"], found=kind)  # fmt: skip
+        factor = _float32_field(path, reader, f"{arch}.rope.scaling.factor")
+        switches["rope_scaling"] = RopeScaling("linear", factor)
+    if ROPE_FREQS in tensors:
+        if LLAMA3_KEY.format("factor") in reader.fields:
+            values = {f: _float32_field(path, reader, LLAMA3_KEY.format(f)) for f in _LLAMA3_FIELDS[:3]}
+            original = _int_field(path, reader, LLAMA3_KEY.format("original_n_ctx"))
+            switches["rope_scaling"] = RopeScaling("llama3", original_n_ctx=original, **values)
+        else:  # a file of llama.cpp's converter: only the table
+            table = next(t for t in reader.tensors if t.name == ROPE_FREQS)
+            theta = fields.get("rope_theta", DEFAULT_ROPE_THETA)
+            d_head = switches.get("head_dim") or fields["d_model"] // fields["n_heads"]
+            switches["rope_scaling"] = _llama3_from_table(
+                path, np.asarray(table.data, np.float64).ravel(), theta, d_head
+            )
+            findings.append(
+                f"Llama 3 RoPE scaling solved from {ROPE_FREQS} ({switches['rope_scaling']}; low_freq_factor 1 "
+                "assumed, as every published Llama 3 has it): its table is the stored one"
+            )
+    if window_key in reader.fields:
+        switches["sliding_window"] = _int_field(path, reader, window_key)
+        pattern_key = gguf.Keys.Attention.SLIDING_WINDOW_PATTERN.format(arch=arch)
+        if pattern_key in reader.fields:
+            pattern = _field(path, reader, pattern_key)
+            if (
+                not isinstance(pattern, list)
+                or len(pattern) != fields["n_layers"]
+                or not all(isinstance(p, (bool, np.bool_)) for p in pattern)
+            ):
+                raise CheckpointError(path, f"metadata {pattern_key}", "must list one bool a layer",
+                                      expected=fields["n_layers"], found=pattern)  # fmt: skip
+            switches["layer_types"] = tuple("sliding_attention" if p else "full_attention" for p in pattern)
+        elif family == "gemma2":  # llama.cpp's gemma2 alternates, the even layers sliding, as Gemma 2 does
+            switches["layer_types"] = tuple(
+                "sliding_attention" if i % 2 == 0 else "full_attention" for i in range(fields["n_layers"])
+            )
+    kinds = switches.get("layer_types", ())
+    if kinds and "sliding_attention" not in kinds:  # the config reader's one form: no window when none slides,
+        switches["sliding_window"], switches["layer_types"] = None, ()
+    elif kinds and all(kind == "sliding_attention" for kind in kinds):  # no layer_types when all slide
+        switches["layer_types"] = ()
+    if family == "gemma2":
+        for field, key in (("attn_softcap", "attn_logit_softcapping"), ("final_softcap", "final_logit_softcapping")):
+            if f"{arch}.{key}" not in reader.fields:
+                findings.append(f"{arch}.{key} is not stored; llama.cpp's {_GEMMA2_DEFAULT_CAPS[field]:g} assumed")
+            switches[field] = _float32_field(path, reader, f"{arch}.{key}", _GEMMA2_DEFAULT_CAPS[field])
+        if QUERY_SCALE_KEY in reader.fields:
+            switches["query_scale"] = _int_field(path, reader, QUERY_SCALE_KEY)
+        else:
+            d_head = switches.get("head_dim") or fields["d_model"] // fields["n_heads"]
+            deep = fields["n_layers"] == _GEMMA2_27B_LAYERS
+            switches["query_scale"] = fields["d_model"] // fields["n_heads"] if deep else d_head
+            findings.append(f"{QUERY_SCALE_KEY} is not stored; llama.cpp's rule gives {switches['query_scale']}")
+        if switches["query_scale"] == (switches.get("head_dim") or fields["d_model"] // fields["n_heads"]):
+            switches["query_scale"] = None  # the config reader's one form: None when it is d_head
+    return switches
+
+
+# The key a switch's ConfigError is reported under.
+_SWITCH_KEYS = {
+    "head_dim": "{arch}.attention.key_length",
+    "sliding_window": "{arch}.attention.sliding_window",
+    "layer_types": "{arch}.attention.sliding_window_pattern",
+    "attn_softcap": "{arch}.attn_logit_softcapping",
+    "final_softcap": "{arch}.final_logit_softcapping",
+    "rope_scaling.factor": "{arch}.rope.scaling.factor",
+    "query_scale": QUERY_SCALE_KEY,
+}
+
+
+def _llama3_from_table(path: Path, table: np.ndarray, theta: float, d_head: int) -> RopeScaling:
+    """The Llama 3 scaling whose `rope_freqs` is `table` [d_head / 2], low_freq_factor taken as 1.
+
+    In the band between, 1 / table_i = 1/factor + s_i (1 - 1/factor) with s_i = (original / wavelength_i
+    - low) / (high - low): a line in 1 / wavelength_i, whose slope and intercept give original and high
+    once low is fixed. The parameters are accepted only if they give back the table exactly.
+    """
+    where = f"tensor {ROPE_FREQS}"
+    factor = float(table.max())
+    wavelength = 2 * np.pi * theta ** (np.arange(0, d_head, 2, dtype=np.float64) / d_head)
+    between = (table > 1) & (table < factor)
+    if table.shape != (d_head // 2,) or factor <= 1 or between.sum() < 2:
+        raise CheckpointError(path, where, "Llama 3 RoPE factors from which the scaling cannot be solved "
+                              "(it needs a low band and two frequencies between the bands)",
+                              found=table.tolist()[:8])  # fmt: skip
+    s = (1 / table[between] - 1 / factor) / (1 - 1 / factor)
+    slope, intercept = np.polyfit(1 / wavelength[between], s, 1)  # s = slope / wavelength + intercept
+    low = 1.0
+    high = round(low - 1 / intercept, 3)  # intercept = -low / (high - low)
+    scaling = RopeScaling("llama3", factor, low, high, round(slope * (high - low)))
+    try:
+        solved = llama3_rope_factors(ModelConfig(
+            family="llama", vocab_size=1, n_ctx=1, d_model=d_head, n_layers=1, n_heads=1, n_kv_heads=1, d_ff=1,
+            norm_eps=1e-5, tie_embeddings=True, rope_theta=theta, rope_scaling=scaling,
+        ))  # fmt: skip
+    except ConfigError as e:
+        raise CheckpointError(path, where, f"Llama 3 RoPE factors whose solved parameters are invalid: {e}") from None
+    if not np.array_equal(solved, table.astype(np.float32)):
+        raise CheckpointError(path, where, "Llama 3 RoPE factors that no scaling with low_freq_factor 1 gives",
+                              found=table.tolist()[:8])  # fmt: skip
+    return scaling
 
 
 def _config(path: Path, reader: Any) -> tuple[ModelConfig, list[str]]:
     arch = _field(path, reader, "general.architecture")
-    if arch not in ("gpt2", "llama"):
+    if arch not in _FAMILY:
         raise CheckpointError(path, "metadata general.architecture", "not an architecture the suite implements",
-                              expected=["gpt2", "llama"], found=arch)  # fmt: skip
+                              expected=list(_FAMILY), found=arch)  # fmt: skip
     tensors = {t.name: t for t in reader.tensors}
     embedding = tensors.get("token_embd.weight")
     if embedding is None:
@@ -325,7 +611,8 @@ def _config(path: Path, reader: Any) -> tuple[ModelConfig, list[str]]:
         raise CheckpointError(path, "tensor token_embd.weight", "must be 2-D [d_model, vocab_size]",
                               found=[int(n) for n in embedding.shape])  # fmt: skip
     keys = {field: key.format(arch) for field, key in _KEYS.items()} | {"norm_eps": _EPS_KEYS[arch]}
-    findings = []
+    keys |= {field: key.format(arch=arch) for field, key in _SWITCH_KEYS.items()}
+    findings: list[str] = []
     fields: dict[str, Any] = {
         "family": arch,
         "vocab_size": int(embedding.shape[1]),  # GGUF shapes list the fastest axis first
@@ -335,21 +622,25 @@ def _config(path: Path, reader: Any) -> tuple[ModelConfig, list[str]]:
     for field in ("n_ctx", "d_model", "n_layers", "n_heads", "d_ff"):
         fields[field] = _int_field(path, reader, keys[field])
     fields["n_kv_heads"] = _int_field(path, reader, keys["n_kv_heads"], fields["n_heads"])
-    if arch == "llama":
+    if arch != "gpt2":
         if keys["rope_theta"] not in reader.fields:
             findings.append(f"{keys['rope_theta']} is not stored; llama.cpp's {DEFAULT_ROPE_THETA:g} assumed")
         fields["rope_theta"] = _float32_field(path, reader, keys["rope_theta"], DEFAULT_ROPE_THETA)
     try:  # every size (type, range, maximum, divisibility), eps and theta are checked here, before any use
+        if arch != "gpt2":
+            fields |= _switches(path, reader, arch, fields, findings)
         config = ModelConfig(**fields)
     except ConfigError as e:
         where = (
-            "tensor token_embd.weight (its vocabulary axis)" if e.field == "vocab_size" else f"metadata {keys[e.field]}"
+            "tensor token_embd.weight (its vocabulary axis)"
+            if e.field == "vocab_size"
+            else f"metadata {keys.get(e.field, e.field)}"
         )
         raise CheckpointError(path, where, e.reason) from None
-    if arch == "llama":
-        rot = _int_field(path, reader, "llama.rope.dimension_count", config.d_head)
+    if arch != "gpt2":
+        rot = _int_field(path, reader, f"{arch}.rope.dimension_count", config.d_head)
         if rot != config.d_head:
-            raise CheckpointError(path, "metadata llama.rope.dimension_count", "partial RoPE is not implemented",
+            raise CheckpointError(path, f"metadata {arch}.rope.dimension_count", "partial RoPE is not implemented",
                                   expected=config.d_head, found=rot)  # fmt: skip
     return config, findings
 
@@ -360,12 +651,27 @@ def read_gguf_config(path: str | Path) -> ModelConfig:
     return _config(path, _open(path))[0]
 
 
+def _check_rope_freqs(path: Path, config: ModelConfig, tensor: Any) -> None:
+    """CheckpointError unless the file's `rope_freqs` (what llama.cpp divides the frequencies by) is the
+    table its Llama 3 parameters give: otherwise llama.cpp would compute another model than the config."""
+    expected = llama3_rope_factors(config)
+    found = np.asarray(tensor.data, dtype=np.float32).reshape(-1)
+    if found.shape != expected.shape or not np.array_equal(found, expected):
+        raise CheckpointError(path, f"tensor {ROPE_FREQS}", "is not the table of the stored Llama 3 parameters",
+                              expected=expected.tolist(), found=found.tolist()[:8])  # fmt: skip
+
+
 def read_gguf(path: str | Path) -> Checkpoint:
-    """A `gpt2` or `llama` GGUF file as config + canonical weights (quantized tensors dequantized)."""
+    """A GGUF file of one of llama.cpp's architectures for the suite's families as config + canonical
+    weights (quantized tensors dequantized)."""
     path = Path(path)
     reader = _open(path)
     config, findings = _config(path, reader)
     stored = {t.name: t for t in reader.tensors}
+    if config.rope_scaling is not None and config.rope_scaling.kind == "llama3":
+        _check_rope_freqs(path, config, stored.pop(ROPE_FREQS))
+    if config.norm_plus_one:
+        findings.append("norm weights stored as 1 + w (llama.cpp's convention for Gemma), read back as w")
     weights: Weights = {}
     for canonical, (name, how) in tensor_names(config).items():
         tensor = stored.pop(name, None)

@@ -6,7 +6,7 @@ Weights are read from, in this order of preference (as `transformers` prefers th
 `torch.load(weights_only=True)`, which refuses arbitrary objects.
 
 Names are brought to the canonical set: GPT-2 files saved from `GPT2Model` lack the `transformer.`
-prefix; non-learned buffers (GPT-2's causal-mask `attn.bias` / `attn.masked_bias`, Llama's
+prefix; non-learned buffers (GPT-2's causal-mask `attn.bias` / `attn.masked_bias`, the RoPE families'
 `rotary_emb.inv_freq`) are dropped; a tied classifier stored anyway must equal the embedding.
 """
 
@@ -37,7 +37,7 @@ from verifier.formats.safetensors_file import (
     read_safetensors,
     write_safetensors,
 )
-from verifier.model.config import ModelConfig
+from verifier.model.config import FAMILIES, ModelConfig
 from verifier.model.weights import CLASSIFIER, EMBEDDING, LazyWeights, WeightMap, Weights, weight_shapes
 
 SAFETENSORS = "model.safetensors"
@@ -47,7 +47,8 @@ PYTORCH_INDEX = "pytorch_model.bin.index.json"
 WEIGHT_FILES = (SAFETENSORS, SAFETENSORS_INDEX, PYTORCH, PYTORCH_INDEX)
 
 _DTYPE_NAMES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16"}
-_BUFFERS = {"gpt2": (".attn.bias", ".attn.masked_bias"), "llama": (".rotary_emb.inv_freq",)}  # not learned
+# Not learned: GPT-2's causal mask, the RoPE families' inverse frequencies (older transformers saved them).
+_BUFFERS = {f: (".attn.bias", ".attn.masked_bias") if f == "gpt2" else (".rotary_emb.inv_freq",) for f in FAMILIES}
 
 # An index holds a line of under 100 bytes per tensor: 32 MiB is over 300,000 tensors.
 MAX_INDEX_BYTES = 2**25

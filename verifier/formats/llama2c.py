@@ -35,7 +35,7 @@ from verifier.analysis.precision import Precision, q8_0
 from verifier.formats.checkpoint import Checkpoint, TensorInfo, check_array, check_canonical, check_shapes
 from verifier.formats.errors import CheckpointError
 from verifier.formats.fileio import BoundedReader, ReadAhead, atomic_write, open_bounded, read_array
-from verifier.model.config import ConfigError, ModelConfig
+from verifier.model.config import SWITCH_DEFAULTS, ConfigError, ModelConfig
 from verifier.model.weights import LazyWeights, Weights, weight_shapes
 
 MAGIC = 0x616B3432
@@ -565,6 +565,22 @@ def _check_writable(path: Path, config: ModelConfig, version: int) -> None:
         raise CheckpointError(path, "version", "llama2.c formats are versions 0, 1 and 2", found=version)
     if config.family != "llama":
         raise CheckpointError(path, "config family", "llama2.c files hold Llama models only", found=config.family)
+    if config.d_head * config.n_heads != config.d_model:
+        raise CheckpointError(
+            path,
+            "config head_dim",
+            "llama2.c's heads are dim / n_heads wide",
+            expected=config.d_model // config.n_heads,
+            found=config.head_dim,
+        )
+    for switch in ("rope_scaling", "qkv_bias", "o_bias"):  # Llama's switches llama2.c has no field for
+        if getattr(config, switch) != SWITCH_DEFAULTS[switch]:
+            raise CheckpointError(
+                path,
+                f"config {switch}",
+                "llama2.c files cannot store it (its runtimes would drop it)",
+                found=getattr(config, switch),
+            )
     if config.norm_eps != NORM_EPS:
         raise CheckpointError(
             path,

@@ -19,6 +19,17 @@ nothing but llama.cpp's own arithmetic stands between it and the reference.
   buffer, ne[4]) is declared here as ggml.h of the vendored llama.cpp lays it out, and every
   tensor read is checked against ggml's own byte count.
 
+The families run through llama.cpp's architectures as `verifier.formats.gguf` writes them (llama
+and mistral as `llama`, qwen2, qwen3, gemma, gemma2). What llama.cpp cannot hold is refused
+(`Unsupported`, with the reason): attention biases in qwen3 and gemma (it leaves some unused and
+refuses the file), an
+untied Gemma (no output.weight), Llama 3 RoPE scaling outside `llama` (rope_freqs unused), Gemma 2
+without soft-caps (it caps at 50 and 30 when none is stored). What it runs but computes otherwise
+is run, so that the suite reports the difference (tests/llamacpp/test_families.py measures each):
+its `llama`, qwen2 and qwen3 ignore the sliding window (full causal attention); its Gemma GeGLU
+reads ggml's float16 GELU table, as its GPT-2 GELU does; its Gemma 2 scales queries by
+1/sqrt(d_head) unless the model has 46 layers (Gemma-2-27B), whatever `query_pre_attn_scalar` says.
+
 `build_q8_0` runs a file whose matrices are Q8_0 and declares the precision class `q8_0`
 (`verifier.analysis.precision`: llama.cpp's blocks of 32 with float16 scales, its matrix products'
 inputs quantized alike), so it is judged against the oracle on the file's dequantized weights.
@@ -43,8 +54,10 @@ from verifier.formats.errors import CheckpointError
 from verifier.model import stages
 from verifier.model.config import ModelConfig
 from verifier.model.weights import Weights
-from verifier.plugin.interface import Unsupported
+from verifier.plugin.interface import Constraints, Unsupported
 
+# llama.cpp's `llama` architecture (Llama, Mistral) rotates adjacent pairs; its others rotate halves.
+INTERLEAVED_FAMILIES = ("llama", "mistral")
 INSTALL = "pip install 'lm-verifier[llamacpp]' (pip compiles llama.cpp: several minutes)"
 _GGML_TYPE_F32 = 0
 _LOG_LINES = 20
@@ -236,15 +249,20 @@ class LlamaCppModel:
         logits = self._run(self._trace_ctx, [int(t) for t in tokens], 0)
         recorder.captured[stages.LOGITS] = logits
         trace = {}
+        interleaved = self.config.family in INTERLEAVED_FAMILIES
         for stage, shape in stages.stage_shapes(self.config, len(tokens)).items():
-            value = _as_stage(stage, recorder.captured.get(stage), shape)
+            value = _as_stage(stage, recorder.captured.get(stage), shape, interleaved)
             if value is not None:
                 trace[stage] = value
         return trace
 
 
-def _as_stage(stage: str, value: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray | None:
+def _as_stage(stage: str, value: np.ndarray | None, shape: tuple[int, ...], interleaved: bool) -> np.ndarray | None:
     """A captured tensor as `stage` of `shape`, or None where it cannot be one.
+
+    `interleaved`: llama.cpp's RoPE of this architecture rotates adjacent pairs (its `llama`, whose
+    q/k rows the GGUF file interleaves); the others (qwen2, qwen3, gemma, gemma2) rotate halves, as
+    the stages do, and their q/k are kept as they are.
 
     Attention probabilities come over every cell of llama.cpp's KV cache, [n_heads, T, n_kv] with
     n_kv padded past T: this sequence's cells are the first T (the cache is cleared before), and
@@ -253,12 +271,12 @@ def _as_stage(stage: str, value: np.ndarray | None, shape: tuple[int, ...]) -> n
     if value is None:
         return None
     op = stages.split_stage(stage)[1]
-    if op in ("q", "k", "v", "q_rope", "k_rope"):  # [T, heads * d_head] -> [heads, T, d_head]
+    if op in ("q", "k", "v", "q_norm", "k_norm", "q_rope", "k_rope"):  # [T, heads * d_head] -> [heads, T, d_head]
         heads, T, d_head = shape
         if value.size != heads * T * d_head:
             return None
         value = value.reshape(T, heads, d_head).transpose(1, 0, 2)
-        if op == "v":
+        if op == "v" or not interleaved:
             return value
         # llama.cpp rotates adjacent pairs (2i, 2i + 1); the stage is in rotate-half order (i, i + d/2).
         return value.reshape(heads, T, d_head // 2, 2).transpose(0, 1, 3, 2).reshape(shape)
@@ -274,10 +292,13 @@ def _as_stage(stage: str, value: np.ndarray | None, shape: tuple[int, ...]) -> n
 def graph_names(config: ModelConfig) -> dict[str, dict[str | None, str]]:
     """llama.cpp's name of a graph tensor -> {the op that computes it (None: any): the stage it is}.
 
-    Llama's `Qcur-0` names the projection (MUL_MAT), its reshape and the rotated result (ROPE).
+    Llama's `Qcur-0` names the projection (MUL_MAT, or the ADD of its bias), its reshape and the
+    rotated result (ROPE).
     """
     gpt2 = config.family == "gpt2"
-    names = {"inpL" if gpt2 else "embd": stages.EMBED, "result_norm": stages.FINAL_NORM}
+    # Gemma's embeddings times sqrt(d_model) are `inp_scaled`; `embd` is the rows before it.
+    embed = "inpL" if gpt2 else "inp_scaled" if config.embed_scale else "embd"
+    names = {embed: stages.EMBED, "result_norm": stages.FINAL_NORM}
     per_layer = {
         "attn_norm": "attn_norm",
         "kq_soft_max": "probs",
@@ -291,13 +312,22 @@ def graph_names(config: ModelConfig) -> dict[str, dict[str | None, str]]:
     }
     if not gpt2:  # GPT-2's graph names no tensor after the output projection and its bias
         per_layer |= {"attn_out": "attn_out", "ffn_gate": "mlp_gate"}
+    if config.mlp_act == "gelu_tanh":  # Gemma's gate: GELU(gate) * up, one fused op
+        per_layer["ffn_geglu"] = per_layer.pop("ffn_swiglu")
+    if config.family in ("gemma", "gemma2"):  # their residual after attention (Gemma 2's post-norm added)
+        per_layer["sa_out"] = per_layer.pop("ffn_inp")
+    if config.sandwich_norm:  # Gemma 2's ffn_post_norm has no layer number: left out
+        per_layer["attn_post_norm"] = "attn_post_norm"
+    if config.qk_norm:  # Qwen3's per-head norms, before RoPE
+        per_layer |= {"Qcur_normed": "q_norm", "Kcur_normed": "k_norm"}
     found: dict[str, dict[str | None, str]] = {name: {None: stage} for name, stage in names.items()}
     for i in range(config.n_layers):
         found |= {f"{name}-{i}": {None: stages.layer_stage(i, op)} for name, op in per_layer.items()}
         if not gpt2:  # GPT-2's q, k, v are strided views into the fused qkv
-            found[f"Qcur-{i}"] = {"MUL_MAT": stages.layer_stage(i, "q"), "ROPE": stages.layer_stage(i, "q_rope")}
-            found[f"Kcur-{i}"] = {"MUL_MAT": stages.layer_stage(i, "k"), "ROPE": stages.layer_stage(i, "k_rope")}
-            found[f"Vcur-{i}"] = {"MUL_MAT": stages.layer_stage(i, "v")}
+            projected = "ADD" if config.qkv_bias else "MUL_MAT"  # the bias is added under the same name
+            found[f"Qcur-{i}"] = {projected: stages.layer_stage(i, "q"), "ROPE": stages.layer_stage(i, "q_rope")}
+            found[f"Kcur-{i}"] = {projected: stages.layer_stage(i, "k"), "ROPE": stages.layer_stage(i, "k_rope")}
+            found[f"Vcur-{i}"] = {projected: stages.layer_stage(i, "v")}
     return found
 
 
@@ -341,9 +371,31 @@ def _free(lib: Any, model: Any, contexts: list[Any]) -> None:
     lib.llama_model_free(model)
 
 
+def _unsupported(config: ModelConfig) -> str | None:
+    from verifier.formats.gguf import unsupported  # imports the gguf package, an extra
+
+    return unsupported(config)
+
+
+def _runnable(config: ModelConfig) -> None:
+    """Unsupported, with the reason, where llama.cpp's architecture for the family cannot hold `config`."""
+    reason = _unsupported(config)
+    if reason is not None:
+        raise Unsupported(reason)
+
+
+# What the suite draws for llama.cpp: Gemma tied only (its architectures have no output.weight), and
+# the rest of what `verifier.formats.gguf.unsupported` refuses (biases of qwen3 and gemma, ...) filtered.
+SHAPES = (
+    Constraints(families=("gpt2", "llama", "mistral", "qwen2", "qwen3"), supports=lambda c: _unsupported(c) is None),
+    Constraints(families=("gemma", "gemma2"), tie_embeddings=True, supports=lambda c: _unsupported(c) is None),
+)
+
+
 def build(config: ModelConfig, weights: Weights) -> LlamaCppModel:
     """llama.cpp (llama-cpp-python) on an F32 GGUF file of `config`, KV cache in F32."""
     _llama_cpp()
+    _runnable(config)
     return LlamaCppModel(config, weights)
 
 
@@ -351,7 +403,11 @@ def build_q8_0(config: ModelConfig, weights: Weights) -> LlamaCppModel:
     """llama.cpp on a GGUF file with its matrices in Q8_0 (rows a multiple of 32), KV cache in F32,
     in the precision class q8_0."""
     _llama_cpp()
+    _runnable(config)
     try:
         return LlamaCppModel(config, weights, tensor_type="Q8_0")
     except CheckpointError as e:
         raise Unsupported(f"the Q8_0 GGUF file cannot hold this model: {e}") from None
+
+
+build.constraints = build_q8_0.constraints = SHAPES  # type: ignore[attr-defined]

@@ -1,0 +1,331 @@
+"""GGUF files of every family llama.cpp runs: read back to the same config and weights, laid out as
+llama.cpp's convert_hf_to_gguf.py lays out the same `transformers` weights (its conventions spelled
+out here, independently of the writer), and what an architecture cannot hold refused by name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("gguf", reason="the gguf package is not installed (pip install 'lm-verifier[gguf]')")
+
+import gguf
+from hypothesis import HealthCheck, assume, given, settings
+
+from tests import needs
+from tests.formats.families import FAMILY_EXAMPLES
+from verifier.formats import CheckpointError, load_checkpoint
+from verifier.formats import gguf as gguf_format
+from verifier.formats.gguf import write_gguf
+from verifier.model.config import ModelConfig, RopeScaling
+from verifier.model.weights import init_weights
+from verifier.properties.strategies import configs
+
+IDS = list(FAMILY_EXAMPLES)
+EXAMPLES = [FAMILY_EXAMPLES[name] for name in IDS]
+
+
+def stored(path: Path) -> dict[str, np.ndarray]:
+    return {t.name: np.array(t.data) for t in gguf.GGUFReader(path).tensors}
+
+
+def fields(path: Path) -> dict[str, object]:
+    return {name: field.contents() for name, field in gguf.GGUFReader(path).fields.items()}
+
+
+@pytest.mark.parametrize("config", EXAMPLES, ids=IDS)
+def test_every_family_reads_back_to_the_same_config_and_weights(tmp_path: Path, config: ModelConfig) -> None:
+    weights = init_weights(config, seed=2)
+    write_gguf(tmp_path / "m.gguf", config, weights)
+    checkpoint = load_checkpoint(tmp_path / "m.gguf")
+    assert checkpoint.config == config
+    assert checkpoint.weights.keys() == weights.keys()
+    file = stored(tmp_path / "m.gguf")
+    for name, w in weights.items():
+        if config.norm_plus_one and name.endswith("norm.weight"):
+            # Stored as float32(1 + w) (convert_hf_to_gguf.py's Gemma convention): read back as w up to
+            # that rounding, and 1 + the weight read gives the stored value exactly, which is what
+            # both llama.cpp (the stored value) and transformers (1 + w in float32) multiply by.
+            one_plus_w = np.float32(1) + w
+            np.testing.assert_array_equal(np.float32(1) + checkpoint.weights[name], one_plus_w, err_msg=name)
+            assert np.all(np.abs(checkpoint.weights[name] - w) <= np.spacing(one_plus_w) / 2), name
+        else:
+            np.testing.assert_array_equal(checkpoint.weights[name], w, err_msg=name)
+    if config.norm_plus_one:
+        np.testing.assert_array_equal(file["output_norm.weight"], np.float32(1) + weights["model.norm.weight"])
+        assert any("1 + w" in finding for finding in checkpoint.findings)
+
+
+def test_rotate_half_architectures_keep_q_and_k_and_store_biases_and_norms_by_llama_cpp_s_names(tmp_path: Path) -> None:
+    """qwen2, qwen3, gemma, gemma2 use llama.cpp's NEOX RoPE (pairs i, i + d/2, as HF): the converter
+    permutes q/k only for its `llama` architecture."""
+    for family, extra in (("qwen2", "attn_k.bias"), ("qwen3", "attn_q_norm.weight")):
+        config = FAMILY_EXAMPLES[family]
+        weights = init_weights(config, seed=3)
+        write_gguf(tmp_path / f"{family}.gguf", config, weights)
+        t = stored(tmp_path / f"{family}.gguf")
+        np.testing.assert_array_equal(t["blk.1.attn_q.weight"], weights["model.layers.1.self_attn.q_proj.weight"])
+        np.testing.assert_array_equal(t["blk.0.attn_k.weight"], weights["model.layers.0.self_attn.k_proj.weight"])
+        hf_name = "self_attn.k_proj.bias" if family == "qwen2" else "self_attn.q_norm.weight"
+        np.testing.assert_array_equal(t[f"blk.0.{extra}"], weights[f"model.layers.0.{hf_name}"])
+        assert fields(tmp_path / f"{family}.gguf")["general.architecture"] == family
+        assert "output.weight" not in t  # tied
+
+
+def test_llama_biases_are_interleaved_with_their_rows(tmp_path: Path) -> None:
+    config = FAMILY_EXAMPLES["llama-linear-bias"]
+    weights = init_weights(config, seed=3)
+    write_gguf(tmp_path / "m.gguf", config, weights)
+    t = stored(tmp_path / "m.gguf")
+    half = config.d_head // 2
+    q_bias = weights["model.layers.0.self_attn.q_proj.bias"].reshape(config.n_heads, config.d_head)
+    got = t["blk.0.attn_q.bias"].reshape(config.n_heads, config.d_head)
+    np.testing.assert_array_equal(got[:, 0::2], q_bias[:, :half])  # row 2i is HF's i, as for the weights
+    np.testing.assert_array_equal(got[:, 1::2], q_bias[:, half:])
+    np.testing.assert_array_equal(t["blk.0.attn_output.bias"], weights["model.layers.0.self_attn.o_proj.bias"])
+    meta = fields(tmp_path / "m.gguf")
+    assert (meta["llama.rope.scaling.type"], meta["llama.rope.scaling.factor"]) == ("linear", 4.0)
+
+
+def test_gemma2_norms_caps_window_and_pattern_are_stored_under_llama_cpp_s_names(tmp_path: Path) -> None:
+    config = FAMILY_EXAMPLES["gemma2"]
+    weights = init_weights(config, seed=3)
+    write_gguf(tmp_path / "m.gguf", config, weights)
+    t = stored(tmp_path / "m.gguf")
+    one = np.float32(1)
+    for hf, ours in (
+        ("input_layernorm", "attn_norm"),
+        ("post_attention_layernorm", "post_attention_norm"),
+        ("pre_feedforward_layernorm", "ffn_norm"),
+        ("post_feedforward_layernorm", "post_ffw_norm"),
+    ):
+        np.testing.assert_array_equal(t[f"blk.1.{ours}.weight"], one + weights[f"model.layers.1.{hf}.weight"])
+    meta = fields(tmp_path / "m.gguf")
+    assert meta["gemma2.attn_logit_softcapping"] == 50.0 and meta["gemma2.final_logit_softcapping"] == 30.0
+    assert meta["gemma2.attention.sliding_window"] == 8
+    assert meta["gemma2.attention.sliding_window_pattern"] == [True, False]  # llama.cpp reads it: true = sliding
+    assert meta["gemma2.attention.key_length"] == config.d_head
+
+
+@needs.transformers
+def test_llama3_rope_freqs_are_what_transformers_divides_each_frequency_by(tmp_path: Path) -> None:
+    """llama.cpp divides inverse frequency i by rope_freqs[i]: it must be transformers' default
+    inverse frequency over its Llama 3 one (computed here by transformers, not by the writer)."""
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    config = FAMILY_EXAMPLES["llama3"]
+    write_gguf(tmp_path / "m.gguf", config, init_weights(config))
+    hf = config.to_transformers()
+    scaled, _ = ROPE_INIT_FUNCTIONS["llama3"](hf)
+    d = config.d_head
+    default = 1.0 / config.rope_theta ** (np.arange(0, d, 2, dtype=np.float64) / d)
+    expected = default / scaled.double().numpy()
+    got = stored(tmp_path / "m.gguf")["rope_freqs.weight"]
+    np.testing.assert_allclose(got, expected, rtol=1e-6)
+    assert got[0] == 1.0 and got[-1] == config.rope_scaling.factor  # type: ignore[union-attr]
+    assert ((got > 1) & (got < 8)).sum() == 2  # the band between: the example spans all three
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            {"family": "qwen3", "qkv_bias": True, "o_bias": True, "qk_norm": True},
+            "qwen3 architecture does not load every q/k/v/o bias",
+        ),
+        ({"tie_embeddings": False}, "gemma architecture has no output.weight"),
+    ],
+    ids=["qwen3 biases", "gemma untied"],
+)
+def test_what_an_architecture_cannot_hold_is_refused_and_leaves_no_file(
+    tmp_path: Path, change: dict, message: str
+) -> None:
+    base = FAMILY_EXAMPLES["qwen3" if change.get("family") == "qwen3" else "gemma"]
+    config = base.replace(**change)
+    with pytest.raises(CheckpointError, match=message):
+        write_gguf(tmp_path / "m.gguf", config, init_weights(config))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_rope_freqs_that_are_not_the_table_of_the_stored_parameters_are_refused(tmp_path: Path) -> None:
+    config = FAMILY_EXAMPLES["llama3"]
+    write_gguf(tmp_path / "m.gguf", config, init_weights(config))
+    other = config.replace(rope_scaling=config.rope_scaling.__class__("llama3", 4.0, 1.0, 4.0, 64))  # type: ignore[call-arg]
+    write_gguf(tmp_path / "other.gguf", other, init_weights(other))
+    data = bytearray((tmp_path / "m.gguf").read_bytes())
+    mine = stored(tmp_path / "m.gguf")["rope_freqs.weight"].tobytes()
+    theirs = stored(tmp_path / "other.gguf")["rope_freqs.weight"].tobytes()
+    at = data.find(mine)
+    data[at : at + len(mine)] = theirs  # the factor-4 table under the factor-8 parameters
+    (tmp_path / "m.gguf").write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match=r"rope_freqs\.weight: is not the table of the stored Llama 3 parameters"):
+        load_checkpoint(tmp_path / "m.gguf")
+
+
+def _write_with(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, config: ModelConfig, **patches: object) -> Path:
+    """A file written with some of the writer's pieces replaced (then restored), to read back."""
+    with monkeypatch.context() as m:
+        for name, value in patches.items():
+            owner, attribute = (gguf.GGUFWriter, name) if hasattr(gguf.GGUFWriter, name) else (gguf_format, name)
+            m.setattr(owner, attribute, value)
+        write_gguf(tmp_path / "m.gguf", config, init_weights(config))
+    return tmp_path / "m.gguf"
+
+
+def test_a_gemma2_file_as_llama_cpp_s_converter_writes_it_reads_as_llama_cpp_runs_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No layer pattern and no query_pre_attn_scalar (convert_hf_to_gguf.py writes neither): llama.cpp
+    alternates from a sliding layer 0 and scales queries by 1/sqrt(d_head) below 46 layers; so does the reader."""
+    config = FAMILY_EXAMPLES["gemma2"].replace(layer_types=("full_attention", "sliding_attention"), query_scale=24)
+    path = _write_with(
+        tmp_path, monkeypatch, config, add_sliding_window_pattern=lambda self, value: None, QUERY_SCALE_KEY="x.unread"
+    )
+    checkpoint = load_checkpoint(path)
+    assert checkpoint.config == config.replace(layer_types=("sliding_attention", "full_attention"), query_scale=None)
+    assert any("query_pre_attn_scalar is not stored; llama.cpp's rule gives 16" in f for f in checkpoint.findings)
+
+
+@pytest.mark.parametrize(
+    ("config", "patches", "message"),
+    [
+        (
+            FAMILY_EXAMPLES["gemma2"],
+            {"add_sliding_window_pattern": lambda self, value: self.add_array(
+                gguf.Keys.Attention.SLIDING_WINDOW_PATTERN.format(arch=self.arch), [True])},
+            r"metadata gemma2\.attention\.sliding_window_pattern: must list one bool a layer",
+        ),
+        (
+            FAMILY_EXAMPLES["llama-linear-bias"],
+            {"add_rope_scaling_type": lambda self, value: self.add_string("llama.rope.scaling.type", "yarn")},
+            r"metadata llama\.rope\.scaling\.type: not a RoPE scaling the suite implements",
+        ),
+    ],
+    ids=["pattern too short", "yarn scaling"],
+)  # fmt: skip
+def test_switch_metadata_the_reader_cannot_honour_is_a_named_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, config: ModelConfig, patches: dict, message: str
+) -> None:
+    path = _write_with(tmp_path, monkeypatch, config, **patches)
+    with pytest.raises(CheckpointError, match=message):
+        load_checkpoint(path)
+
+
+# Llama-3.1-8B's RoPE (its config.json: rope_theta 500000, head_dim 128, rope_scaling llama3 8 / 1 / 4 / 8192).
+LLAMA31_ROPE = RopeScaling("llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0, original_n_ctx=8192)
+LLAMA31 = FAMILY_EXAMPLES["llama3"].replace(
+    d_model=256, n_heads=2, n_kv_heads=1, rope_theta=500000.0, rope_scaling=LLAMA31_ROPE
+)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        FAMILY_EXAMPLES["llama3"],
+        LLAMA31,
+    ],
+    ids=["example", "llama-3.1 rope"],
+)  # fmt: skip
+def test_a_llama3_file_with_only_rope_freqs_as_the_converter_writes_it_reads_back_its_scaling(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, config: ModelConfig
+) -> None:
+    path = _write_with(tmp_path, monkeypatch, config, LLAMA3_KEY="x.unread.{}")
+    assert not any(name.startswith("lm_verifier.rope") for name in fields(path))
+    checkpoint = load_checkpoint(path)
+    assert checkpoint.config == config
+    assert any("solved from rope_freqs.weight" in finding for finding in checkpoint.findings)
+
+
+def test_rope_freqs_that_no_llama3_scaling_gives_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = LLAMA31
+    real = gguf_format.llama3_rope_factors
+
+    def bent(c: ModelConfig) -> np.ndarray:
+        table = real(c).copy()
+        assert 1 < table[31] < 8  # in the band between (indices 29 to 34 here)
+        table[31] *= np.float32(1.01)  # one factor of the band between off the line of the others
+        return table
+
+    path = _write_with(tmp_path, monkeypatch, config, LLAMA3_KEY="x.unread.{}", llama3_rope_factors=bent)
+    with pytest.raises(CheckpointError, match=r"rope_freqs\.weight: Llama 3 RoPE factors that no scaling"):
+        load_checkpoint(path)
+
+
+@pytest.mark.parametrize(
+    ("config", "one_form"),
+    [
+        (FAMILY_EXAMPLES["gemma2"].replace(query_scale=16), {"query_scale": None}),  # d_head
+        (FAMILY_EXAMPLES["qwen3"].replace(sliding_window=8, layer_types=("sliding_attention",) * 2),
+         {"layer_types": ()}),
+        (FAMILY_EXAMPLES["qwen3"].replace(sliding_window=8, layer_types=("full_attention",) * 2),
+         {"sliding_window": None, "layer_types": ()}),
+        (FAMILY_EXAMPLES["gemma"].replace(head_dim=16), {"head_dim": None}),  # d_model / n_heads
+    ],
+    ids=["query scale d_head", "every layer slides", "no layer slides", "head_dim d_model / n_heads"],
+)  # fmt: skip
+def test_the_same_model_written_another_way_reads_back_in_the_config_reader_s_one_form(
+    tmp_path: Path, config: ModelConfig, one_form: dict
+) -> None:
+    write_gguf(tmp_path / "m.gguf", config, init_weights(config))
+    assert load_checkpoint(tmp_path / "m.gguf").config == config.replace(**one_form)
+
+
+def test_a_switch_value_the_config_refuses_is_named_by_its_gguf_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _write_with(
+        tmp_path, monkeypatch, FAMILY_EXAMPLES["gemma2"],
+        add_attn_logit_softcapping=lambda self, value: self.add_float32("gemma2.attn_logit_softcapping", -50.0),
+    )  # fmt: skip
+    with pytest.raises(CheckpointError, match=r"metadata gemma2\.attn_logit_softcapping: must be a finite positive"):
+        load_checkpoint(path)
+
+
+def same_model(a: ModelConfig, b: ModelConfig) -> bool:
+    """The same model, whichever of its equal spellings each config uses (head_dim None or d_model /
+    n_heads, query_scale None or d_head, a window no layer uses or none, layer_types empty or all sliding)."""
+    spelled = ("head_dim", "query_scale", "sliding_window", "layer_types")
+    fields = [f for f in a.to_dict() if f not in spelled]
+    return (
+        all(getattr(a, f) == getattr(b, f) for f in fields)
+        and (a.d_head, a.attention_scale) == (b.d_head, b.attention_scale)
+        and [a.window(i) for i in range(a.n_layers)] == [b.window(i) for i in range(b.n_layers)]
+    )
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.filter_too_much])
+@given(config=configs(max_n_ctx=64, max_layers=3))
+def test_every_config_llama_cpp_can_hold_reads_back_as_the_same_model(tmp_path: Path, config: ModelConfig) -> None:
+    assume(gguf_format.unsupported(config) is None)
+    weights = init_weights(config, seed=1)
+    write_gguf(tmp_path / "m.gguf", config, weights)
+    checkpoint = load_checkpoint(tmp_path / "m.gguf")
+    assert same_model(checkpoint.config, config), (checkpoint.config, config)
+    one = np.float32(1)
+    for name, w in weights.items():
+        plus_one = config.norm_plus_one and name.endswith("norm.weight")
+        np.testing.assert_array_equal(one + checkpoint.weights[name] if plus_one else checkpoint.weights[name],
+                                      one + w if plus_one else w, err_msg=name)  # fmt: skip
+
+
+@needs.torch
+def test_bfloat16_files_as_the_converter_keeps_them_read_back_exactly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Gemma 2 checkpoint published in bfloat16 is converted to BF16 matrices: read back as the
+    bfloat16 values (torch's rounding of the same float32 weights), each exactly."""
+    import torch
+
+    config = FAMILY_EXAMPLES["gemma2"]
+    weights = init_weights(config, seed=6)
+    monkeypatch.setitem(gguf_format.TENSOR_TYPES, "BF16", gguf.GGMLQuantizationType.BF16)
+    monkeypatch.setitem(gguf_format._FILE_TYPES, "BF16", gguf.LlamaFileType.MOSTLY_BF16)
+    write_gguf(tmp_path / "m.gguf", config, weights, tensor_type="BF16")
+    checkpoint = load_checkpoint(tmp_path / "m.gguf")
+    assert any("BF16, dequantized" in finding for finding in checkpoint.findings)
+    matrix = "model.layers.1.mlp.down_proj.weight"
+    expected = torch.from_numpy(weights[matrix]).bfloat16().float().numpy()
+    np.testing.assert_array_equal(checkpoint.weights[matrix], expected)
+    assert not np.array_equal(expected, weights[matrix])  # the rounding happened
