@@ -121,7 +121,7 @@ class TransformersModel:
         """Every stage of one sequence [T], named and shaped as in `verifier.model.stages`."""
         if np.ndim(tokens) != 1:
             raise ValueError(f"trace takes one sequence [T], found shape {np.shape(tokens)}")
-        family = self.config.family
+        family = "gpt2" if self.config.family == "gpt2" else "llama"  # every other family has Llama's layout
         points: dict[str, tuple[str, str | int]] = dict(_TOP[family])
         for i in range(self.config.n_layers):
             for op, (path, what) in _LAYER[family].items():
@@ -150,7 +150,7 @@ class TransformersModel:
                 return stages.layer_stage(i, op)
 
             attention = self.model.get_submodule(
-                f"{_LAYER_PREFIX[c.family]}.{i}.{'attn' if c.family == 'gpt2' else 'self_attn'}"
+                f"transformer.h.{i}.attn" if c.family == "gpt2" else f"model.layers.{i}.self_attn"
             )
             if c.family == "gpt2":
                 q, k, v = captured.pop(stage("qkv")).split(c.d_model, dim=2)

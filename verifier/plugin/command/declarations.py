@@ -6,6 +6,7 @@ or in the file `--declarations FILE` names; an option wins over the file. The fi
 `DECLARATIONS`, for example:
 
     families = ["gpt2"]
+    switches = []            # the families' plain form only (no RoPE scaling, window, bias, ...)
     d_ff = "gpt2"
     tie_embeddings = true
     norm_eps = 1e-5
@@ -30,11 +31,13 @@ from verifier.analysis.precision import CLASSES, UnknownPrecision, resolve
 from verifier.model.config import FAMILIES
 from verifier.model.presets import gpt2_d_ff, llama2c_hidden_dim
 from verifier.plugin.command.template import CommandTemplateError
-from verifier.plugin.interface import Constraints
+from verifier.plugin.interface import SWITCHES, Constraints
 
 # Each declaration and what its value means (option help and the file's documentation).
 DECLARATIONS: dict[str, str] = {
     "families": f"the families it runs, of {', '.join(FAMILIES)} (comma-separated as an option, a list in the file)",
+    "switches": f"the free switches of those families it runs, of {', '.join(SWITCHES)} (comma-separated as an "
+    "option, a list in the file; none: the plain families only); default every one",
     "d_ff": "its MLP width rule: gpt2 (4 x d_model), llama2c (llama2.c's rule, a multiple of 32), llama2c:M "
     "(a multiple of M, e.g. llama2c:256 for Meta's Llama)",
     "tie_embeddings": "true: it runs a tied classifier only; false: an untied one only",
@@ -46,8 +49,8 @@ DECLARATIONS: dict[str, str] = {
 }
 # How each declaration's value is shown in the options' help.
 METAVARS: dict[str, str] = {
-    "families": "gpt2,llama", "d_ff": "RULE", "tie_embeddings": "true|false", "norm_eps": "EPS",
-    "rope_theta": "THETA", "grouped_query": "true|false", "max_n_ctx": "N", "precision": "CLASS",
+    "families": "gpt2,llama", "switches": "rope_scaling,...|none", "d_ff": "RULE", "tie_embeddings": "true|false",
+    "norm_eps": "EPS",    "rope_theta": "THETA", "grouped_query": "true|false", "max_n_ctx": "N", "precision": "CLASS",
 }  # fmt: skip
 FILE_SUFFIX = ".verifier.toml"
 
@@ -105,6 +108,15 @@ def _families(value: Any) -> tuple[str, ...]:
     return tuple(names)
 
 
+def _switches(value: Any) -> tuple[str, ...]:
+    if value == "none":
+        return ()
+    names = [n.strip() for n in value.split(",")] if isinstance(value, str) else value
+    if not isinstance(names, list | tuple) or any(n not in SWITCHES for n in names):
+        raise ValueError(f"expected none, or some of {', '.join(SWITCHES)}")
+    return tuple(names)
+
+
 def _d_ff(value: Any) -> Callable[[int], int]:
     rule, _, multiple = value.partition(":") if isinstance(value, str) else ("", "", "")
     if rule == "gpt2" and not multiple:
@@ -154,6 +166,7 @@ def _precision(value: Any) -> str:
 
 _READERS: dict[str, Callable[[Any], Any]] = {
     "families": _families,
+    "switches": _switches,
     "d_ff": _d_ff,
     "tie_embeddings": _boolean,
     "norm_eps": _positive_number,
