@@ -1,17 +1,22 @@
-"""`transformers`' `GPT2LMHeadModel` / `LlamaForCausalLM` on the CPU, as a model under test.
+"""`transformers`' model of each family on the CPU, as a model under test: `GPT2LMHeadModel`,
+`LlamaForCausalLM` (RoPE scaling included), `MistralForCausalLM`, `Qwen2ForCausalLM`,
+`Qwen3ForCausalLM`, `GemmaForCausalLM`, `Gemma2ForCausalLM` (`verifier.model.config.HF_CLASSES`),
+built from `ModelConfig.to_transformers()` with eager attention, in float32 or a narrower class.
 
 The KV cache is transformers' own `DynamicCache`, passed and returned as `cache` (the name since
 transformers 5.24, which deprecates `past_key_values` and drops it in 5.40; an older transformers
 ignores an argument named `cache`, so it is refused, see `verifier.extra.MINIMUM`), copied before
 each call because transformers extends it in place and the contract promises that a cache stays
-reusable.
+reusable. Built from the model's config, it holds a `DynamicSlidingWindowLayer` for each sliding layer
+(Mistral, Gemma 2's local layers), which keeps the last W - 1 keys: decoding past the window is exact.
 
 `trace` records stages with forward hooks on transformers' own modules (eager attention, so the
 attention module returns its probabilities). Three kinds of stage are computed inside functions
 no hook reaches; they are rebuilt from captured tensors with transformers' own code:
-q, k, v of GPT-2 (split from `c_attn`'s fused output as `GPT2Attention` splits it), Llama's
-q_rope / k_rope (`apply_rotary_pos_emb` with the captured rotary tables), and `scores`
-(q k^T times the attention module's own `scaling`).
+q, k, v of GPT-2 (split from `c_attn`'s fused output as `GPT2Attention` splits it), q_rope / k_rope
+of the RoPE families (`apply_rotary_pos_emb` with the captured rotary tables, on Qwen3's normed q
+and k), and `scores` (q k^T times the attention module's own `scaling`, soft-capped by its own
+`attn_logit_softcapping` in Gemma 2).
 """
 
 from __future__ import annotations
@@ -217,7 +222,7 @@ def _keep(captured: dict[str, Any], key: str, what: str | int) -> Any:
 
 
 def build(config: ModelConfig, weights: Weights) -> TransformersModel:
-    """`GPT2LMHeadModel` or `LlamaForCausalLM` in float32, eager attention."""
+    """The family's transformers model (`GPT2LMHeadModel`, `LlamaForCausalLM`, ...) in float32, eager attention."""
     return TransformersModel(config, weights)
 
 

@@ -36,8 +36,6 @@ from verifier.plugin.interface import SWITCHES, Constraints
 # Each declaration and what its value means (option help and the file's documentation).
 DECLARATIONS: dict[str, str] = {
     "families": f"the families it runs, of {', '.join(FAMILIES)} (comma-separated as an option, a list in the file)",
-    "switches": f"the free switches of those families it runs, of {', '.join(SWITCHES)} (comma-separated as an "
-    "option, a list in the file; none: the plain families only); default every one",
     "d_ff": "its MLP width rule: gpt2 (4 x d_model), llama2c (llama2.c's rule, a multiple of 32), llama2c:M "
     "(a multiple of M, e.g. llama2c:256 for Meta's Llama)",
     "tie_embeddings": "true: it runs a tied classifier only; false: an untied one only",
@@ -45,6 +43,8 @@ DECLARATIONS: dict[str, str] = {
     "rope_theta": "the one RoPE theta it hard-codes",
     "grouped_query": "false: it has no grouped-query attention (n_kv_heads == n_heads only)",
     "max_n_ctx": "the longest context it runs",
+    "switches": f"the free switches of those families it runs, of {', '.join(SWITCHES)} (comma-separated as an "
+    "option, a list in the file; none: the plain families only); default every one",
     "precision": f"the precision class it computes at: {', '.join(CLASSES)}",
 }
 # How each declaration's value is shown in the options' help.
