@@ -1,9 +1,10 @@
 """The transformers adapter's trace: every stage, read from transformers' own modules through
-forward hooks, agrees with the float64 reference's trace; the hooks are gone afterwards."""
+forward hooks, agrees with the float64 reference's trace, for every family; the hooks are gone afterwards."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -24,6 +25,18 @@ from verifier.reference import NumpyModel
 @example(config=PROBE_CONFIGS["llama-gqa"].replace(n_layers=2), data=None).via("grouped-query heads, two layers")
 def test_every_traced_stage_agrees_with_the_reference(config: ModelConfig, data: st.DataObject | None) -> None:
     T = data.draw(st.integers(1, config.n_ctx), label="T") if data else config.n_ctx
+    assert_trace_agrees(config, T)
+
+
+@needs.transformers
+@pytest.mark.parametrize("kind", PROBE_CONFIGS)
+def test_every_family_traces_every_stage_as_the_reference(kind: str) -> None:
+    """Each family's probe (its switches on: Qwen3's q/k norms, Gemma's normaliser, Gemma 2's sandwich
+    norms, soft-capped scores and local/global layers, ...) over its whole context, past any window."""
+    assert_trace_agrees(PROBE_CONFIGS[kind], PROBE_CONFIGS[kind].n_ctx)
+
+
+def assert_trace_agrees(config: ModelConfig, T: int) -> None:
     tokens = np.random.default_rng(T).integers(0, config.vocab_size, T)
     weights = init_weights(config, seed=T, scale=0.3)
     model = hf_transformers.build(config, weights)
