@@ -77,7 +77,8 @@ class Support:
         runnable = [kind for kind in kinds if kind in self.capabilities]
         if not runnable:
             reasons = "; ".join(f"{kind}: {self.refused.get(kind, 'not probed')}" for kind in kinds)
-            return f"model {self.model!r} runs no {' or '.join(families)} config ({reasons})"
+            what = f"no {family} config" if family else "none of the probe configs"
+            return f"model {self.model!r} runs {what} ({reasons})"
         for need in needs:
             if all(lacking(self.model, self.capabilities[f], need) for f in runnable):
                 broken = [f for f in runnable if f in self.broken]
