@@ -1,11 +1,13 @@
 """The suite's side of the model contract: what a model supports, building it for a case, skipping.
 
 What a model supports is probed once per session and process (`verifier.plugin.contract.probe`):
-its factory is asked for tiny configs of each family, with and without grouped-query attention, in
-the shapes it declares (`factory.constraints`) or, if it declares none, the free shape and then the
-published ones. The strategies then draw only configs of the shapes it runs: its declared
-Constraints, or those the probes found (a model that refused the free shape and accepted
-GPT-2's published one is drawn published GPT-2 shapes only). Properties skip (saying why) where a
+its factory is asked for a tiny config of each kind (each family with what it adds turned on; Llama
+also with grouped-query attention and with RoPE scaling), in the shapes it declares
+(`factory.constraints`) or, if it declares none, the free shape and then the published ones. The
+strategies then draw only configs of the shapes it runs: its declared Constraints, or those the
+probes found (a model that refused the free shape and accepted GPT-2's published one is drawn
+published GPT-2 shapes only; one that refused the llama3 probe is drawn Llama without RoPE scaling;
+a family whose probe it refused is not drawn, and its verdict names it as not tested). Properties skip (saying why) where a
 model lacks a capability or a family, and reject drawn cases it still cannot run, so Hypothesis
 draws others.
 
