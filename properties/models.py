@@ -7,9 +7,9 @@ also with grouped-query attention and with RoPE scaling), in the shapes it decla
 strategies then draw only configs of the shapes it runs: its declared Constraints, or those the
 probes found (a model that refused the free shape and accepted GPT-2's published one is drawn
 published GPT-2 shapes only; one that refused the llama3 probe is drawn Llama without RoPE scaling;
-a family whose probe it refused is not drawn, and its verdict names it as not tested). Properties skip (saying why) where a
-model lacks a capability or a family, and reject drawn cases it still cannot run, so Hypothesis
-draws others.
+a family whose probe it refused is not drawn, and its verdict names it as not tested). Properties
+skip (saying why) where a model lacks a capability or a family, and reject drawn cases it still
+cannot run, so Hypothesis draws others.
 
 A property declares what it needs with `@requires("trace", family="llama")`; the hook in
 `properties/conftest.py` turns that into a skip with the reason before any example runs.
@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 import pytest
 from hypothesis import note, reject
 
-from verifier.model.config import FAMILIES, Family, ModelConfig
+from verifier.model.config import FAMILIES, FAMILY_SWITCHES, Family, ModelConfig
 from verifier.plugin import checkpoint
 from verifier.plugin.contract import (
     FREE_SHAPE,
@@ -42,7 +42,7 @@ from verifier.plugin.contract import (
     probe_config,
     probe_kind,
 )
-from verifier.plugin.interface import SWITCHES, Constraints, Unsupported, lacking
+from verifier.plugin.interface import Constraints, Unsupported, lacking
 from verifier.plugin.registry import ModelSpec
 from verifier.properties import checks
 from verifier.properties.strategies import Case
@@ -115,7 +115,8 @@ def _inferred(probes: list[Probe]) -> tuple[Constraints, ...]:
         )
         switches = shape.switches
         if family == "llama" and "llama3" not in ran:
-            switches = tuple(s for s in (SWITCHES if switches is None else switches) if s != "rope_scaling")
+            free = FAMILY_SWITCHES["llama"][1]
+            switches = tuple(s for s in free if s != "rope_scaling" and (switches is None or s in switches))
         found.append(
             dataclasses.replace(
                 shape,

@@ -126,7 +126,8 @@ def test_a_factory_that_refuses_the_switches_is_drawn_plain_llama_only() -> None
     support = models.support(spec)
     (shape,) = support.constraints
     assert shape.families == ("llama",) and shape.grouped_query
-    assert shape.switches is not None and "rope_scaling" not in shape.switches
+    assert shape.switches == ("head_dim", "qkv_bias", "o_bias")  # Llama's free switches but its scaling
+    assert shape.describe() == "llama; switches head_dim, qkv_bias, o_bias"
     scaled = PROBE_CONFIGS["llama-gqa"].replace(rope_scaling=RopeScaling("linear", 2.0))
     assert support.refusal(scaled) == "the probes: llama3: plain Llama only, not llama with ('rope_scaling',)"
     assert support.refusal(PROBE_CONFIGS["llama-gqa"]) is None
