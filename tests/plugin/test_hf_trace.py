@@ -11,10 +11,11 @@ from hypothesis import strategies as st
 from tests import needs
 from verifier.analysis import tolerance
 from verifier.model import stages
-from verifier.model.config import ModelConfig
+from verifier.model.config import ModelConfig, RopeScaling
 from verifier.model.weights import init_weights
 from verifier.plugin.adapters import hf_transformers
 from verifier.plugin.contract import PROBE_CONFIGS
+from verifier.properties.oracle import Oracle
 from verifier.properties.strategies import configs
 from verifier.reference import NumpyModel
 
@@ -34,6 +35,41 @@ def test_every_family_traces_every_stage_as_the_reference(kind: str) -> None:
     """Each family's probe (its switches on: Qwen3's q/k norms, Gemma's normaliser, Gemma 2's sandwich
     norms, soft-capped scores and local/global layers, ...) over its whole context, past any window."""
     assert_trace_agrees(PROBE_CONFIGS[kind], PROBE_CONFIGS[kind].n_ctx)
+
+
+# The free switches the probes leave off, each on in a family that allows it.
+FREE_SWITCHES = {
+    "llama biased, own head_dim, linear scaling": PROBE_CONFIGS["llama-gqa"].replace(
+        head_dim=6, qkv_bias=True, o_bias=True, rope_scaling=RopeScaling("linear", 4.0)
+    ),
+    "mistral with head_dim and llama3 scaling": PROBE_CONFIGS["mistral"].replace(
+        head_dim=8, rope_scaling=RopeScaling("llama3", 4.0, original_n_ctx=4)
+    ),
+    "qwen2 local/global": PROBE_CONFIGS["qwen2"].replace(
+        n_layers=2, sliding_window=3, layer_types=("full_attention", "sliding_attention")
+    ),
+    "qwen3 biased, windowed": PROBE_CONFIGS["qwen3"].replace(
+        qkv_bias=True, o_bias=True, n_layers=2, sliding_window=5, layer_types=("sliding_attention",) * 2
+    ),
+    "gemma biased": PROBE_CONFIGS["gemma"].replace(qkv_bias=True, o_bias=True),
+    "gemma2 without a window or caps": PROBE_CONFIGS["gemma2"].replace(
+        sliding_window=None, layer_types=(), attn_softcap=None, final_softcap=None, n_layers=1
+    ),
+}
+
+
+@needs.transformers
+@pytest.mark.parametrize("name", FREE_SWITCHES)
+def test_the_free_switches_trace_and_decode_as_the_reference(name: str) -> None:
+    config = FREE_SWITCHES[name]
+    assert_trace_agrees(config, config.n_ctx)
+    weights = init_weights(config, seed=8, scale=0.3)
+    tokens = np.random.default_rng(8).integers(0, config.vocab_size, config.n_ctx)
+    model = hf_transformers.build(config, weights)
+    first, cache = model.decode(tokens[:5])
+    decoded = np.concatenate([first, model.decode(tokens[5:], cache)[0]])
+    found = Oracle(config, weights).logits(tokens).compare(decoded)
+    assert found.ok, found
 
 
 def assert_trace_agrees(config: ModelConfig, T: int) -> None:
