@@ -86,7 +86,7 @@ class _Records(logging.Handler):
 
 
 @needs.transformers
-@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+@pytest.mark.parametrize("kind", PROBE_CONFIGS)
 def test_no_call_of_the_adapter_uses_a_deprecated_argument(kind: str) -> None:
     from transformers.utils import logging as hf_logging
 
