@@ -11,6 +11,7 @@ import pytest
 
 from tests.plugin.project import ROOT, junit_cases, make_project, run
 from verifier.cli import main
+from verifier.plugin.contract import PROBE_KINDS
 from verifier.report import plot, render
 from verifier.report.collect import Collector, property_name
 from verifier.report.output import plot_path
@@ -62,10 +63,33 @@ WRONG_MODEL = """
 """
 
 
+# A correct model of GPT-2 only, which refuses every other family.
+GPT2_ONLY = """
+    from verifier import Unsupported
+    from verifier.reference import NumpyModel
+
+    def build(config, weights):
+        if config.family != "gpt2":
+            raise Unsupported(f"GPT-2 only, not {config.family}")
+        return NumpyModel(config, weights)
+"""
+
+
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    files = {"properties/test_throwaway.py": THROWAWAY_SUITE, "wrong_model.py": WRONG_MODEL}
+    files = {"properties/test_throwaway.py": THROWAWAY_SUITE, "wrong_model.py": WRONG_MODEL, "gpt2_only.py": GPT2_ONLY}
     return make_project(tmp_path_factory.mktemp("check"), files)
+
+
+def test_a_model_that_refuses_families_conforms_on_the_others_only_and_says_so(project: Path) -> None:
+    out = project / "out-refusing"
+    done = run(project, "-m", "verifier", "check", "--suite", "properties", "--model", "gpt2_only:build",
+               "--reports", str(out), "--hypothesis-profile", "dev")  # fmt: skip
+    assert done.returncode == 0, done
+    not_tested = "not tested on llama, llama-gqa, llama3, mistral, qwen2, qwen3, gemma, gemma2: refused by the model"
+    assert re.search(rf"\ngpt2_only:build: conforms \(.*\); {not_tested}", done.stdout), done
+    (verdict,) = json.loads((out / "conformance.json").read_text())["models"]
+    assert verdict["verdict"] == "conforms" and verdict["reason"].startswith(not_tested), verdict
 
 
 def test_a_failing_model_gets_the_table_the_files_the_plot_and_exit_status_1(project: Path) -> None:
@@ -98,7 +122,8 @@ def test_a_failing_model_gets_the_table_the_files_the_plot_and_exit_status_1(pro
     )
     assert "hypothesis profile dev (max_examples=8" in done.stdout, done
     assert (
-        "wrong_model:build (--model)" in done.stdout and "gpt2, llama, llama-gqa: logits, decode, trace" in done.stdout
+        "wrong_model:build (--model)" in done.stdout
+        and "gpt2, llama, llama-gqa, llama3, mistral, qwen2, qwen3, gemma, gemma2: logits, decode, trace" in done.stdout
     )
     assert "1 fail, 2 pass, 2 skip: does not conform" in done.stdout, done
 
@@ -258,3 +283,43 @@ def test_the_collector_turns_the_phases_of_each_test_into_one_outcome(tmp_path: 
         "f.py::d": ("m", "error", "the test did not finish"),
         "f.py::e": ("m", "skip", "model 'm' has no 'decode' capability"),
     }
+
+
+# A stand-in property over every family: each probe kind's config (its switches on), judged by the oracle.
+EVERY_FAMILY_SUITE = """
+    import numpy as np
+    import pytest
+    from verifier.model.weights import init_weights
+    from verifier.plugin.contract import PROBE_CONFIGS, build_checked
+    from verifier.properties.oracle import Oracle
+
+    @pytest.mark.parametrize("kind", PROBE_CONFIGS)
+    def test_logits_agree_with_the_oracle(model_spec, kind):
+        config = PROBE_CONFIGS[kind]
+        weights = init_weights(config, seed=7, scale=0.3)
+        tokens = np.random.default_rng(7).integers(0, config.vocab_size, config.n_ctx)
+        model = build_checked(model_spec, config, weights)
+        found = Oracle(config, weights).logits(tokens).compare(model.logits(tokens))
+        assert found.ok, f"{kind}: {found}"
+"""
+
+
+def test_the_built_in_models_conform_on_every_family_and_a_port_ignoring_the_switches_fails(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    project = make_project(tmp_path_factory.mktemp("families"), {"properties/test_families.py": EVERY_FAMILY_SUITE})
+    out = project / "out"
+    ignoring = "tests.plugin.ignoring:build"
+    models = [a for m in ("numpy", "transformers", ignoring) for a in ("--model", m)]
+    done = run(project, "-m", "verifier", "check", "--suite", "properties", *models, "--reports", str(out),
+               "--hypothesis-profile", "dev")  # fmt: skip
+    assert done.returncode == 1, done
+    report = json.loads((out / "conformance.json").read_text())
+    verdicts = {v["model"]: v for v in report["models"]}
+    assert verdicts["numpy"]["verdict"] == verdicts["transformers"]["verdict"] == "conforms", verdicts
+    assert verdicts["numpy"]["passed"] == verdicts["transformers"]["passed"] == 9
+    # test ids are [model-kind]: each kind's outcome for the port
+    outcomes = {r["nodeid"].split("[")[1].rstrip("]").replace(ignoring, "").strip("-"): r["outcome"]
+                for r in report["results"] if r["model"] == ignoring}  # fmt: skip
+    assert verdicts[ignoring]["verdict"] == "fails"
+    assert outcomes == {kind: "pass" if kind in ("gpt2", "llama", "llama-gqa") else "fail" for kind in PROBE_KINDS}

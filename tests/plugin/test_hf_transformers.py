@@ -16,10 +16,13 @@ import pytest
 from tests import needs
 from tests.plugin.project import ROOT
 from verifier import extra
+from verifier.analysis import tolerance
 from verifier.extra import ExtraMissing
 from verifier.model.weights import init_weights
 from verifier.plugin.adapters import hf_transformers
-from verifier.plugin.contract import PROBE_CONFIGS
+from verifier.plugin.contract import PROBE_CONFIGS, build_checked
+from verifier.plugin.registry import ModelSpec
+from verifier.properties.oracle import Oracle
 
 
 @needs.transformers
@@ -36,6 +39,43 @@ def test_a_chunk_after_a_cached_prefix_equals_the_full_pass(kind: str) -> None:
     np.testing.assert_array_equal(again, second)
 
 
+@needs.transformers
+@pytest.mark.parametrize("kind", ["mistral", "gemma2"])
+def test_decoding_token_by_token_past_the_window_equals_the_full_pass(kind: str) -> None:
+    """transformers keeps the last W - 1 keys of a sliding layer (DynamicSlidingWindowLayer): decoding one
+    token at a time to the end of the context, far past the window, is the full pass."""
+    config = PROBE_CONFIGS[kind]
+    weights = init_weights(config, seed=3, scale=1.0)
+    model = hf_transformers.build(config, weights)
+    tokens = np.random.default_rng(3).integers(0, config.vocab_size, (2, config.n_ctx))
+    full = model.logits(tokens)
+    # The window matters at these weights: without it, the positions past it differ.
+    windowless = hf_transformers.build(config.replace(sliding_window=None, layer_types=()), weights)
+    W = config.sliding_window
+    assert W is not None and np.abs(windowless.logits(tokens)[:, W:] - full[:, W:]).max() > 1e-2
+    cache, steps = None, []
+    for t in range(config.n_ctx):
+        logits, cache = model.decode(tokens[:, t : t + 1], cache)
+        steps.append(logits)
+    assert "SlidingWindow" in type(cache.layers[0]).__name__
+    ratio = tolerance.error_ratio(np.concatenate(steps, axis=1), full)
+    assert ratio <= 1, ratio
+
+
+@needs.transformers
+@pytest.mark.parametrize("kind", PROBE_CONFIGS)
+@pytest.mark.parametrize("factory", ["build_bfloat16", "build_float16"])
+def test_every_family_runs_in_the_narrower_classes(kind: str, factory: str) -> None:
+    config = PROBE_CONFIGS[kind]
+    model = getattr(hf_transformers, factory)(config, init_weights(config, seed=4))
+    tokens = np.arange(2 * 9).reshape(2, 9) % config.vocab_size
+    logits = model.logits(tokens)
+    assert model.precision == factory.removeprefix("build_") and logits.dtype == np.float32
+    assert logits.shape == (2, 9, config.vocab_size) and np.isfinite(logits).all()
+    first, cache = model.decode(tokens[:, :5])
+    assert np.array_equal(np.concatenate([first, model.decode(tokens[:, 5:], cache)[0]], axis=1).shape, logits.shape)
+
+
 class _Records(logging.Handler):
     def __init__(self) -> None:
         super().__init__(logging.WARNING)
@@ -46,7 +86,7 @@ class _Records(logging.Handler):
 
 
 @needs.transformers
-@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+@pytest.mark.parametrize("kind", PROBE_CONFIGS)
 def test_no_call_of_the_adapter_uses_a_deprecated_argument(kind: str) -> None:
     from transformers.utils import logging as hf_logging
 
@@ -96,3 +136,32 @@ def test_release_numbers_are_read_from_the_installed_distribution() -> None:
     assert extra.release("no-such-distribution-xyz") is None
     found = extra.release("pytest")
     assert found is not None and len(found) >= 2 and found >= (7,)
+
+
+FACTORIES = {"float32": "build", "bfloat16": "build_bfloat16", "float16": "build_float16"}
+
+
+@needs.transformers
+@pytest.mark.parametrize("kind", PROBE_CONFIGS)
+@pytest.mark.parametrize("precision", FACTORIES)
+def test_every_family_agrees_with_the_oracle_in_its_class(precision: str, kind: str) -> None:
+    """The reference (float64) at the class the model declares judges it: the whole context (past any
+    window and any original context of RoPE scaling), decoded in chunks after a cache, and left-padded."""
+    config = PROBE_CONFIGS[kind]
+    weights = init_weights(config, seed=6, scale=0.3)
+    factory = getattr(hf_transformers, FACTORIES[precision])
+    model = build_checked(ModelSpec(f"transformers-{precision}", factory, "test"), config, weights)
+    assert model.precision.name == precision
+    oracle = Oracle(config, weights, model.precision)
+    tokens = np.random.default_rng(6).integers(0, config.vocab_size, (2, config.n_ctx))
+    expected = oracle.logits(tokens)
+    whole = expected.compare(model.logits(tokens))
+    first, cache = model.decode(tokens[:, :5])
+    chunked = expected.compare(np.concatenate([first, model.decode(tokens[:, 5:], cache)[0]], axis=1))
+    assert whole.ok and chunked.ok, (whole, chunked)
+    if model.lacks("attention_mask") is None:  # row 0 left-padded: its real tokens at positions 0..T-4
+        mask = np.ones_like(tokens)
+        mask[0, :3] = 0
+        padded = model.logits(tokens, attention_mask=mask)
+        rows = oracle.logits(tokens[0, 3:]).compare(padded[0, 3:]), oracle.logits(tokens[1]).compare(padded[1])
+        assert all(c.ok for c in rows), rows
