@@ -233,6 +233,12 @@ class Transformer:
         """RoPE on q and k (never v)."""
         return self.rope(q, positions), self.rope(k, positions), v
 
+    def normed_and_rotated(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, positions: np.ndarray, i: int):
+        """Qwen3's q/k norm (where the config has it), then RoPE."""
+        if self.c.qk_norm:
+            q, k = self.qk_norm(q, k, i)
+        return self.rope_qkv(q, k, v, positions)
+
     def qk_norm(self, q: np.ndarray, k: np.ndarray, i: int) -> tuple[np.ndarray, np.ndarray]:
         """Qwen3: a plain RMSNorm over each head's d_head entries of q and of k, before RoPE."""
         p = f"model.layers.{i}.self_attn."
@@ -283,10 +289,8 @@ class Transformer:
     def attention(self, h, i, positions, past, mask):
         q, k, v = self.qkv(h, i)
         q, k, v = (self.stage(f"layers.{i}.{name}", x) for name, x in (("q", q), ("k", k), ("v", v)))
-        if self.c.qk_norm:
-            q, k = self.qk_norm(q, k, i)
         if not self.gpt2:
-            q, k, v = self.rope_qkv(q, k, v, positions)
+            q, k, v = self.normed_and_rotated(q, k, v, positions, i)
             q, k = self.stage(f"layers.{i}.q_rope", q), self.stage(f"layers.{i}.k_rope", k)
         k, v = self.append(past, k, v)
         k_att, v_att = self.attended(past, k, v)
