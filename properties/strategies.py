@@ -279,6 +279,56 @@ def switches(draw: st.DrawFn, family: Family, n_ctx: int, n_layers: int, d_head:
     return found
 
 
+# The families that allow each switch (FAMILY_SWITCHES), for the properties about it.
+WINDOW_FAMILIES = tuple(f for f in FAMILIES if "sliding_window" in FAMILY_SWITCHES[f][1])
+SCALING_FAMILIES = tuple(f for f in FAMILIES if "rope_scaling" in FAMILY_SWITCHES[f][1])
+SOFTCAP_FAMILIES = tuple(f for f in FAMILIES if "attn_softcap" in FAMILY_SWITCHES[f][1])
+QK_NORM_FAMILIES = tuple(f for f in FAMILIES if FAMILY_SWITCHES[f][0].get("qk_norm"))
+
+
+@st.composite
+def windowed_cases(draw: st.DrawFn, *, at_least_T: bool = False, **kwargs: Any) -> Case:
+    """A case (see `cases`) of a family with sliding windows, every layer sliding. The window W fits
+    the reach it is checked at: the last position's receptive field, n_layers (W - 1) keys back,
+    ends before the first token (n_layers (W - 1) + 1 < T); or, if `at_least_T`, W >= T."""
+    case = draw(cases(WINDOW_FAMILIES, **{"min_T": 2, **kwargs}), label="case")
+    c = case.config
+    if at_least_T:
+        window = draw(st.integers(case.T, case.T + 8), label="sliding_window >= T")
+    else:
+        window = draw(st.integers(1, max(1, (case.T - 2) // c.n_layers + 1)), label="sliding_window")
+    return case._replace(config=c.replace(sliding_window=window, layer_types=()))
+
+
+@st.composite
+def capped_cases(
+    draw: st.DrawFn, *, attn_caps: tuple[float, ...], final_caps: tuple[float, ...], **kwargs: Any
+) -> Case:
+    """A case (see `cases`) of a family with soft-caps, at large weight scales (where caps bite),
+    with an attention cap from `attn_caps` and a final one from `final_caps`."""
+    case = draw(cases(SOFTCAP_FAMILIES, **{"scales": LARGE_SCALES, **kwargs}), label="case")
+    caps = {
+        "attn_softcap": draw(st.sampled_from(attn_caps), label="attn_softcap"),
+        "final_softcap": draw(st.sampled_from(final_caps), label="final_softcap"),
+    }
+    return case._replace(config=case.config.replace(**caps))
+
+
+@st.composite
+def rope_scaled_cases(draw: st.DrawFn, **kwargs: Any) -> Case:
+    """A case (see `cases`) of a family with RoPE scaling, scaled (linear or llama3) with an original
+    context shorter than the sequence, so that its last positions pass it."""
+    case = draw(cases(SCALING_FAMILIES, **{"min_T": 2, **kwargs}), label="case")
+    factor = draw(st.sampled_from(ROPE_FACTORS), label="rope scaling factor")
+    if draw(st.sampled_from(("llama3", "linear")), label="rope scaling kind") == "linear":
+        scaling = RopeScaling("linear", factor)
+    else:
+        low, high = draw(st.sampled_from(((1.0, 4.0), (1.0, 2.0), (2.0, 8.0))), label="low/high freq factors")
+        shorter = [n for n in ORIGINAL_N_CTX if n < case.T] or [max(1, case.T // 2)]
+        scaling = RopeScaling("llama3", factor, low, high, draw(st.sampled_from(shorter), label="original_n_ctx"))
+    return case._replace(config=case.config.replace(rope_scaling=scaling))
+
+
 def token_lists(config: ModelConfig, length: int) -> st.SearchStrategy[tuple[int, ...]]:
     """`length` token ids in [0, vocab_size)."""
     ids = st.integers(0, config.vocab_size - 1)
@@ -452,8 +502,14 @@ def _small(family: Family, **changes: object) -> ModelConfig:
     base = ModelConfig(
         family=family, vocab_size=61, n_ctx=48, d_model=32, n_layers=2, n_heads=4,
         n_kv_heads=2 if family == "llama" else 4, d_ff=40, norm_eps=1e-5, tie_embeddings=family == "gpt2",
+        **FAMILY_SWITCHES[family][0],
     )  # fmt: skip
     return base.replace(**changes)
+
+
+def small_case(family: Family, T: int, *, seed: int = 1, scale: float = 0.3, **changes: object) -> Case:
+    """A small pinned case of `family` (d_model 32, 4 heads, 2 layers unless `changes` say) on T tokens."""
+    return _case(_small(family, **changes), T, seed=seed, scale=scale)
 
 
 def published(case: Case, *, tie_embeddings: bool | None = None) -> Case:

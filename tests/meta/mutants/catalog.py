@@ -583,6 +583,41 @@ class QueryScaleIgnored(Transformer):
         return 1 / np.sqrt(self.c.d_head)
 
 
+class AttentionSoftcapMissing(Transformer):
+    """Gemma 2's attention soft-cap left out (an attention kernel without soft-capping, as SDPA is)."""
+
+    def attend(self, scores: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+        return self.softmax(np.where(allowed, scores, -np.inf))
+
+
+class WindowedLayersUncapped(Transformer):
+    """The sliding layers' attention without Gemma 2's soft-cap (a windowed kernel that cannot
+    soft-cap, as flash-attention before 2.6), the global layers capped."""
+
+    def attention(self, h, i, positions, past, mask):
+        self._sliding = self.window(i) is not None
+        return super().attention(h, i, positions, past, mask)
+
+    def attend(self, scores: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+        if self._sliding:
+            return self.softmax(np.where(allowed, scores, -np.inf))
+        return super().attend(scores, allowed)
+
+
+class RopeScalingIgnored(Transformer):
+    """The config's RoPE scaling ignored (a loader that reads rope_theta and drops rope_scaling)."""
+
+    def scaled(self, inv_freq: np.ndarray) -> np.ndarray:
+        return inv_freq
+
+
+class QKNormSkipped(Transformer):
+    """Qwen3's q/k norms not applied (a Llama implementation loading Qwen3 with strict=False)."""
+
+    def qk_norm(self, q: np.ndarray, k: np.ndarray, i: int) -> tuple[np.ndarray, np.ndarray]:
+        return q, k
+
+
 class SandwichNormMissing(Transformer):
     """Gemma 2's norms after attention and after the MLP left out (Gemma's layer on Gemma 2's weights)."""
 
