@@ -31,14 +31,16 @@ from verifier.model.config import FAMILIES, Family, ModelConfig
 from verifier.plugin import checkpoint
 from verifier.plugin.contract import (
     FREE_SHAPE,
+    PROBE_KINDS,
     CheckedModel,
     Probe,
     build_checked,
     build_on_checkpoint,
     probe,
+    probe_config,
     probe_kind,
 )
-from verifier.plugin.interface import Constraints, Unsupported, lacking
+from verifier.plugin.interface import SWITCHES, Constraints, Unsupported, lacking
 from verifier.plugin.registry import ModelSpec
 from verifier.properties import checks
 from verifier.properties.strategies import Case
@@ -48,8 +50,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 @dataclass(frozen=True)
 class Support:
-    """What one model runs: per probe kind ("gpt2", "llama", "llama-gqa") its capabilities, or the
-    reason its factory gave for refusing it; and the Constraints its configs are drawn from."""
+    """What one model runs: per probe kind (`verifier.plugin.contract.PROBE_KINDS`: each family, and
+    Llama also as "llama-gqa" and "llama3") its capabilities, or the reason its factory gave for
+    refusing it; and the Constraints its configs are drawn from."""
 
     model: str
     capabilities: dict[str, frozenset[str]] = field(default_factory=dict)
@@ -70,9 +73,10 @@ class Support:
     def why_not(self, family: Family | None, needs: tuple[str, ...]) -> str | None:
         """The reason to skip a property needing each of `needs` on `family` (any if None), or None."""
         families = [family] if family else list(FAMILIES)
-        runnable = [f for f in families if f in self.capabilities]
+        kinds = [kind for kind, (f, _, _) in PROBE_KINDS.items() if f in families]
+        runnable = [kind for kind in kinds if kind in self.capabilities]
         if not runnable:
-            reasons = "; ".join(f"{f}: {self.refused.get(f, 'not probed')}" for f in families)
+            reasons = "; ".join(f"{kind}: {self.refused.get(kind, 'not probed')}" for kind in kinds)
             return f"model {self.model!r} runs no {' or '.join(families)} config ({reasons})"
         for need in needs:
             if all(lacking(self.model, self.capabilities[f], need) for f in runnable):
@@ -90,14 +94,33 @@ class Support:
 def _inferred(probes: list[Probe]) -> tuple[Constraints, ...]:
     """The shapes to draw for a model that declares none: per family it runs, the shape of the probe
     config it accepted (free, or published if it refused the free one), with grouped-query attention
-    if it ran the llama-gqa probe."""
+    if it ran a probe that has it (GPT-2's and Llama's: llama-gqa), and for Llama without RoPE scaling unless it ran
+    the llama3 probe."""
     ran = {p.kind: p for p in probes if p.unsupported is None}
     found = []
     for family in FAMILIES:
-        accepted = [p for kind, p in ran.items() if kind.split("-")[0] == family]
-        if accepted:
-            shape = accepted[0].shape or FREE_SHAPE
-            found.append(dataclasses.replace(shape, families=(family,), grouped_query="llama-gqa" in ran))
+        accepted = [p for kind, p in ran.items() if PROBE_KINDS[kind][0] == family]
+        if not accepted:
+            continue
+        shape = accepted[0].shape or FREE_SHAPE
+        probed = [probe_config(p.kind, p.shape or FREE_SHAPE) for p in accepted]
+        # GPT-2 has none to draw; for it, as for Llama, the llama-gqa probe says.
+        grouped = (
+            "llama-gqa" in ran
+            if family in ("gpt2", "llama")
+            else any(c is not None and c.n_kv_heads < c.n_heads for c in probed)
+        )
+        switches = shape.switches
+        if family == "llama" and "llama3" not in ran:
+            switches = tuple(s for s in (SWITCHES if switches is None else switches) if s != "rope_scaling")
+        found.append(
+            dataclasses.replace(
+                shape,
+                families=(family,),
+                grouped_query=grouped,
+                switches=switches,
+            )
+        )
     return tuple(found)
 
 

@@ -155,7 +155,7 @@ RENAMES = {"model.embed_tokens": "tok_embeddings", "model.norm": "norm", "model.
            "self_attn.o_proj": "attention.wo", "mlp.gate_proj": "feed_forward.w1", "mlp.down_proj": "feed_forward.w2",
            "mlp.up_proj": "feed_forward.w3", "input_layernorm": "attention_norm",
            "post_attention_layernorm": "ffn_norm"}  # fmt: skip
-SHAPES = Constraints(families=("llama",), tie_embeddings=True, rope_theta=10000.0)
+SHAPES = Constraints(families=("llama",), tie_embeddings=True, rope_theta=10000.0, switches=())
 
 
 def interleaved(w: np.ndarray, n_heads: int) -> np.ndarray:

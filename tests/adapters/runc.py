@@ -95,7 +95,7 @@ def forward(c: Config, w: Weights, s: RunState, token: int) -> np.ndarray:
 
 # ---- the adapter ----------------------------------------------------------------------------
 
-SHAPES = Constraints(families=("llama",), norm_eps=1e-5, rope_theta=10000.0)
+SHAPES = Constraints(families=("llama",), norm_eps=1e-5, rope_theta=10000.0, switches=())
 
 
 def interleaved(w: np.ndarray, n_heads: int) -> np.ndarray:

@@ -165,6 +165,16 @@ def test_a_program_declares_in_the_file_beside_it_and_options_win(tmp_path: Path
     )
 
 
+def test_a_program_declares_the_switches_it_runs(tmp_path: Path) -> None:
+    plain = _declared(tmp_path, "families=llama,mistral", "switches=none").constraints
+    assert plain == Constraints(families=("llama", "mistral"), switches=())
+    assert plain.describe() == "llama/mistral; no switches"
+    windowed = _declared(tmp_path, file='families = ["mistral"]\nswitches = ["sliding_window"]\n').constraints
+    assert windowed == Constraints(families=("mistral",), switches=("sliding_window",))
+    found = models.support(ModelSpec("plain", _declared(tmp_path, "families=llama", "switches=none"), "test"))
+    assert found.refused["llama3"] == "its declared constraints exclude llama3 configs (llama; no switches)"
+
+
 def test_a_declaration_file_named_by_the_option_is_read(tmp_path: Path) -> None:
     (tmp_path / "decl.toml").write_text("max_n_ctx = 8\n")
     assert _declared(tmp_path, "declarations=decl.toml").constraints == Constraints(max_n_ctx=8)
@@ -173,7 +183,13 @@ def test_a_declaration_file_named_by_the_option_is_read(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("more", "file", "problem"),
     [
-        (["families=gpt3"], None, "--command-families: expected one or more of gpt2, llama, found 'gpt3'"),
+        (
+            ["families=gpt3"],
+            None,
+            "--command-families: expected one or more of gpt2, llama, mistral, qwen2, qwen3, "
+            "gemma, gemma2, found 'gpt3'",
+        ),
+        (["switches=window"], None, "--command-switches: expected none, or some of head_dim, rope_scaling, "),
         (["d_ff=4x"], None, "--command-d-ff: expected gpt2, llama2c or llama2c:M (M a positive whole number)"),
         (["tie_embeddings=yes"], None, "--command-tie-embeddings: expected true or false, found 'yes'"),
         (["norm_eps=-1"], None, "--command-norm-eps: expected a positive number, found '-1'"),
@@ -187,6 +203,7 @@ def test_a_declaration_file_named_by_the_option_is_read(tmp_path: Path) -> None:
     ],
     ids=[
         "family",
+        "switch",
         "d_ff",
         "bool",
         "eps",
@@ -212,7 +229,8 @@ def test_bad_declarations_are_usage_errors_in_the_options_typed(tmp_path: Path) 
     for front, names, status in [("pytest", PYTEST_OPTIONS, 4), ("check", CHECK_OPTIONS, 2)]:
         done = run(tmp_path, front, *options(names, "./prog text {model} {tokens}", "families=llama,gpt3"))
         assert done.returncode == status, done.stdout[-2000:] + done.stderr[-2000:]
-        assert f"{names['families']}: expected one or more of gpt2, llama, found 'llama,gpt3'" in done.stderr
+        assert f"{names['families']}: expected one or more of gpt2, llama, mistral," in done.stderr
+        assert "found 'llama,gpt3'" in done.stderr
 
 
 def test_the_probes_of_a_program_declared_gpt2_only_build_no_llama(tmp_path: Path) -> None:

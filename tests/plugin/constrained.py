@@ -9,10 +9,13 @@ from typing import Any
 
 from verifier import GPT2_PUBLISHED, LLAMA2C_PUBLISHED, Constraints, ModelConfig, NumpyModel, Unsupported, Weights
 from verifier.model.presets import gpt2_d_ff, llama2c_hidden_dim
+from verifier.plugin.interface import switches_on
 
 
 def _published_refusal(config: ModelConfig) -> str | None:
     """Why `config` is not a published shape (GPT-2's, or llama2.c's with multiple_of 32), or None."""
+    if config.family not in ("gpt2", "llama") or switches_on(config):
+        return f"the published shapes are GPT-2's and llama2.c's plain Llama, not this {config.family} config"
     rule = gpt2_d_ff if config.family == "gpt2" else llama2c_hidden_dim
     if config.d_ff != rule(config.d_model):
         return f"d_ff is fixed at {rule(config.d_model)} for d_model {config.d_model}, not {config.d_ff}"

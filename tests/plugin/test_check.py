@@ -62,10 +62,33 @@ WRONG_MODEL = """
 """
 
 
+# A correct model of GPT-2 only, which refuses every other family.
+GPT2_ONLY = """
+    from verifier import Unsupported
+    from verifier.reference import NumpyModel
+
+    def build(config, weights):
+        if config.family != "gpt2":
+            raise Unsupported(f"GPT-2 only, not {config.family}")
+        return NumpyModel(config, weights)
+"""
+
+
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    files = {"properties/test_throwaway.py": THROWAWAY_SUITE, "wrong_model.py": WRONG_MODEL}
+    files = {"properties/test_throwaway.py": THROWAWAY_SUITE, "wrong_model.py": WRONG_MODEL, "gpt2_only.py": GPT2_ONLY}
     return make_project(tmp_path_factory.mktemp("check"), files)
+
+
+def test_a_model_that_refuses_families_conforms_on_the_others_only_and_says_so(project: Path) -> None:
+    out = project / "out-refusing"
+    done = run(project, "-m", "verifier", "check", "--suite", "properties", "--model", "gpt2_only:build",
+               "--reports", str(out), "--hypothesis-profile", "dev")  # fmt: skip
+    assert done.returncode == 0, done
+    not_tested = "not tested on llama, llama-gqa, llama3, mistral, qwen2, qwen3, gemma, gemma2: refused by the model"
+    assert re.search(rf"\ngpt2_only:build: conforms \(.*\); {not_tested}", done.stdout), done
+    (verdict,) = json.loads((out / "conformance.json").read_text())["models"]
+    assert verdict["verdict"] == "conforms" and verdict["reason"].startswith(not_tested), verdict
 
 
 def test_a_failing_model_gets_the_table_the_files_the_plot_and_exit_status_1(project: Path) -> None:
@@ -98,7 +121,8 @@ def test_a_failing_model_gets_the_table_the_files_the_plot_and_exit_status_1(pro
     )
     assert "hypothesis profile dev (max_examples=8" in done.stdout, done
     assert (
-        "wrong_model:build (--model)" in done.stdout and "gpt2, llama, llama-gqa: logits, decode, trace" in done.stdout
+        "wrong_model:build (--model)" in done.stdout
+        and "gpt2, llama, llama-gqa, llama3, mistral, qwen2, qwen3, gemma, gemma2: logits, decode, trace" in done.stdout
     )
     assert "1 fail, 2 pass, 2 skip: does not conform" in done.stdout, done
 

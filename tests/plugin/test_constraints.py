@@ -46,7 +46,7 @@ def test_a_declaration_names_what_it_refuses() -> None:
         "declared no grouped-query attention, not n_kv_heads=4 < n_heads=8; max_n_ctx=256, not n_ctx=512"
     )
     assert rule.describe() == (
-        "gpt2/llama; d_ff = llama2c_hidden_dim(d_model, multiple_of=4); max_n_ctx=256; no grouped-query attention"
+        "every family; d_ff = llama2c_hidden_dim(d_model, multiple_of=4); max_n_ctx=256; no grouped-query attention"
     )
     odd = Constraints(supports=lambda c: c.vocab_size % 2 == 0)
     assert odd.refusal(gpt2) == "declared its supports(config) predicate returned False"
@@ -55,7 +55,8 @@ def test_a_declaration_names_what_it_refuses() -> None:
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
-        ({"families": ("gpt3",)}, r"families=\('gpt3',\)\): expected one or more of \('gpt2', 'llama'\)"),
+        ({"families": ("gpt3",)}, r"families=\('gpt3',\)\): expected one or more of \('gpt2', 'llama', 'mistral'"),
+        ({"switches": ("window",)}, r"switches=\('window',\)\): expected names among \('head_dim', 'rope_scaling'"),
         ({"d_ff": 3072}, r"d_ff=3072\): expected a function, found int"),
         ({"norm_eps": 0.0}, r"norm_eps=0.0\): expected a positive number"),
         ({"max_n_ctx": 0}, r"max_n_ctx=0\): expected a positive number of positions"),
@@ -136,7 +137,7 @@ def test_the_probes_find_a_published_shape_when_the_free_one_is_refused() -> Non
     assert [c.describe() for c in support.constraints] == [
         "gpt2; d_ff = gpt2_d_ff(d_model); tie_embeddings=True; norm_eps=1e-05",
         "llama; d_ff = llama2c_hidden_dim(d_model, multiple_of=32); tie_embeddings=True; norm_eps=1e-05; "
-        "rope_theta=10000.0",
+        "rope_theta=10000.0; no switches",
     ]
 
 
@@ -148,10 +149,15 @@ def test_a_model_without_grouped_query_attention_is_drawn_none() -> None:
 
 def test_a_declaration_decides_the_probes_and_the_families() -> None:
     probes = {p.kind: p.summary() for p in probe(spec("llama_up_to_12_positions"))}
+    ran = "logits, decode, trace, attention_mask (on llama; max_n_ctx=12)"
     assert probes == {
-        "gpt2": "unsupported (its declared constraints exclude gpt2 configs (llama; max_n_ctx=12))",
-        "llama": "logits, decode, trace, attention_mask (on llama; max_n_ctx=12)",
-        "llama-gqa": "logits, decode, trace, attention_mask (on llama; max_n_ctx=12)",
+        **{
+            kind: f"unsupported (its declared constraints exclude {kind} configs (llama; max_n_ctx=12))"
+            for kind in ("gpt2", "mistral", "qwen2", "qwen3", "gemma", "gemma2")
+        },
+        "llama": ran,
+        "llama-gqa": ran,
+        "llama3": ran,
     }
 
 

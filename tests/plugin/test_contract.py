@@ -20,6 +20,7 @@ from verifier.model.weights import init_weights
 from verifier.plugin.adapters import hf_transformers, reference
 from verifier.plugin.contract import (
     PROBE_CONFIGS,
+    PROBE_KINDS,
     RULES,
     CheckedModel,
     ContractViolation,
@@ -240,9 +241,13 @@ def test_probe_reports_capabilities_unsupported_kinds_and_broken_factories() -> 
     probes = {p.kind: p.summary() for p in probe(ModelSpec("example", torch_gpt2.build, "test"))}
     assert probes == {
         "gpt2": "logits, decode, trace, attention_mask",
-        "llama": "unsupported (this example implements GPT-2 only, not 'llama')",
-        "llama-gqa": "unsupported (this example implements GPT-2 only, not 'llama')",
+        **{
+            kind: f"unsupported (this example implements GPT-2 only, not {PROBE_KINDS[kind][0]!r})"
+            for kind in PROBE_KINDS
+            if kind != "gpt2"
+        },
     }
+    assert list(probes) == ["gpt2", "llama", "llama-gqa", "llama3", "mistral", "qwen2", "qwen3", "gemma", "gemma2"]
     broken_probe = probe(ModelSpec("raises", broken.factory_raises, "test"))[0].summary()
     assert broken_probe.startswith("broken (model 'raises' broke the contract rule 'factory'")
 

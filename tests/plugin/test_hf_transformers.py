@@ -16,6 +16,7 @@ import pytest
 from tests import needs
 from tests.plugin.project import ROOT
 from verifier import extra
+from verifier.analysis import tolerance
 from verifier.extra import ExtraMissing
 from verifier.model.weights import init_weights
 from verifier.plugin.adapters import hf_transformers
@@ -34,6 +35,43 @@ def test_a_chunk_after_a_cached_prefix_equals_the_full_pass(kind: str) -> None:
     again, _ = model.decode(tokens[:, 4:], cache)  # the cache stays reusable
     np.testing.assert_allclose(np.concatenate([first, second], axis=1), full, rtol=0, atol=1e-5)
     np.testing.assert_array_equal(again, second)
+
+
+@needs.transformers
+@pytest.mark.parametrize("kind", ["mistral", "gemma2"])
+def test_decoding_token_by_token_past_the_window_equals_the_full_pass(kind: str) -> None:
+    """transformers keeps the last W - 1 keys of a sliding layer (DynamicSlidingWindowLayer): decoding one
+    token at a time to the end of the context, far past the window, is the full pass."""
+    config = PROBE_CONFIGS[kind]
+    weights = init_weights(config, seed=3, scale=1.0)
+    model = hf_transformers.build(config, weights)
+    tokens = np.random.default_rng(3).integers(0, config.vocab_size, (2, config.n_ctx))
+    full = model.logits(tokens)
+    # The window matters at these weights: without it, the positions past it differ.
+    windowless = hf_transformers.build(config.replace(sliding_window=None, layer_types=()), weights)
+    W = config.sliding_window
+    assert W is not None and np.abs(windowless.logits(tokens)[:, W:] - full[:, W:]).max() > 1e-2
+    cache, steps = None, []
+    for t in range(config.n_ctx):
+        logits, cache = model.decode(tokens[:, t : t + 1], cache)
+        steps.append(logits)
+    assert "SlidingWindow" in type(cache.layers[0]).__name__
+    ratio = tolerance.error_ratio(np.concatenate(steps, axis=1), full)
+    assert ratio <= 1, ratio
+
+
+@needs.transformers
+@pytest.mark.parametrize("kind", PROBE_CONFIGS)
+@pytest.mark.parametrize("factory", ["build_bfloat16", "build_float16"])
+def test_every_family_runs_in_the_narrower_classes(kind: str, factory: str) -> None:
+    config = PROBE_CONFIGS[kind]
+    model = getattr(hf_transformers, factory)(config, init_weights(config, seed=4))
+    tokens = np.arange(2 * 9).reshape(2, 9) % config.vocab_size
+    logits = model.logits(tokens)
+    assert model.precision == factory.removeprefix("build_") and logits.dtype == np.float32
+    assert logits.shape == (2, 9, config.vocab_size) and np.isfinite(logits).all()
+    first, cache = model.decode(tokens[:, :5])
+    assert np.array_equal(np.concatenate([first, model.decode(tokens[:, 5:], cache)[0]], axis=1).shape, logits.shape)
 
 
 class _Records(logging.Handler):

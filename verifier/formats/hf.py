@@ -13,19 +13,15 @@ from typing import Any
 import numpy as np
 
 from verifier import extra
-from verifier.model.config import ModelConfig
+from verifier.model.config import HF_CLASSES, ModelConfig
 from verifier.model.weights import CLASSIFIER, WeightMap, classifier_name
 
 
 def model_class(config: ModelConfig) -> Any:
-    """`GPT2LMHeadModel` or `LlamaForCausalLM`."""
-    if config.family == "gpt2":
-        from transformers import GPT2LMHeadModel
+    """The family's `transformers` causal-LM class (`GPT2LMHeadModel`, `LlamaForCausalLM`, `Gemma2ForCausalLM`, ...)."""
+    import transformers
 
-        return GPT2LMHeadModel
-    from transformers import LlamaForCausalLM
-
-    return LlamaForCausalLM
+    return getattr(transformers, HF_CLASSES[config.family][1])
 
 
 def _skipping_init() -> contextlib.AbstractContextManager[None]:

@@ -24,7 +24,7 @@ import numpy as np
 
 from verifier.analysis.precision import FLOAT32, Precision, UnknownPrecision, resolve
 from verifier.model import stages
-from verifier.model.config import Family, ModelConfig
+from verifier.model.config import FAMILY_SWITCHES, Family, ModelConfig, RopeScaling
 from verifier.model.presets import llama2c_hidden_dim
 from verifier.model.stages import stage_shapes
 from verifier.model.weights import LazyWeights, WeightMap, init_weights
@@ -350,10 +350,39 @@ def build_checked(spec: ModelSpec, config: ModelConfig, weights: WeightMap) -> C
     return CheckedModel(model, spec.name, config, spec.factory)
 
 
-# The kinds of config probed: a family, and for Llama with and without grouped-query attention
-# (family, n_heads, n_kv_heads).
-PROBE_KINDS: dict[str, tuple[Family, int, int]] = {"gpt2": ("gpt2", 2, 2), "llama": ("llama", 2, 2),
-                                                   "llama-gqa": ("llama", 4, 2)}  # fmt: skip
+# The kinds of config probed: each family; Llama plain, with grouped-query attention, and with Llama
+# 3's RoPE scaling (family, n_heads, n_kv_heads). Heads have d_head 4 (d_model = 4 n_heads) unless a
+# kind's switches set head_dim.
+PROBE_KINDS: dict[str, tuple[Family, int, int]] = {
+    "gpt2": ("gpt2", 2, 2),
+    "llama": ("llama", 2, 2),
+    "llama-gqa": ("llama", 4, 2),
+    "llama3": ("llama", 4, 2),
+    "mistral": ("mistral", 4, 2),
+    "qwen2": ("qwen2", 4, 2),
+    "qwen3": ("qwen3", 4, 2),
+    "gemma": ("gemma", 4, 1),
+    "gemma2": ("gemma2", 4, 2),
+}
+# What each kind turns on beyond its family's fixed switches (Qwen2's q/k/v biases, Qwen3's q/k norm,
+# Gemma's GeGLU, 1 + w norms and embedding scale come with the family): the switches its published
+# checkpoints use, each where ignoring it changes the output, so that a factory that cannot run them
+# refuses (or fails the properties) instead of passing as the plain Llama. "window" stands for the
+# window W: smaller than the probe's n_ctx. head_dim 6 is not d_model / n_heads = 4.
+PROBE_SWITCHES: dict[str, dict[str, Any]] = {
+    "llama3": {"rope_scaling": "llama3"},
+    "mistral": {"sliding_window": "window"},
+    "qwen3": {"head_dim": 6},
+    "gemma": {"head_dim": 6},
+    "gemma2": {
+        "head_dim": 6,
+        "sliding_window": "window",
+        "layer_types": ("sliding_attention", "full_attention"),
+        "attn_softcap": 2.0,
+        "final_softcap": 3.0,
+        "query_scale": 8,
+    },
+}
 
 FREE_SHAPE = Constraints()
 # The shapes probed, in order, for a factory that declares no Constraints: a model runs a kind if it
@@ -372,32 +401,57 @@ PROBE_SHAPES: dict[str, Constraints] = {
 }
 
 
+def _probe_switches(kind: str, n_ctx: int, shape: Constraints) -> dict[str, Any]:
+    """The switches of `kind`'s probe config with `n_ctx` positions that `shape` admits (every one, if
+    it names none)."""
+    found: dict[str, Any] = {}
+    for name, value in PROBE_SWITCHES.get(kind, {}).items():
+        if shape.switches is not None and name not in shape.switches:
+            continue
+        if value == "window":  # a window the probe's positions exceed
+            value = max(1, min(4, n_ctx - 1))
+        elif name == "rope_scaling":  # Llama 3.1's bands; the probe's positions pass the original context
+            value = RopeScaling("llama3", factor=8.0, original_n_ctx=max(1, n_ctx // 2))
+        found[name] = value
+    if "layer_types" in found and "sliding_window" not in found:
+        del found["layer_types"]
+    return found
+
+
 def _tiny_config(kind: str, shape: Constraints) -> ModelConfig:
-    """The tiny config of `kind` (one layer, d_head 4, 32 tokens, 16 positions) with `shape`'s values."""
+    """The tiny config of `kind` (one layer, two for local/global alternation; d_head 4 unless the kind
+    sets head_dim, 32 tokens, 16 positions) with `shape`'s values and the switches it admits."""
     family, n_heads, n_kv_heads = PROBE_KINDS[kind]
+    if not shape.grouped_query and family != "llama":  # Llama's grouped-query attention is a kind of its own
+        n_kv_heads = n_heads
     d_model = 4 * n_heads
+    n_ctx = min(16, shape.max_n_ctx or 16)
+    switches = _probe_switches(kind, n_ctx, shape)
     return ModelConfig(
         family=family,
         vocab_size=32,
-        n_ctx=min(16, shape.max_n_ctx or 16),
+        n_ctx=n_ctx,
         d_model=d_model,
-        n_layers=1,
+        n_layers=len(switches.get("layer_types", ())) or 1,
         n_heads=n_heads,
         n_kv_heads=n_kv_heads,
         d_ff=24 if shape.d_ff is None else shape.d_ff(d_model),
         norm_eps=shape.norm_eps or 1e-5,
-        tie_embeddings=family == "gpt2" if shape.tie_embeddings is None else shape.tie_embeddings,
+        tie_embeddings=family in ("gpt2", "gemma", "gemma2") if shape.tie_embeddings is None else shape.tie_embeddings,
         rope_theta=shape.rope_theta or 10000.0,
+        **FAMILY_SWITCHES[family][0],
+        **switches,
     )
 
 
 def probe_config(kind: str, shape: Constraints) -> ModelConfig | None:
-    """The tiny config of `kind` in `shape`, or None if the shape excludes the kind."""
+    """The tiny config of `kind` in `shape`, or None if the shape excludes the kind (its family, Llama's
+    grouped-query attention, or the switch that makes the kind, like llama3's RoPE scaling)."""
     family, n_heads, n_kv_heads = PROBE_KINDS[kind]
-    if family not in shape.families or (n_kv_heads < n_heads and not shape.grouped_query):
+    if family not in shape.families or (family == "llama" and n_kv_heads < n_heads and not shape.grouped_query):
         return None
     config = _tiny_config(kind, shape)
-    return config if shape.refusal(config) is None else None
+    return config if probe_kind(config) == kind and shape.refusal(config) is None else None
 
 
 # The free-shape probe config of each kind (every model that runs a kind at all in a free shape runs it).
@@ -446,8 +500,13 @@ def _refusals(reasons: dict[str, str], shown: int = 3) -> str:
 
 
 def probe_kind(config: ModelConfig) -> str:
-    """The probe kind configs like `config` belong to: "gpt2", "llama" or "llama-gqa"."""
-    return "llama-gqa" if config.n_kv_heads != config.n_heads else config.family
+    """The probe kind configs like `config` belong to: its family, and for Llama "llama3" with RoPE
+    scaling, else "llama-gqa" with grouped-query attention, else "llama"."""
+    if config.family != "llama":
+        return config.family
+    if config.rope_scaling is not None:
+        return "llama3"
+    return "llama-gqa" if config.n_kv_heads != config.n_heads else "llama"
 
 
 def probe(spec: ModelSpec) -> list[Probe]:

@@ -29,6 +29,12 @@ other configs. A factory declares the configs its model runs with a `constraints
 `Constraints`, or a tuple of them for "any of these"), so that the suite draws only those:
 
     build.constraints = Constraints(families=("gpt2",), d_ff=gpt2_d_ff, tie_embeddings=True, norm_eps=1e-5)
+    build.constraints = Constraints(families=("llama",), switches=())   # plain Llama: no RoPE scaling, ...
+
+A family's fixed pieces (Qwen3's q/k norm, Gemma's 1 + w) come with the family; the switches a family
+leaves free (`verifier.model.config.FAMILY_SWITCHES`: RoPE scaling, attention biases, a head_dim that
+is not d_model / n_heads, a sliding window, ...) are drawn too unless `switches` names the ones it runs.
+A factory that runs a family but not one of its switches must refuse (or declare) it: ignoring it fails.
 
 A model method may raise `Unsupported` too, for an input it declares it cannot take (a prompt its
 tokenizer cannot encode); the property then draws another input.
@@ -58,7 +64,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from verifier.model.config import FAMILIES, Family, ModelConfig
+from verifier.model.config import FAMILIES, FAMILY_SWITCHES, Family, ModelConfig
 from verifier.model.presets import gpt2_d_ff, llama2c_hidden_dim
 from verifier.model.weights import Weights
 
@@ -116,6 +122,30 @@ class Model(Protocol):
 Factory = Callable[[ModelConfig, Weights], Any]
 
 
+# The switches a family may leave free (the ModelConfig fields of `FAMILY_SWITCHES`), in its order.
+SWITCHES: tuple[str, ...] = tuple(dict.fromkeys(name for _, free in FAMILY_SWITCHES.values() for name in free))
+
+
+def switches_on(config: ModelConfig) -> tuple[str, ...]:
+    """The free switches of its family that `config` turns on (in SWITCHES order): a field that changes the
+    math, so a head_dim equal to d_model / n_heads, or a query_scale equal to d_head, is off; `layer_types`
+    is on when layers differ in kind (local/global alternation), `sliding_window` when a layer has one."""
+    free = FAMILY_SWITCHES[config.family][1]
+    layers = range(config.n_layers)
+    on = {
+        "head_dim": config.head_dim is not None and config.head_dim * config.n_heads != config.d_model,
+        "rope_scaling": config.rope_scaling is not None,
+        "qkv_bias": config.qkv_bias,
+        "o_bias": config.o_bias,
+        "sliding_window": any(config.window(i) is not None for i in layers),
+        "layer_types": len({config.layer_type(i) for i in layers}) > 1,
+        "attn_softcap": config.attn_softcap is not None,
+        "final_softcap": config.final_softcap is not None,
+        "query_scale": config.query_scale is not None and config.query_scale != config.d_head,
+    }
+    return tuple(name for name in SWITCHES if name in free and on[name])
+
+
 class Unsupported(Exception):
     """Raised by a factory for a config its model cannot run, with the reason as message."""
 
@@ -134,7 +164,9 @@ class Constraints:
     that the suite draws only those (no property filters its examples away). Unset fields allow
     any value; a tuple of Constraints declares a model that runs the configs of any of them.
 
-    - `families`: the families it runs ("gpt2", "llama").
+    - `families`: the families it runs ("gpt2", "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2").
+    - `switches`: the free switches of those families it runs (names of SWITCHES: "rope_scaling",
+      "qkv_bias", "sliding_window", ...); None runs every one, () the families' plain form only.
     - `d_ff`: the MLP width as a function of d_model: `gpt2_d_ff` (4 x d_model), `llama2c_hidden_dim`
       (llama2.c model.py's rule, multiple_of 32), or `functools.partial(llama2c_hidden_dim, multiple_of=256)`.
     - `tie_embeddings`: True for a tied-only classifier, False for an untied-only one.
@@ -153,6 +185,7 @@ class Constraints:
     grouped_query: bool = True
     max_n_ctx: int | None = None
     supports: Callable[[ModelConfig], bool] | None = None
+    switches: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         families = tuple(self.families) if not isinstance(self.families, str) else (self.families,)
@@ -160,6 +193,11 @@ class Constraints:
         unknown = [f for f in families if f not in FAMILIES]
         if not families or unknown:
             raise ValueError(f"Constraints(families={families!r}): expected one or more of {FAMILIES}")
+        if self.switches is not None:
+            switches = (self.switches,) if isinstance(self.switches, str) else tuple(self.switches)
+            object.__setattr__(self, "switches", switches)
+            if [s for s in switches if s not in SWITCHES]:
+                raise ValueError(f"Constraints(switches={switches!r}): expected names among {SWITCHES}")
         for name in ("d_ff", "supports"):
             value = getattr(self, name)
             if value is not None and not callable(value):
@@ -188,13 +226,17 @@ class Constraints:
             found.append(f"no grouped-query attention, not n_kv_heads={config.n_kv_heads} < n_heads={config.n_heads}")
         if self.max_n_ctx is not None and config.n_ctx > self.max_n_ctx:
             found.append(f"max_n_ctx={self.max_n_ctx}, not n_ctx={config.n_ctx}")
+        if self.switches is not None:
+            extra = [name for name in switches_on(config) if name not in self.switches]
+            if extra:
+                found.append(f"switches {list(self.switches)}, not {', '.join(_switch(config, s) for s in extra)}")
         if not found and self.supports is not None and not self.supports(config):
             found.append("its supports(config) predicate returned False")
         return "declared " + "; ".join(found) if found else None
 
     def describe(self) -> str:
         """The declaration in one line: `gpt2; d_ff = gpt2_d_ff(d_model); tie_embeddings=True`."""
-        parts = ["/".join(self.families)]
+        parts = ["every family" if self.families == FAMILIES else "/".join(self.families)]
         if self.d_ff is not None:
             parts.append(f"d_ff = {describe_rule(self.d_ff)}")
         for name in ("tie_embeddings", "norm_eps", "rope_theta", "max_n_ctx"):
@@ -202,15 +244,25 @@ class Constraints:
                 parts.append(f"{name}={getattr(self, name)!r}")
         if not self.grouped_query:
             parts.append("no grouped-query attention")
+        if self.switches is not None and any(FAMILY_SWITCHES[f][1] for f in self.families):
+            parts.append(f"switches {', '.join(self.switches)}" if self.switches else "no switches")
         if self.supports is not None:
             parts.append(f"supports={getattr(self.supports, '__name__', 'a predicate')}")
         return "; ".join(parts)
 
 
+def _switch(config: ModelConfig, name: str) -> str:
+    """`rope_scaling=RopeScaling(...)`: a switch and its value in `config`."""
+    return f"{name}={getattr(config, name)!r}"
+
+
 # The published shapes: GPT-2 (OpenAI's hparams) and llama2.c (model.py's rules, theta 10000,
-# llama2.c's RMSNorm eps; tied or not), for `build.constraints` as they are or with `dataclasses.replace`.
-GPT2_PUBLISHED = Constraints(families=("gpt2",), d_ff=gpt2_d_ff, tie_embeddings=True, norm_eps=1e-5)
-LLAMA2C_PUBLISHED = Constraints(families=("llama",), d_ff=llama2c_hidden_dim, norm_eps=1e-5, rope_theta=10000.0)
+# llama2.c's RMSNorm eps; tied or not; plain Llama, no switch), for `build.constraints` as they are or
+# with `dataclasses.replace`.
+GPT2_PUBLISHED = Constraints(families=("gpt2",), d_ff=gpt2_d_ff, tie_embeddings=True, norm_eps=1e-5, switches=())
+LLAMA2C_PUBLISHED = Constraints(
+    families=("llama",), d_ff=llama2c_hidden_dim, norm_eps=1e-5, rope_theta=10000.0, switches=()
+)
 
 
 def declared_constraints(factory: Any) -> tuple[Constraints, ...] | None:

@@ -82,7 +82,8 @@ class Result:
 
 @dataclass
 class ModelVerdict:
-    """One model's verdict: `conforms`, `fails` or `untested`, its counts, and why when untested."""
+    """One model's verdict: `conforms`, `fails` or `untested`, its counts, and why when untested (for a
+    model that conforms or fails, the probe kinds, families, it refused and so was not tested on)."""
 
     model: str
     verdict: str
@@ -154,6 +155,9 @@ class Report:
         elif verdict == "conforms" and self.stopped:
             verdict, reason = "untested", f"the run was {self.stopped} before every property ran on it"
         card = next((c for c in self.header.models if c.name == model), None)
+        refused = [kind for kind, probe in (card.probes if card else {}).items() if probe.startswith("unsupported")]
+        if verdict != "untested" and refused:  # what it conforms on is not every family: say which it was not tested on
+            reason = f"not tested on {', '.join(refused)}: refused by the model (see the header)"
         judged = next((r.precision for r in mine if r.precision), "float32")
         precision, declared = (card.precision, card.declared) if card else (judged, judged != "float32")
         return ModelVerdict(

@@ -1,17 +1,22 @@
-"""`transformers`' `GPT2LMHeadModel` / `LlamaForCausalLM` on the CPU, as a model under test.
+"""`transformers`' model of each family on the CPU, as a model under test: `GPT2LMHeadModel`,
+`LlamaForCausalLM` (RoPE scaling included), `MistralForCausalLM`, `Qwen2ForCausalLM`,
+`Qwen3ForCausalLM`, `GemmaForCausalLM`, `Gemma2ForCausalLM` (`verifier.model.config.HF_CLASSES`),
+built from `ModelConfig.to_transformers()` with eager attention, in float32 or a narrower class.
 
 The KV cache is transformers' own `DynamicCache`, passed and returned as `cache` (the name since
 transformers 5.24, which deprecates `past_key_values` and drops it in 5.40; an older transformers
 ignores an argument named `cache`, so it is refused, see `verifier.extra.MINIMUM`), copied before
 each call because transformers extends it in place and the contract promises that a cache stays
-reusable.
+reusable. Built from the model's config, it holds a `DynamicSlidingWindowLayer` for each sliding layer
+(Mistral, Gemma 2's local layers), which keeps the last W - 1 keys: decoding past the window is exact.
 
 `trace` records stages with forward hooks on transformers' own modules (eager attention, so the
 attention module returns its probabilities). Three kinds of stage are computed inside functions
 no hook reaches; they are rebuilt from captured tensors with transformers' own code:
-q, k, v of GPT-2 (split from `c_attn`'s fused output as `GPT2Attention` splits it), Llama's
-q_rope / k_rope (`apply_rotary_pos_emb` with the captured rotary tables), and `scores`
-(q k^T times the attention module's own `scaling`).
+q, k, v of GPT-2 (split from `c_attn`'s fused output as `GPT2Attention` splits it), q_rope / k_rope
+of the RoPE families (`apply_rotary_pos_emb` with the captured rotary tables, on Qwen3's normed q
+and k), and `scores` (q k^T times the attention module's own `scaling`, soft-capped by its own
+`attn_logit_softcapping` in Gemma 2).
 """
 
 from __future__ import annotations
@@ -29,46 +34,71 @@ from verifier.model.weights import Weights
 
 # Where each stage is read: (module path, what). Paths under a layer are relative to it ("" is
 # the layer itself); what is "in" (the first input), "out" (the output), or an output index.
-_TOP: dict[str, dict[str, tuple[str, str | int]]] = {
-    "gpt2": {stages.EMBED: ("transformer.drop", "out"), stages.FINAL_NORM: ("transformer.ln_f", "out")},
-    "llama": {
-        stages.EMBED: ("model.embed_tokens", "out"),
-        stages.FINAL_NORM: ("model.norm", "out"),
-        "rotary": ("model.rotary_emb", "out"),
-    },
+_GPT2_TOP: dict[str, tuple[str, str | int]] = {
+    stages.EMBED: ("transformer.drop", "out"),
+    stages.FINAL_NORM: ("transformer.ln_f", "out"),
 }
-_LAYER_PREFIX = {"gpt2": "transformer.h", "llama": "model.layers"}
-_LAYER: dict[str, dict[str, tuple[str, str | int]]] = {
-    "gpt2": {
-        "attn_norm": ("ln_1", "out"),
-        "qkv": ("attn.c_attn", "out"),
-        "probs": ("attn", 1),
-        "attn": ("attn.c_proj", "in"),
-        "attn_out": ("attn", 0),
-        "resid_attn": ("ln_2", "in"),
-        "mlp_norm": ("ln_2", "out"),
-        "mlp_up": ("mlp.c_fc", "out"),
-        "mlp_act": ("mlp.act", "out"),
-        "mlp_out": ("mlp", "out"),
-        "resid_mlp": ("", "out"),
-    },
-    "llama": {
-        "attn_norm": ("input_layernorm", "out"),
-        "q": ("self_attn.q_proj", "out"),
-        "k": ("self_attn.k_proj", "out"),
-        "v": ("self_attn.v_proj", "out"),
-        "probs": ("self_attn", 1),
-        "attn": ("self_attn.o_proj", "in"),
-        "attn_out": ("self_attn", 0),
-        "resid_attn": ("post_attention_layernorm", "in"),
-        "mlp_norm": ("post_attention_layernorm", "out"),
-        "mlp_gate": ("mlp.gate_proj", "out"),
-        "mlp_up": ("mlp.up_proj", "out"),
-        "mlp_act": ("mlp.down_proj", "in"),
-        "mlp_out": ("mlp", "out"),
-        "resid_mlp": ("", "out"),
-    },
+_GPT2_LAYER: dict[str, tuple[str, str | int]] = {
+    "attn_norm": ("ln_1", "out"),
+    "qkv": ("attn.c_attn", "out"),
+    "probs": ("attn", 1),
+    "attn": ("attn.c_proj", "in"),
+    "attn_out": ("attn", 0),
+    "resid_attn": ("ln_2", "in"),
+    "mlp_norm": ("ln_2", "out"),
+    "mlp_up": ("mlp.c_fc", "out"),
+    "mlp_act": ("mlp.act", "out"),
+    "mlp_out": ("mlp", "out"),
+    "resid_mlp": ("", "out"),
 }
+# Every other family has the Llama layout. The embedding is read where layer 0 reads it, after Gemma's
+# normaliser (sqrt(d_model), which the model applies to embed_tokens' output).
+_LLAMA_TOP: dict[str, tuple[str, str | int]] = {
+    stages.EMBED: ("model.layers.0.input_layernorm", "in"),
+    stages.FINAL_NORM: ("model.norm", "out"),
+    "rotary": ("model.rotary_emb", "out"),
+}
+_LLAMA_LAYER: dict[str, tuple[str, str | int]] = {
+    "attn_norm": ("input_layernorm", "out"),
+    "q": ("self_attn.q_proj", "out"),
+    "k": ("self_attn.k_proj", "out"),
+    "v": ("self_attn.v_proj", "out"),
+    "probs": ("self_attn", 1),
+    "attn": ("self_attn.o_proj", "in"),
+    "attn_out": ("self_attn", 0),
+    "resid_attn": ("post_attention_layernorm", "in"),
+    "mlp_norm": ("post_attention_layernorm", "out"),
+    "mlp_gate": ("mlp.gate_proj", "out"),
+    "mlp_up": ("mlp.up_proj", "out"),
+    "mlp_act": ("mlp.down_proj", "in"),
+    "mlp_out": ("mlp", "out"),
+    "resid_mlp": ("", "out"),
+}
+# Qwen3's per-head norms ([1, T, heads, d_head], before the heads are transposed).
+_QK_NORM_LAYER: dict[str, tuple[str, str | int]] = {"q_norm": ("self_attn.q_norm", "out"),
+                                                     "k_norm": ("self_attn.k_norm", "out")}  # fmt: skip
+# Gemma 2's sandwich: post_attention_layernorm normalises the attention output, and the MLP has norms of its own.
+_SANDWICH_LAYER: dict[str, tuple[str, str | int]] = {
+    "attn_post_norm": ("post_attention_layernorm", "out"),
+    "resid_attn": ("pre_feedforward_layernorm", "in"),
+    "mlp_norm": ("pre_feedforward_layernorm", "out"),
+    "mlp_post_norm": ("post_feedforward_layernorm", "out"),
+}
+
+
+def _points(config: ModelConfig) -> dict[str, tuple[str, str | int]]:
+    """Where each stage of `config`'s trace is read (plus GPT-2's fused "qkv" and the rotary tables)."""
+    if config.family == "gpt2":
+        top, layer, prefix = _GPT2_TOP, _GPT2_LAYER, "transformer.h"
+    else:
+        top, layer, prefix = _LLAMA_TOP, dict(_LLAMA_LAYER), "model.layers"
+        layer |= _QK_NORM_LAYER if config.qk_norm else {}
+        layer |= _SANDWICH_LAYER if config.sandwich_norm else {}
+    points = dict(top)
+    for i in range(config.n_layers):
+        for op, (path, what) in layer.items():
+            points[stages.layer_stage(i, op)] = (f"{prefix}.{i}.{path}".rstrip("."), what)
+    return points
 
 
 class TransformersModel:
@@ -121,15 +151,10 @@ class TransformersModel:
         """Every stage of one sequence [T], named and shaped as in `verifier.model.stages`."""
         if np.ndim(tokens) != 1:
             raise ValueError(f"trace takes one sequence [T], found shape {np.shape(tokens)}")
-        family = self.config.family
-        points: dict[str, tuple[str, str | int]] = dict(_TOP[family])
-        for i in range(self.config.n_layers):
-            for op, (path, what) in _LAYER[family].items():
-                points[stages.layer_stage(i, op)] = (f"{_LAYER_PREFIX[family]}.{i}.{path}".rstrip("."), what)
         captured: dict[str, Any] = {}
         handles = [
             self.model.get_submodule(path).register_forward_hook(_keep(captured, key, what))
-            for key, (path, what) in points.items()
+            for key, (path, what) in _points(self.config).items()
         ]
         try:
             logits = self._run(tokens, use_cache=False).logits
@@ -142,7 +167,8 @@ class TransformersModel:
         return {stage: captured[stage][0].float().numpy() for stage in order}
 
     def _rebuild_attention(self, captured: dict[str, Any]) -> None:
-        """Add q, k, v in heads [1, heads, T, d_head], Llama's q_rope / k_rope, and scores."""
+        """Add q, k, v (and Qwen3's q_norm, k_norm) in heads [1, heads, T, d_head], q_rope / k_rope of the
+        RoPE families, and scores (scaled by the module's own `scaling`, soft-capped as Gemma 2 caps)."""
         c = self.config
         for i in range(c.n_layers):
 
@@ -150,7 +176,7 @@ class TransformersModel:
                 return stages.layer_stage(i, op)
 
             attention = self.model.get_submodule(
-                f"{_LAYER_PREFIX[c.family]}.{i}.{'attn' if c.family == 'gpt2' else 'self_attn'}"
+                f"transformer.h.{i}.attn" if c.family == "gpt2" else f"model.layers.{i}.self_attn"
             )
             if c.family == "gpt2":
                 q, k, v = captured.pop(stage("qkv")).split(c.d_model, dim=2)
@@ -163,11 +189,17 @@ class TransformersModel:
 
                 for op in ("q", "k", "v"):
                     captured[stage(op)] = _heads(captured[stage(op)], c.d_head)
+                if c.qk_norm:  # [1, T, heads, d_head] as the module normalises it, in heads
+                    for op in ("q_norm", "k_norm"):
+                        captured[stage(op)] = captured[stage(op)].transpose(1, 2)
+                rotated = ("q_norm", "k_norm") if c.qk_norm else ("q", "k")
                 cos, sin = captured["rotary"]
-                q, k = apply_rotary_pos_emb(captured[stage("q")], captured[stage("k")], cos, sin)
+                q, k = apply_rotary_pos_emb(captured[stage(rotated[0])], captured[stage(rotated[1])], cos, sin)
                 captured[stage("q_rope")], captured[stage("k_rope")] = q, k
                 k = repeat_kv(k, c.n_heads // c.n_kv_heads)
-            captured[stage("scores")] = self._torch.matmul(q, k.transpose(2, 3)) * attention.scaling
+            scores = self._torch.matmul(q, k.transpose(2, 3)) * attention.scaling
+            cap = getattr(attention, "attn_logit_softcapping", None)
+            captured[stage("scores")] = scores if cap is None else self._torch.tanh(scores / cap) * cap
 
 
 def _heads(x: Any, d_head: int) -> Any:
@@ -190,7 +222,7 @@ def _keep(captured: dict[str, Any], key: str, what: str | int) -> Any:
 
 
 def build(config: ModelConfig, weights: Weights) -> TransformersModel:
-    """`GPT2LMHeadModel` or `LlamaForCausalLM` in float32, eager attention."""
+    """The family's transformers model (`GPT2LMHeadModel`, `LlamaForCausalLM`, ...) in float32, eager attention."""
     return TransformersModel(config, weights)
 
 

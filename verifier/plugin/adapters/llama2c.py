@@ -7,8 +7,9 @@ through the same protocol with that run.c's own text rules.
 `build_runq` is `runq.c` on version-2 int8 files, declaring the precision class of those files
 (`verifier.formats.llama2c.version2_precision`: Q8_0 in the writer's group size, float32 scales);
 `build_v2_reader` is this project's version-2 writer and reader with the NumPy reference in
-float32 on the dequantized weights, in the same class. Configs a program cannot run, and machines without a compiler or
-sources, raise `Unsupported` with the reason.
+float32 on the dequantized weights, in the same class. llama2.c runs plain Llama only: every other
+family, and Llama with a switch on (RoPE scaling, biases, a head_dim of its own), is refused. Configs
+a program cannot run, and machines without a compiler or sources, raise `Unsupported` with the reason.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from verifier.model.config import ModelConfig
 from verifier.model.weights import Weights
 from verifier.plugin.command import Command
 from verifier.plugin.command.text import RUN_C_2023
-from verifier.plugin.interface import Constraints, Unsupported
+from verifier.plugin.interface import Constraints, Unsupported, switches_on
 from verifier.plugin.llama2c import checkout
 from verifier.plugin.llama2c.build import Llama2cUnavailable, binary
 from verifier.reference import NumpyModel
@@ -35,10 +36,17 @@ RUN_COMMAND = "{program} {{model}} -t 0 -n {{steps}} -i {{prompt}} -z {{tokenize
 PINNED_COMMAND = "{program} {{model}} 0.0 {{steps}} {{prompt}}"
 
 
+def _switches(config: ModelConfig) -> str:
+    """`rope_scaling=RopeScaling(...), qkv_bias=True`: the switches `config` turns on, with their values."""
+    return ", ".join(f"{name}={getattr(config, name)!r}" for name in switches_on(config))
+
+
 def current_unsupported_reason(config: ModelConfig) -> str | None:
     """Why llama2.c's current run.c / runq.c cannot run `config`, or None if they can."""
     if config.family != "llama":
         return f"llama2.c implements Llama only, not the {config.family} family"
+    if switches_on(config):
+        return f"llama2.c implements plain Llama only, not {_switches(config)}"
     if config.norm_eps != NORM_EPS:
         return f"llama2.c hard-codes RMSNorm eps {NORM_EPS:g}; this config has {config.norm_eps:g}"
     if config.rope_theta != ROPE_THETA:
@@ -55,6 +63,8 @@ def pinned_unsupported_reason(config: ModelConfig) -> str | None:
     """
     if config.family != "llama":
         return f"llama2.c implements Llama only, not the {config.family} family"
+    if switches_on(config):
+        return f"llama2.c implements plain Llama only, not {_switches(config)}"
     if config.n_kv_heads != config.n_heads:
         return (
             f"this run.c (llama2.c at fd68dd2) has no grouped-query attention "
@@ -126,6 +136,8 @@ def build_v2_reader(config: ModelConfig, weights: Weights) -> V2Reader:
     """This project's version-2 (int8 Q8_0) writer and reader, run by the reference in float32."""
     if config.family != "llama":
         raise Unsupported(f"llama2.c files hold Llama models only, not the {config.family} family")
+    if switches_on(config):
+        raise Unsupported(f"llama2.c files hold plain Llama models only, not {_switches(config)}")
     if config.norm_eps != NORM_EPS or config.rope_theta != ROPE_THETA:
         raise Unsupported(
             f"version-2 files store neither RMSNorm eps nor RoPE theta (llama2.c's {NORM_EPS:g} and "
@@ -146,7 +158,7 @@ def build_fast(config: ModelConfig, weights: Weights) -> Any:
 
 # What the programs hard-code, declared so the suite draws only those configs (the pinned run.c reads
 # the RoPE tables from its file, but `build` runs it only where the current run.c is missing).
-CURRENT_SHAPES = Constraints(families=("llama",), norm_eps=NORM_EPS, rope_theta=ROPE_THETA)
-PINNED_SHAPES = Constraints(families=("llama",), norm_eps=NORM_EPS, grouped_query=False)
+CURRENT_SHAPES = Constraints(families=("llama",), norm_eps=NORM_EPS, rope_theta=ROPE_THETA, switches=())
+PINNED_SHAPES = Constraints(families=("llama",), norm_eps=NORM_EPS, grouped_query=False, switches=())
 build.constraints = build_runq.constraints = CURRENT_SHAPES  # type: ignore[attr-defined]
 build_pinned.constraints = build_fast.constraints = PINNED_SHAPES  # type: ignore[attr-defined]

@@ -6,6 +6,7 @@ or in the file `--declarations FILE` names; an option wins over the file. The fi
 `DECLARATIONS`, for example:
 
     families = ["gpt2"]
+    switches = []            # the families' plain form only (no RoPE scaling, window, bias, ...)
     d_ff = "gpt2"
     tie_embeddings = true
     norm_eps = 1e-5
@@ -30,7 +31,7 @@ from verifier.analysis.precision import CLASSES, UnknownPrecision, resolve
 from verifier.model.config import FAMILIES
 from verifier.model.presets import gpt2_d_ff, llama2c_hidden_dim
 from verifier.plugin.command.template import CommandTemplateError
-from verifier.plugin.interface import Constraints
+from verifier.plugin.interface import SWITCHES, Constraints
 
 # Each declaration and what its value means (option help and the file's documentation).
 DECLARATIONS: dict[str, str] = {
@@ -42,12 +43,14 @@ DECLARATIONS: dict[str, str] = {
     "rope_theta": "the one RoPE theta it hard-codes",
     "grouped_query": "false: it has no grouped-query attention (n_kv_heads == n_heads only)",
     "max_n_ctx": "the longest context it runs",
+    "switches": f"the free switches of those families it runs, of {', '.join(SWITCHES)} (comma-separated as an "
+    "option, a list in the file; none: the plain families only); default every one",
     "precision": f"the precision class it computes at: {', '.join(CLASSES)}",
 }
 # How each declaration's value is shown in the options' help.
 METAVARS: dict[str, str] = {
-    "families": "gpt2,llama", "d_ff": "RULE", "tie_embeddings": "true|false", "norm_eps": "EPS",
-    "rope_theta": "THETA", "grouped_query": "true|false", "max_n_ctx": "N", "precision": "CLASS",
+    "families": "gpt2,llama", "switches": "rope_scaling,...|none", "d_ff": "RULE", "tie_embeddings": "true|false",
+    "norm_eps": "EPS",    "rope_theta": "THETA", "grouped_query": "true|false", "max_n_ctx": "N", "precision": "CLASS",
 }  # fmt: skip
 FILE_SUFFIX = ".verifier.toml"
 
@@ -105,6 +108,15 @@ def _families(value: Any) -> tuple[str, ...]:
     return tuple(names)
 
 
+def _switches(value: Any) -> tuple[str, ...]:
+    if value == "none":
+        return ()
+    names = [n.strip() for n in value.split(",")] if isinstance(value, str) else value
+    if not isinstance(names, list | tuple) or any(n not in SWITCHES for n in names):
+        raise ValueError(f"expected none, or some of {', '.join(SWITCHES)}")
+    return tuple(names)
+
+
 def _d_ff(value: Any) -> Callable[[int], int]:
     rule, _, multiple = value.partition(":") if isinstance(value, str) else ("", "", "")
     if rule == "gpt2" and not multiple:
@@ -154,6 +166,7 @@ def _precision(value: Any) -> str:
 
 _READERS: dict[str, Callable[[Any], Any]] = {
     "families": _families,
+    "switches": _switches,
     "d_ff": _d_ff,
     "tie_embeddings": _boolean,
     "norm_eps": _positive_number,

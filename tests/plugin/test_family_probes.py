@@ -1,0 +1,133 @@
+"""The probes of every family: each kind's config turns on what its family adds, a factory that runs
+only plain Llama refuses each of them (by its declaration or by `Unsupported`), and what a model
+refuses is what its configs are not drawn from."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.adapters import llama2c_model
+from verifier.model.config import FAMILIES, ModelConfig, RopeScaling
+from verifier.model.weights import Weights
+from verifier.plugin.adapters import llama2c
+from verifier.plugin.contract import PROBE_CONFIGS, PROBE_KINDS, probe, probe_config, probe_kind
+from verifier.plugin.interface import LLAMA2C_PUBLISHED, Constraints, Unsupported, switches_on
+from verifier.plugin.registry import ModelSpec
+from verifier.properties import models
+from verifier.reference import NumpyModel
+
+
+def test_every_family_has_a_probe_kind_of_its_name() -> None:
+    assert {family for family, _, _ in PROBE_KINDS.values()} == set(FAMILIES)
+    assert all(probe_kind(config) == kind for kind, config in PROBE_CONFIGS.items())
+
+
+def test_each_probe_turns_on_what_its_family_adds() -> None:
+    on = {kind: switches_on(config) for kind, config in PROBE_CONFIGS.items()}
+    assert on == {
+        "gpt2": (),
+        "llama": (),
+        "llama-gqa": (),
+        "llama3": ("rope_scaling",),
+        "mistral": ("sliding_window",),
+        "qwen2": (),  # its q/k/v biases are the family's, fixed
+        "qwen3": ("head_dim",),
+        "gemma": ("head_dim",),
+        "gemma2": ("head_dim", "sliding_window", "layer_types", "attn_softcap", "final_softcap", "query_scale"),
+    }
+    c = PROBE_CONFIGS
+    # Each switch where ignoring it changes the output: a window the probe's positions pass, a head_dim
+    # that is not d_model / n_heads, RoPE scaling whose original context the positions pass.
+    assert c["mistral"].sliding_window < c["mistral"].n_ctx
+    assert c["llama3"].rope_scaling is not None and c["llama3"].rope_scaling.original_n_ctx < c["llama3"].n_ctx
+    assert c["qwen2"].qkv_bias and c["qwen3"].qk_norm
+    assert all(c[k].d_head * c[k].n_heads != c[k].d_model for k in ("qwen3", "gemma", "gemma2"))
+    assert c["gemma"].norm_plus_one and c["gemma"].embed_scale and c["gemma"].mlp_act == "gelu_tanh"
+    g2 = c["gemma2"]
+    assert g2.sandwich_norm and [g2.window(i) for i in range(g2.n_layers)] == [g2.sliding_window, None]
+    assert g2.sliding_window < g2.n_ctx and g2.query_scale != g2.d_head
+    assert all(c[k].n_kv_heads < c[k].n_heads for k in ("llama-gqa", "llama3", "mistral", "qwen2", "qwen3", "gemma2"))
+
+
+def test_a_switch_is_on_only_where_it_changes_the_math() -> None:
+    llama = PROBE_CONFIGS["llama"]
+    assert switches_on(llama.replace(head_dim=llama.d_model // llama.n_heads)) == ()
+    gemma2 = PROBE_CONFIGS["gemma2"]
+    assert "query_scale" not in switches_on(gemma2.replace(query_scale=gemma2.d_head))
+    every_layer = gemma2.replace(layer_types=("sliding_attention", "sliding_attention"))
+    assert switches_on(every_layer)[:3] == ("head_dim", "sliding_window", "attn_softcap")
+
+
+def test_a_declaration_of_plain_llama_refuses_each_switch_by_name() -> None:
+    config = PROBE_CONFIGS["llama3"]
+    plain = Constraints(families=("llama",), switches=())
+    assert plain.refusal(config) == f"declared switches [], not rope_scaling={config.rope_scaling!r}"
+    assert Constraints(families=("llama",), switches=("rope_scaling",)).refusal(config) is None
+    assert Constraints(families=("llama",)).refusal(config) is None  # no `switches`: every one
+    biased = PROBE_CONFIGS["llama"].replace(qkv_bias=True, o_bias=True)
+    assert plain.refusal(biased) == "declared switches [], not qkv_bias=True, o_bias=True"
+    assert plain.describe() == "llama; no switches"
+    assert Constraints(families=("gpt2",), switches=()).describe() == "gpt2"  # GPT-2 has no switch to leave out
+
+
+def test_a_declaration_that_leaves_a_switch_out_is_probed_without_it() -> None:
+    windowless = Constraints(families=("mistral",), switches=())
+    config = probe_config("mistral", windowless)
+    assert config is not None and config.sliding_window is None
+    assert probe_config("llama3", LLAMA2C_PUBLISHED) is None  # its RoPE scaling is what makes the kind
+
+
+PLAIN_LLAMA_REFUSALS = {
+    "llama3": "rope_scaling",
+    "mistral": "not the mistral family",
+    "qwen2": "not the qwen2 family",
+    "qwen3": "not the qwen3 family",
+    "gemma": "not the gemma family",
+    "gemma2": "not the gemma2 family",
+}
+
+
+@pytest.mark.parametrize("kind", PLAIN_LLAMA_REFUSALS)
+def test_the_llama2c_programs_refuse_every_switched_probe(kind: str) -> None:
+    config = PROBE_CONFIGS[kind]
+    for reason in (llama2c.current_unsupported_reason(config), llama2c.pinned_unsupported_reason(config)):
+        assert reason is not None and PLAIN_LLAMA_REFUSALS[kind] in reason, reason
+    with pytest.raises(Unsupported, match=PLAIN_LLAMA_REFUSALS[kind]):
+        llama2c.build_v2_reader(config, {})
+
+
+def test_the_llama2c_programs_run_the_llama3_probe_without_its_scaling() -> None:
+    assert llama2c.current_unsupported_reason(PROBE_CONFIGS["llama3"].replace(rope_scaling=None)) is None
+
+
+def test_llama2c_model_py_declares_and_refuses_the_switches() -> None:
+    config = PROBE_CONFIGS["llama3"].replace(tie_embeddings=True)
+    with pytest.raises(Unsupported, match="rope_scaling"):
+        llama2c_model.build(config, {})
+
+
+def plain_llama_only(config: ModelConfig, weights: Weights) -> Any:
+    """The reference for Llama with no switch, refusing the rest by `Unsupported`; it declares nothing."""
+    if config.family != "llama" or switches_on(config):
+        raise Unsupported(f"plain Llama only, not {config.family} with {switches_on(config)}")
+    return NumpyModel(config, weights)
+
+
+def test_a_factory_that_refuses_the_switches_is_drawn_plain_llama_only() -> None:
+    spec = ModelSpec("plain_llama_only", plain_llama_only, "test")
+    probes = {p.kind: p for p in probe(spec)}
+    assert {kind for kind, p in probes.items() if p.unsupported is None} == {"llama", "llama-gqa"}
+    assert probes["llama3"].unsupported == "plain Llama only, not llama with ('rope_scaling',)"
+    support = models.support(spec)
+    (shape,) = support.constraints
+    assert shape.families == ("llama",) and shape.grouped_query
+    assert shape.switches is not None and "rope_scaling" not in shape.switches
+    scaled = PROBE_CONFIGS["llama-gqa"].replace(rope_scaling=RopeScaling("linear", 2.0))
+    assert support.refusal(scaled) == "the probes: llama3: plain Llama only, not llama with ('rope_scaling',)"
+    assert support.refusal(PROBE_CONFIGS["llama-gqa"]) is None
+    why = support.why_not("qwen3", ("logits",))
+    assert (
+        why == "model 'plain_llama_only' runs no qwen3 config (qwen3: plain Llama only, not qwen3 with ('head_dim',))"
+    )
