@@ -165,6 +165,12 @@ def configs(
     shape = shapes[0] if len(shapes) == 1 else draw(st.sampled_from(shapes), label="declared shape")
     family = draw(st.sampled_from([f for f in families if f in shape.families]), label="family")
     fixed, free = FAMILY_SWITCHES[family]
+    if shape.switches is not None:  # the free switches the model runs
+        free = tuple(name for name in free if name in shape.switches)
+    # The fields the shape leaves free: all published values together, or each drawn on its own.
+    published = draw(st.booleans(), label="published shape")
+    if published and family == "llama":
+        free = ()  # llama2.c's published shape is the plain Llama
     n_heads = draw(st.integers(1, 8), label="n_heads")
     max_d_head = max(2, MAX_D_MODEL // n_heads)
     head_dim = None
@@ -185,8 +191,6 @@ def configs(
     # Most contexts are short (cheap); one draw in two reaches up to `max_n_ctx`.
     short = st.integers(min_n_ctx, max(min_n_ctx, min(SHORT_N_CTX, max_n_ctx)))
     n_ctx = draw(st.one_of(short, st.integers(min_n_ctx, max_n_ctx)), label="n_ctx")
-    # The fields the shape leaves free: all published values together, or each drawn on its own.
-    published = draw(st.booleans(), label="published shape")
     if shape.d_ff is not None:
         d_ff = shape.d_ff(d_model)
     elif published and family in ("gpt2", "llama"):
@@ -220,7 +224,7 @@ def configs(
         rope_theta=rope_theta,
         head_dim=head_dim,
         **fixed,
-        **draw(switches(family, n_ctx, n_layers, head_dim or d_model // n_heads), label="switches"),
+        **draw(switches(free, n_ctx, n_layers, head_dim or d_model // n_heads), label="switches"),
     )
     if shape.supports is not None and not shape.supports(config):
         reject()  # the declaration's predicate: what its fields cannot say is filtered
@@ -239,11 +243,11 @@ FINAL_SOFTCAPS = (30.0, 2.0, 5.0)
 
 
 @st.composite
-def switches(draw: st.DrawFn, family: Family, n_ctx: int, n_layers: int, d_head: int) -> dict[str, Any]:
-    """The switches `family` leaves free (`FAMILY_SWITCHES`), each on or off, and when on drawn
-    where a missing piece shows: RoPE scaling with an original context drawn positions pass,
-    windows shorter than the sequence, local and global layers mixed, caps that bite, biases."""
-    free = FAMILY_SWITCHES[family][1]
+def switches(draw: st.DrawFn, free: tuple[str, ...], n_ctx: int, n_layers: int, d_head: int) -> dict[str, Any]:
+    """The `free` switches (those of `FAMILY_SWITCHES` the family leaves free and the model runs),
+    each on or off, and when on drawn where a missing piece shows: RoPE scaling with an original
+    context drawn positions pass, windows shorter than the sequence, local and global layers mixed,
+    caps that bite, biases."""
     found: dict[str, Any] = {}
     if "rope_scaling" in free and draw(st.booleans(), label="rope scaling"):
         kind = draw(st.sampled_from(("llama3", "linear")), label="rope scaling kind")
