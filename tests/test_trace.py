@@ -208,7 +208,7 @@ def test_padding_check_fails_when_padding_is_visible(monkeypatch) -> None:
     """Without the causal mask the pads reach the real positions, and the check says so."""
     config = preset("llama2c-stories260K")
     model = NumpyModel(config, init_weights(config, seed=1, scale=0.5))
-    monkeypatch.setattr(L, "causal_mask", lambda T, S: np.ones((T, S), dtype=bool))
+    monkeypatch.setattr(L, "causal_mask", lambda T, S, window=None: np.ones((T, S), dtype=bool))
     effect = padding_effect(model, np.array([1, 7, 2]), 16)
     assert not effect.harmless and effect.max_diff > effect.bound
 

@@ -394,7 +394,7 @@ def render(life: Life) -> str:
         ("stage", "shape", "operation", "weights met", "values"),
         ("tokens", format_shape([len(life.tokens)]), "token ids", "", ""),
     ]
-    first_op, last_op = stages.layer_ops(c.family)[0], stages.layer_ops(c.family)[-1]
+    first_op, last_op = stages.layer_ops(c)[0], stages.layer_ops(c)[-1]
     for step in life.steps:
         layer, op = stages.split_stage(step.stage)
         if op == first_op:

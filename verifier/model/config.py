@@ -216,7 +216,9 @@ class ModelConfig:
             }
         if family == "gemma2":
             fields |= {
-                "sliding_window": self.sliding_window,
+                # Gemma2Model builds its sliding mask whether a layer uses it or not, and refuses a null
+                # window: without one, every layer is "full_attention" and n_ctx stands in, unused.
+                "sliding_window": self.sliding_window if self.sliding_window is not None else self.n_ctx,
                 "layer_types": [self.layer_type(i) for i in range(self.n_layers)],
                 "attn_logit_softcapping": self.attn_softcap,
                 "final_logit_softcapping": self.final_softcap,

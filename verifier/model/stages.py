@@ -1,21 +1,28 @@
 """Stage names of the life of a tensor, and the shape each stage has.
 
 A trace is a dict {stage name: array} for one sequence of T tokens. Names are `embed`,
-`layers.{i}.{op}` for each layer i and op in `layer_ops(family)`, `final_norm` and `logits`.
+`layers.{i}.{op}` for each layer i and op in `layer_ops(config)`, `final_norm` and `logits`.
 Per-head tensors are [n_heads, T, d_head]; q and k (before and after RoPE) are in the `transformers`
 (rotate-half) layout of the head dimension, which the suite reads. A trace may hold them in
 another of `ROPE_LAYOUTS` (Meta's llama and llama2.c rotate interleaved pairs), which the model
-then declares; `to_rotate_half` reorders such a stage. `scores` are the scaled dot products
-q k^T / sqrt(d_head); only entries on or below the diagonal are defined (above it a model may hold
-anything). `stage_weights` names the canonical weights (`verifier.model.weights`) each stage is
-computed with.
+then declares; `to_rotate_half` reorders such a stage. `scores` are the dot products q k^T scaled
+by `config.attention_scale` (1/sqrt(d_head), or Gemma 2's query_pre_attn_scalar^-1/2) and
+soft-capped where the family caps (Gemma 2's attn_softcap, before the mask); only entries the query
+may see (on or below the diagonal, within its sliding window) are defined (elsewhere a model may hold
+anything). `logits` are soft-capped where the family caps them (final_softcap).
+
+The switches add stages: `q_norm`, `k_norm` (qk_norm: each head's q and k after its RMSNorm, before
+RoPE, [heads, T, d_head]); `attn_post_norm`, `mlp_post_norm` (sandwich_norm: the RMSNorm of the
+attention output and of the MLP output, before each is added to the residual stream, [T, d_model]).
+Gemma's normaliser is part of `embed`, biases part of the projection they follow. `stage_weights`
+names the canonical weights (`verifier.model.weights`) each stage is computed with.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from verifier.model.config import Family, ModelConfig
+from verifier.model.config import ModelConfig
 from verifier.model.weights import CLASSIFIER, EMBEDDING
 
 EMBED = "embed"
@@ -66,9 +73,18 @@ def from_rotate_half(x: np.ndarray, layout: str) -> np.ndarray:
     raise ValueError(f"unknown RoPE layout {layout!r}: expected one of {ROPE_LAYOUTS}")
 
 
-def layer_ops(family: Family) -> tuple[str, ...]:
-    """The per-layer ops of a family, in the order the forward pass computes them."""
-    return _GPT2_OPS if family == "gpt2" else _LLAMA_OPS
+def layer_ops(config: ModelConfig) -> tuple[str, ...]:
+    """The per-layer ops of a model, in the order the forward pass computes them (the family's, and
+    the stages its switches add)."""
+    if config.family == "gpt2":
+        return _GPT2_OPS
+    ops = list(_LLAMA_OPS)
+    if config.qk_norm:
+        ops[ops.index("q_rope") : ops.index("q_rope")] = ["q_norm", "k_norm"]
+    if config.sandwich_norm:
+        ops.insert(ops.index("resid_attn"), "attn_post_norm")
+        ops.insert(ops.index("resid_mlp"), "mlp_post_norm")
+    return tuple(ops)
 
 
 def layer_stage(layer: int, op: str) -> str:
@@ -85,9 +101,9 @@ def split_stage(stage: str) -> tuple[int | None, str]:
 
 
 def _op_shape(config: ModelConfig, op: str, T: int) -> tuple[int, ...]:
-    if op in ("q", "q_rope"):
+    if op in ("q", "q_norm", "q_rope"):
         return (config.n_heads, T, config.d_head)
-    if op in ("k", "v", "k_rope"):
+    if op in ("k", "v", "k_norm", "k_rope"):
         return (config.n_kv_heads, T, config.d_head)
     if op in ("scores", "probs"):
         return (config.n_heads, T, T)
@@ -100,7 +116,7 @@ def stage_shapes(config: ModelConfig, T: int) -> dict[str, tuple[int, ...]]:
     """Every stage of a trace of T tokens and the shape its formula gives, in compute order."""
     shapes: dict[str, tuple[int, ...]] = {EMBED: (T, config.d_model)}
     for layer in range(config.n_layers):
-        for op in layer_ops(config.family):
+        for op in layer_ops(config):
             shapes[layer_stage(layer, op)] = _op_shape(config, op, T)
     shapes[FINAL_NORM] = (T, config.d_model)
     shapes[LOGITS] = (T, config.vocab_size)
@@ -129,6 +145,34 @@ _LLAMA_WEIGHTS = {
     "mlp_up": ("mlp.up_proj.weight",),
     "mlp_out": ("mlp.down_proj.weight",),
 }
+# What the switches change: biases join their projection; Gemma 2's norms are named by position.
+_BIAS_WEIGHTS = {
+    "q": ("self_attn.q_proj.bias",),
+    "k": ("self_attn.k_proj.bias",),
+    "v": ("self_attn.v_proj.bias",),
+}
+_QK_NORM_WEIGHTS = {"q_norm": ("self_attn.q_norm.weight",), "k_norm": ("self_attn.k_norm.weight",)}
+_SANDWICH_WEIGHTS = {
+    "attn_post_norm": ("post_attention_layernorm.weight",),
+    "mlp_norm": ("pre_feedforward_layernorm.weight",),
+    "mlp_post_norm": ("post_feedforward_layernorm.weight",),
+}
+
+
+def _layer_weights(config: ModelConfig, op: str) -> tuple[str, ...]:
+    """The weights `op` meets, relative to its layer's prefix."""
+    if config.family == "gpt2":
+        return _GPT2_WEIGHTS.get(op, ())
+    if config.sandwich_norm and op in _SANDWICH_WEIGHTS:
+        return _SANDWICH_WEIGHTS[op]
+    names = _LLAMA_WEIGHTS.get(op, ()) + (_QK_NORM_WEIGHTS.get(op, ()) if config.qk_norm else ())
+    if config.qkv_bias:
+        names += _BIAS_WEIGHTS.get(op, ())
+    if config.o_bias and op == "attn_out":
+        names += ("self_attn.o_proj.bias",)
+    return names
+
+
 _LAYER_PREFIX = {"gpt2": "transformer.h.{}.", "llama": "model.layers.{}."}
 _EMBED_WEIGHTS = {"gpt2": ("transformer.wte.weight", "transformer.wpe.weight"), "llama": ("model.embed_tokens.weight",)}
 _FINAL_NORM_WEIGHTS = {"gpt2": ("transformer.ln_f.weight", "transformer.ln_f.bias"), "llama": ("model.norm.weight",)}
@@ -138,15 +182,14 @@ def stage_weights(config: ModelConfig, stage: str) -> tuple[str, ...]:
     """The canonical weight names `stage` is computed with (() for none), e.g. GPT-2's `layers.0.q`
     meets the fused `transformer.h.0.attn.c_attn.weight` and `.bias`; `logits` meets the classifier
     (the token embedding when tied)."""
-    family = config.family
+    layout = "gpt2" if config.family == "gpt2" else "llama"
     layer, op = split_stage(stage)
     if layer is not None:
-        names = (_GPT2_WEIGHTS if family == "gpt2" else _LLAMA_WEIGHTS).get(op, ())
-        return tuple(_LAYER_PREFIX[family].format(layer) + name for name in names)
+        return tuple(_LAYER_PREFIX[layout].format(layer) + name for name in _layer_weights(config, op))
     if stage == EMBED:
-        return _EMBED_WEIGHTS[family]
+        return _EMBED_WEIGHTS[layout]
     if stage == FINAL_NORM:
-        return _FINAL_NORM_WEIGHTS[family]
+        return _FINAL_NORM_WEIGHTS[layout]
     if stage == LOGITS:
-        return (EMBEDDING[family] if config.tie_embeddings else CLASSIFIER,)
+        return (EMBEDDING[config.family] if config.tie_embeddings else CLASSIFIER,)
     raise ValueError(f"unknown stage {stage!r}")

@@ -125,7 +125,10 @@ def init_weights(
 
     Matrices and biases are N(0, scale^2) (GPT-2 initialises matrices at scale 0.02; a larger
     scale reaches large-logit regimes; biases are random rather than zero so that a dropped
-    bias shows). Norm gains are 1 + N(0, 0.1^2), so that a norm which ignores its gain shows.
+    bias shows). Norm gains are 1 + N(0, 0.1^2), so that a norm which ignores its gain shows;
+    Gemma's (`norm_plus_one`, which scale by 1 + gain) are N(0, 0.1^2), the same scales, so that a
+    norm missing its + 1 shows; Qwen3's per-head q/k norm gains are 1 + N(0, 0.3^2), far from
+    uniform along the head, so that the norm taken after RoPE instead of before shows.
     The result depends only on (config, seed, scale); `dtype` only sets the storage type.
     """
     return dict(iter_init_weights(config, seed=seed, scale=scale, dtype=dtype))
@@ -139,9 +142,12 @@ def iter_init_weights(
     for name, shape in weight_shapes(config).items():
         # Drawn in float32 whatever `dtype` is, so a float64 copy holds the same values.
         noise = rng.standard_normal(shape, dtype=np.float32)
-        if _is_norm_gain(name):
+        if name.endswith(("q_norm.weight", "k_norm.weight")):
+            noise *= np.float32(0.3)
+            noise += np.float32(0.0 if config.norm_plus_one else 1.0)
+        elif _is_norm_gain(name):
             noise *= np.float32(0.1)
-            noise += np.float32(1.0)
+            noise += np.float32(0.0 if config.norm_plus_one else 1.0)
         else:
             noise *= np.float32(scale)
         yield name, noise.astype(dtype, copy=False)

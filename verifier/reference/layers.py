@@ -1,4 +1,4 @@
-"""The layers of GPT-2 and Llama, one function each, written from the math in NumPy.
+"""The layers of GPT-2 and the Llama-layout families, one function each, written from the math in NumPy.
 
 Shapes: B batch, T new positions, S positions attended to (cache + new), `h` query heads,
 `kv` key/value heads. Any leading batch axes are carried through unchanged. Functions compute in
@@ -30,6 +30,16 @@ def rms_norm(x: np.ndarray, gain: np.ndarray, eps: float) -> np.ndarray:
     return x / np.sqrt(np.square(x).mean(axis=-1, keepdims=True) + eps) * gain
 
 
+def rms_norm_plus_one(x: np.ndarray, gain: np.ndarray, eps: float) -> np.ndarray:
+    """Gemma's RMSNorm, [..., d] -> [..., d]: x / sqrt(mean(x^2) + eps) * (1 + gain).
+
+    The gain is stored as an offset from 1 (a zero gain is the identity scale). `transformers`
+    computes it in float32 and rounds the product once; the caller's dtype is float32 for a
+    float32 or narrower model, float64 for the oracle.
+    """
+    return x / np.sqrt(np.square(x).mean(axis=-1, keepdims=True) + eps) * (1 + gain)
+
+
 def gelu_tanh(x: np.ndarray) -> np.ndarray:
     """GPT-2's GELU, the tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
     c = np.sqrt(2.0 / np.pi).astype(x.dtype)
@@ -39,6 +49,12 @@ def gelu_tanh(x: np.ndarray) -> np.ndarray:
 def silu(x: np.ndarray) -> np.ndarray:
     """x * sigmoid(x), with sigmoid(x) = (1 + tanh(x / 2)) / 2, which cannot overflow."""
     return x * (0.5 + 0.5 * np.tanh(0.5 * x))
+
+
+def softcap(x: np.ndarray, cap: float) -> np.ndarray:
+    """Gemma 2's soft cap, cap * tanh(x / cap): close to x for |x| << cap, always within (-cap, cap)."""
+    cap_ = np.asarray(cap, dtype=x.dtype)
+    return cap_ * np.tanh(x / cap_)
 
 
 def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -62,13 +78,42 @@ def linear(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndar
     return y if b is None else y + b
 
 
-def rope_tables(positions: np.ndarray, d_head: int, theta: float) -> tuple[np.ndarray, np.ndarray]:
-    """cos, sin of pos * theta^(-2i/d_head) for i < d_head / 2: [..., T] -> 2 x [..., T, d_head/2].
+def rope_frequencies(d_head: int, theta: float) -> np.ndarray:
+    """RoPE's inverse frequencies theta^(-2i/d_head) for i < d_head / 2, in float64: [d_head/2]."""
+    return theta ** (-np.arange(0, d_head, 2, dtype=np.float64) / d_head)
+
+
+def linear_scaled_frequencies(inv_freq: np.ndarray, factor: float) -> np.ndarray:
+    """Linear RoPE scaling: every inverse frequency divided by `factor` (positions compressed by it)."""
+    return inv_freq / factor
+
+
+def llama3_scaled_frequencies(
+    inv_freq: np.ndarray, factor: float, low_freq_factor: float, high_freq_factor: float, original_n_ctx: int
+) -> np.ndarray:
+    """Llama 3.1's RoPE scaling of inverse frequencies [d_head/2], by wavelength 2 pi / inv_freq:
+    shorter than original_n_ctx / high_freq_factor kept (they turn many times within the trained
+    context), longer than original_n_ctx / low_freq_factor divided by `factor`, and in between
+    a mix of the two whose weight on the kept frequency, (original_n_ctx / wavelength - low) /
+    (high - low), runs from 0 at the long end to 1 at the short end."""
+    wavelength = 2 * np.pi / inv_freq
+    kept = (original_n_ctx / wavelength - low_freq_factor) / (high_freq_factor - low_freq_factor)
+    mixed = (1 - kept) * inv_freq / factor + kept * inv_freq
+    scaled = np.where(wavelength > original_n_ctx / low_freq_factor, inv_freq / factor, mixed)
+    return np.where(wavelength < original_n_ctx / high_freq_factor, inv_freq, scaled)
+
+
+def rope_tables(
+    positions: np.ndarray, d_head: int, theta: float, inv_freq: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """cos, sin of pos * inv_freq: [..., T] -> 2 x [..., T, d_head/2]; inv_freq defaults to
+    `rope_frequencies(d_head, theta)` (unscaled).
 
     Computed in float64 whatever the model's dtype: the angles reach n_ctx radians, where
     float32 rounding of the angle alone would cost more than a float32 model's whole budget.
     """
-    inv_freq = theta ** (-np.arange(0, d_head, 2, dtype=np.float64) / d_head)  # [d_head/2]
+    if inv_freq is None:
+        inv_freq = rope_frequencies(d_head, theta)
     angles = positions[..., None].astype(np.float64) * inv_freq  # [..., T, d_head/2]
     return np.cos(angles), np.sin(angles)
 
@@ -96,14 +141,20 @@ def merge_heads(x: np.ndarray) -> np.ndarray:
     return x.transpose(0, 2, 1, 3).reshape(B, T, n_heads * d_head)
 
 
-def attention_scores(q: np.ndarray, k: np.ndarray) -> np.ndarray:
-    """Scaled dot products q k^T / sqrt(d_head): [..., T, d_head], [..., S, d_head] -> [..., T, S]."""
-    return q @ k.swapaxes(-1, -2) / np.sqrt(q.shape[-1]).astype(q.dtype)
+def attention_scores(q: np.ndarray, k: np.ndarray, scale: float | None = None) -> np.ndarray:
+    """Scaled dot products q k^T * scale, scale 1/sqrt(d_head) unless given:
+    [..., T, d_head], [..., S, d_head] -> [..., T, S]."""
+    if scale is None:
+        return q @ k.swapaxes(-1, -2) / np.sqrt(q.shape[-1]).astype(q.dtype)
+    return q @ k.swapaxes(-1, -2) * np.asarray(scale, dtype=q.dtype)
 
 
-def causal_mask(T: int, S: int) -> np.ndarray:
-    """[T, S] bool, True where the query at position S - T + t may see key position s (s <= its own)."""
-    return np.arange(S)[None, :] <= np.arange(S - T, S)[:, None]
+def causal_mask(T: int, S: int, window: int | None = None) -> np.ndarray:
+    """[T, S] bool, True where the query at position p = S - T + t may see key position s: s <= p,
+    and with a sliding `window` W also p - W < s (the query and the W - 1 keys before it)."""
+    p, s = np.arange(S - T, S)[:, None], np.arange(S)[None, :]
+    allowed = s <= p
+    return allowed if window is None else allowed & (s > p - window)
 
 
 def attention(
@@ -112,19 +163,25 @@ def attention(
     v: np.ndarray,
     allowed: np.ndarray,
     stage: Callable[[str, np.ndarray], np.ndarray] = lambda op, x: x,
+    *,
+    scale: float | None = None,
+    cap: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Masked softmax attention with grouped-query heads.
 
     q: [B, h, T, d_head]; k, v: [B, kv, S, d_head]; allowed: bool, broadcastable to [B, h, T, S].
     Query head j reads key/value head j // (h / kv): q is viewed as [B, kv, h / kv, T, d_head] so that
-    each group of query heads meets its key/value head by broadcasting. `stage(op, x)` receives
-    "scores" and "probs" [B, h, T, S] and returns what attention goes on with. Returns
-    (out [B, h, T, d_head], scores [B, h, T, S], probs [B, h, T, S]).
+    each group of query heads meets its key/value head by broadcasting. The scores are q k^T * `scale`
+    (1/sqrt(d_head) unless given), soft-capped at `cap` where given, before the mask (as Gemma 2 does).
+    `stage(op, x)` receives "scores" and "probs" [B, h, T, S] and returns what attention goes on with.
+    Returns (out [B, h, T, d_head], scores [B, h, T, S], probs [B, h, T, S]).
     """
     B, h, T, d_head = q.shape
     kv, S = k.shape[1], k.shape[2]
     grouped = q.reshape(B, kv, h // kv, T, d_head)
-    scores = attention_scores(grouped, k[:, :, None])  # [B, kv, h / kv, T, S]
+    scores = attention_scores(grouped, k[:, :, None], scale)  # [B, kv, h / kv, T, S]
+    if cap is not None:
+        scores = softcap(scores, cap)
     scores = stage("scores", scores.reshape(B, h, T, S)).reshape(B, kv, h // kv, T, S)
     probs = softmax(np.where(allowed.reshape(allowed.shape[0], -1, 1, T, S), scores, -np.inf))
     probs = stage("probs", probs.reshape(B, h, T, S)).reshape(B, kv, h // kv, T, S)

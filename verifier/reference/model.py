@@ -1,8 +1,11 @@
-"""The NumPy forward pass of GPT-2 and Llama: full pass, KV-cached chunks and a stage trace.
+"""The NumPy forward pass of GPT-2 and the Llama-layout families: full pass, KV-cached chunks and a
+stage trace.
 
-Data flow of one call: tokens [B, T] -> embeddings [B, T, d_model] -> n_layers pre-norm blocks
-(attention then MLP, each added to the residual stream) -> final norm -> classifier
-[B, T, vocab_size]. Every intermediate the trace records is named in `verifier.model.stages`.
+Data flow of one call: tokens [B, T] -> embeddings [B, T, d_model] (times Gemma's normaliser) ->
+n_layers pre-norm blocks (attention then MLP, each added to the residual stream; Gemma 2 also
+normalises each one's output) -> final norm -> classifier [B, T, vocab_size] (soft-capped where the
+family caps). A layer with a sliding window W masks keys more than W - 1 positions back, in a full
+pass and while decoding. Every intermediate the trace records is named in `verifier.model.stages`.
 
 Weights come from any mapping of canonical names to arrays. Each weight is converted to the
 model's dtype by one mapping (`_Converted`) and looked up where the layer uses it. A resident
@@ -120,6 +123,9 @@ class NumpyModel:
         converted = _Converted(weights, self.dtype, rounding)
         self._weights: WeightMap = converted if stream else dict(converted)
         self._resident_classifier = None if stream else self._classifier()
+        normaliser = llama.embed_normaliser(config, self.dtype) if config.uses_rope else None
+        # A tensor of the model's dtype in transformers: rounded to the format at a narrower precision.
+        self._normaliser = normaliser if normaliser is None or rounding is None else rounding.constant(normaliser)
 
     @property
     def weights(self) -> WeightMap:
@@ -236,24 +242,29 @@ class NumpyModel:
         B, T = tokens.shape
         past = cache.length if cache is not None else 0
         positions = np.broadcast_to(np.arange(past, past + T), (B, T))
-        allowed = L.causal_mask(T, past + T)[None, None]  # [1, 1, T, S]
+        f, w, c = self._family, self._weights, self.config
+        # The keys each query sees, [B or 1, 1, T, S], per window W (None: every earlier key). Windows
+        # count cache slots as transformers does: a left-padded row's real tokens are contiguous.
+        allowed = {W: L.causal_mask(T, past + T, W)[None, None] for W in {c.window(i) for i in range(c.n_layers)}}
         if key_mask is not None:
             positions = np.maximum(np.cumsum(key_mask, axis=1) - 1, 0)
             # A padded query still sees itself, so its (unused) softmax row is never all -inf.
-            allowed = allowed & (key_mask[:, None, None, :] | np.eye(T, dtype=bool))
-        f, w, c = self._family, self._weights, self.config
-        x = stage(stages.EMBED, f.embed(w, c, tokens, positions, self.dtype))
+            sees = key_mask[:, None, None, :] | np.eye(T, dtype=bool)
+            allowed = {W: mask & sees for W, mask in allowed.items()}
+        x = f.embed(w, c, tokens, positions, self.dtype)
+        x = stage(stages.EMBED, x if self._normaliser is None else x * self._normaliser)
         yield
         new_layers = []
         rope = f.rope(c, positions, self.dtype)
         for i in range(c.n_layers):
             past_kv = cache.layers[i] if cache is not None else None
-            x, kv = self._block(i, x, rope, allowed, past_kv, stage)
+            x, kv = self._block(i, x, rope, allowed[c.window(i)], past_kv, stage)
             new_layers.append(kv)
             yield
         x = stage(stages.FINAL_NORM, f.final_norm(w, c, x))
         classifier = self._classifier() if self._resident_classifier is None else self._resident_classifier
-        logits = stage(stages.LOGITS, L.linear(x, classifier.T))
+        logits = L.linear(x, classifier.T)
+        logits = stage(stages.LOGITS, logits if c.final_softcap is None else L.softcap(logits, c.final_softcap))
         return logits, KVCache(tuple(new_layers))
 
     def _block(
@@ -265,7 +276,8 @@ class NumpyModel:
         past_kv: tuple[np.ndarray, np.ndarray] | None,
         stage: Stage,
     ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
-        """One pre-norm block, [B, T, d_model] -> [B, T, d_model]: x + attn(norm(x)), then + mlp(norm(.)).
+        """One pre-norm block, [B, T, d_model] -> [B, T, d_model]: x + attn(norm(x)), then + mlp(norm(.));
+        with sandwich norms (Gemma 2) x + norm(attn(norm(x))), then + norm(mlp(norm(.))).
 
         Also returns this layer's keys and values, [B, S, n_kv_heads, d_head] each, cache included.
         """
@@ -279,11 +291,18 @@ class NumpyModel:
         if past_kv is not None:
             k = np.concatenate([past_kv[0].transpose(0, 2, 1, 3), k], axis=2)
             v = np.concatenate([past_kv[1].transpose(0, 2, 1, 3), v], axis=2)
-        out, _, _ = L.attention(q, k, v, allowed, self._moving_scores(at, q, k, allowed))
+        # Gemma 2's query_pre_attn_scalar sets the scale; elsewhere attention's own 1/sqrt(d_head).
+        scale = c.attention_scale if c.query_scale is not None else None
+        moving = self._moving_scores(at, q, k, allowed)
+        out, _, _ = L.attention(q, k, v, allowed, moving, scale=scale, cap=c.attn_softcap)
         attn = at("attn", L.merge_heads(out))
         projected = at("attn_out", f.attn_out(w, c, i, attn))
+        if c.sandwich_norm:
+            projected = at("attn_post_norm", f.norm(w, c, i, "attn_post", projected))
         x = at("resid_attn", x + projected)
         h = at("mlp_norm", f.norm(w, c, i, "mlp", x))
         mlp_out = at("mlp_out", f.mlp(w, c, i, h, stage))
+        if c.sandwich_norm:
+            mlp_out = at("mlp_post_norm", f.norm(w, c, i, "mlp_post", mlp_out))
         x = at("resid_mlp", x + mlp_out)
         return x, (k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3))

@@ -91,6 +91,11 @@ class Rounding:
     stages: frozenset[str] | None = None
     scores: MoveScores | None = None
 
+    def constant(self, x: Array) -> Array:
+        """A constant the model holds as a tensor of its dtype (Gemma's normaliser sqrt(d_model)),
+        rounded as the format stores a vector: to bfloat16 or float16; TF32 and Q8_0 keep float32."""
+        return self.weights("constant", x)
+
     def rounds(self, stage: str) -> bool:
         """Whether the output of `stage` ("embed", "layers.0.q", ...) is rounded."""
         return self.stages is None or stage.rpartition(".")[2] in self.stages

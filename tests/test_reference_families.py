@@ -1,0 +1,316 @@
+"""The reference of the Llama-layout families (Llama 3, Mistral, Qwen2, Qwen3, Gemma, Gemma 2) against
+`transformers`, and the RoPE scaling laws written from the math.
+
+The float64 comparison runs transformers' own model classes in float64 throughout: they upcast some
+pieces to float32 explicitly (RMSNorm's `.to(torch.float32)`, Gemma's `.float()`, the rotary table's
+`dtype=torch.float`), which would hide the float64 oracle behind float32 rounding, so while a model is
+built and run `torch.float32` / `torch.float` / `Tensor.float` name float64. What remains is
+transformers' code in float64, against the reference written from the math: they agree to ~1e-13.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+from unittest import mock
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests import needs
+from verifier.analysis import tolerance
+from verifier.model import stages
+from verifier.model.config import FAMILY_SWITCHES, HF_CLASSES, ROPE_FAMILIES, ModelConfig, RopeScaling
+from verifier.model.weights import LazyWeights, Weights, init_weights
+from verifier.reference import NumpyModel, llama
+from verifier.reference import layers as L
+
+# Logits of the two float64 implementations agree within this, relative to the largest logit: both
+# are float64 sums of a few hundred terms (measured ~1e-14); a missing or misplaced piece moves them by
+# far more than float32 would.
+FLOAT64_AGREEMENT = 1e-10
+
+
+@st.composite
+def family_configs(draw: st.DrawFn, family: str, T: int) -> ModelConfig:
+    """A small config of `family` with each switch it leaves free drawn so that it bites at T positions:
+    windows shorter than T, llama3 scaling whose original context T passes, heads decoupled from d_model."""
+    fixed, free = FAMILY_SWITCHES[family]  # type: ignore[index]
+    n_layers = draw(st.integers(2, 3), label="n_layers")
+    n_kv_heads = draw(st.sampled_from([1, 2]), label="n_kv_heads")
+    n_heads = n_kv_heads * draw(st.sampled_from([1, 2]), label="group")
+    switches: dict[str, Any] = dict(fixed)
+    if "head_dim" in free and draw(st.booleans(), label="decoupled head_dim"):
+        switches["head_dim"] = draw(st.sampled_from([6, 10, 16]), label="head_dim")
+    if "rope_scaling" in free and draw(st.booleans(), label="scaled RoPE"):
+        factor = draw(st.sampled_from([2.0, 8.0]), label="factor")
+        if draw(st.booleans(), label="llama3"):
+            # Short wavelengths (below 8, so the fastest pair of any head, 2 pi, is one) kept, long
+            # ones divided, over an original context T passes.
+            bands = st.sampled_from([(16, 1.0, 2.0), (32, 1.0, 4.0), (64, 2.0, 8.0)])
+            original, low, high = draw(bands, label="llama3 original_n_ctx, low and high factors")
+            switches["rope_scaling"] = RopeScaling("llama3", factor, low, high, original)
+        else:
+            switches["rope_scaling"] = RopeScaling("linear", factor)
+    if "qkv_bias" in free:
+        switches["qkv_bias"] = switches["o_bias"] = draw(st.booleans(), label="attention bias")
+    if "sliding_window" in free and draw(st.booleans(), label="windowed"):
+        switches["sliding_window"] = draw(st.integers(1, T - 1), label="window")
+        if "layer_types" in free:
+            kinds = st.sampled_from(["sliding_attention", "full_attention"])
+            switches["layer_types"] = tuple(draw(st.lists(kinds, min_size=n_layers, max_size=n_layers)))
+    for cap in ("attn_softcap", "final_softcap"):
+        if cap in free and draw(st.booleans(), label=cap):
+            switches[cap] = draw(st.sampled_from([1.0, 5.0, 30.0]), label=f"{cap} value")
+    if "query_scale" in free and draw(st.booleans(), label="query_scale"):
+        switches["query_scale"] = draw(st.integers(1, 64), label="query_pre_attn_scalar")
+    return ModelConfig(
+        family=family,  # type: ignore[arg-type]
+        vocab_size=40,
+        n_ctx=T + 8,
+        d_model=8 * n_heads,
+        n_layers=n_layers,
+        n_heads=n_heads,
+        n_kv_heads=n_kv_heads,
+        d_ff=24,
+        norm_eps=1e-6,
+        tie_embeddings=draw(st.booleans(), label="tied"),
+        rope_theta=draw(st.sampled_from([10000.0, 500000.0]), label="rope_theta"),
+        **switches,
+    )
+
+
+@contextlib.contextmanager
+def _float64_transformers() -> Iterator[None]:
+    """transformers' code with its explicit float32 upcasts made float64 (module docstring)."""
+    import torch
+
+    default = torch.get_default_dtype()
+    with (
+        mock.patch.object(torch, "float32", torch.float64),
+        mock.patch.object(torch, "float", torch.float64),
+        mock.patch.object(torch.Tensor, "float", lambda t: t.to(torch.float64)),
+    ):
+        torch.set_default_dtype(torch.float64)  # the buffers built from Python floats (Gemma's normaliser)
+        try:
+            yield
+        finally:
+            torch.set_default_dtype(default)
+
+
+def _transformers_model(config: ModelConfig, weights: Weights, dtype: str) -> Any:
+    """`HF_CLASSES[family]`'s model class built from `config.to_transformers()` in `dtype` ("float32" or
+    "float64", eager attention), holding exactly `weights`."""
+    import torch
+    import transformers
+
+    model_class = getattr(transformers, HF_CLASSES[config.family][1])
+    context = _float64_transformers() if dtype == "float64" else contextlib.nullcontext()
+    with context:
+        model = model_class._from_config(
+            config.to_transformers(), dtype=getattr(torch, dtype), attn_implementation="eager"
+        )
+    state = {name: torch.from_numpy(np.asarray(w, dtype=dtype)) for name, w in weights.items()}
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    assert not unexpected and set(missing) <= ({"lm_head.weight"} if config.tie_embeddings else set())
+    return model.eval()
+
+
+def _transformers_logits(model: Any, tokens: np.ndarray, dtype: str) -> np.ndarray:
+    import torch
+
+    context = _float64_transformers() if dtype == "float64" else contextlib.nullcontext()
+    with context, torch.no_grad():
+        return model(input_ids=torch.from_numpy(tokens[None]), use_cache=False).logits[0].numpy()
+
+
+def _relative_error(found: np.ndarray, expected: np.ndarray) -> float:
+    return float(np.abs(found - expected).max() / max(1.0, np.abs(expected).max()))
+
+
+T = 40
+
+
+@needs.transformers
+@pytest.mark.parametrize("family", ROPE_FAMILIES)
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_the_float64_reference_equals_transformers_in_float64(family: str, data: st.DataObject) -> None:
+    config = data.draw(family_configs(family, T), label="config")
+    # Weight scale 1: scores and logits large enough that small soft-caps bite.
+    weights = init_weights(config, seed=data.draw(st.integers(0, 999), label="seed"), scale=1.0)
+    tokens = np.random.default_rng(0).integers(0, config.vocab_size, T)
+    expected = NumpyModel(config, weights, np.float64).logits(tokens)
+    found = _transformers_logits(_transformers_model(config, weights, "float64"), tokens, "float64")
+    assert _relative_error(found, expected) <= FLOAT64_AGREEMENT, config
+
+
+@needs.transformers
+@pytest.mark.parametrize("family", ROPE_FAMILIES)
+@settings(max_examples=3, deadline=None)
+@given(data=st.data())
+def test_the_float32_reference_equals_transformers_in_float32_within_the_policy(
+    family: str, data: st.DataObject
+) -> None:
+    config = data.draw(family_configs(family, T), label="config")
+    weights = init_weights(config, seed=data.draw(st.integers(0, 999), label="seed"), scale=0.3)
+    tokens = np.random.default_rng(1).integers(0, config.vocab_size, T)
+    oracle = NumpyModel(config, weights, np.float64).logits(tokens)
+    for found, who in (
+        (NumpyModel(config, weights).logits(tokens), "float32 reference"),
+        (_transformers_logits(_transformers_model(config, weights, "float32"), tokens, "float32"), "transformers"),
+    ):
+        ratio = tolerance.error_ratio(found, oracle)
+        assert ratio <= 1, f"{who} vs the float64 oracle: {ratio:.2f} of the float32 bound, {config}"
+
+
+@pytest.mark.parametrize("family", ROPE_FAMILIES)
+@settings(max_examples=5, deadline=None)
+@given(data=st.data())
+def test_cached_decoding_past_the_window_equals_the_full_pass(family: str, data: st.DataObject) -> None:
+    config = data.draw(family_configs(family, T), label="config")
+    model = NumpyModel(config, init_weights(config, seed=3, scale=0.5), np.float64)
+    tokens = np.random.default_rng(2).integers(0, config.vocab_size, T)
+    first = data.draw(st.integers(1, 4), label="prefill")
+    logits, cache = model.decode(tokens[:first])
+    pieces = [logits]
+    for token in tokens[first:]:  # one at a time: each step's window slides over the cache
+        logits, cache = model.decode(token[None], cache)
+        pieces.append(logits)
+    np.testing.assert_allclose(np.concatenate(pieces), model.logits(tokens), rtol=1e-12, atol=1e-12)
+
+
+def test_a_window_hides_exactly_the_keys_w_or_more_positions_back() -> None:
+    config = family_configs_example("mistral", sliding_window=3)
+    model = NumpyModel(config, init_weights(config, seed=0, scale=0.5), np.float64)
+    tokens = np.random.default_rng(0).integers(0, config.vocab_size, 12)
+    base = model.logits(tokens)
+    # One layer: position t reads keys t-2..t only, so an edit at t-3 cannot reach it; one at t-2 does.
+    t = 9
+    edited = tokens.copy()
+    edited[t - 3] = (edited[t - 3] + 1) % config.vocab_size
+    np.testing.assert_array_equal(model.logits(edited)[t], base[t])
+    edited = tokens.copy()
+    edited[t - 2] = (edited[t - 2] + 1) % config.vocab_size
+    assert np.abs(model.logits(edited)[t] - base[t]).max() > 1e-6
+
+
+def family_configs_example(family: str, **switches: Any) -> ModelConfig:
+    """One small one-layer config of `family` with its fixed switches and `switches`."""
+    fixed, _ = FAMILY_SWITCHES[family]  # type: ignore[index]
+    return ModelConfig(
+        family=family,  # type: ignore[arg-type]
+        vocab_size=40,
+        n_ctx=32,
+        d_model=16,
+        n_layers=1,
+        n_heads=2,
+        n_kv_heads=1,
+        d_ff=24,
+        norm_eps=1e-6,
+        tie_embeddings=False,
+        **{**fixed, **switches},
+    )
+
+
+@needs.transformers
+@pytest.mark.parametrize(
+    "scaling",
+    [
+        RopeScaling("linear", 4.0),
+        RopeScaling("llama3", 8.0, 1.0, 4.0, 64),
+        RopeScaling("llama3", 32.0, 2.0, 16.0, 8192),
+    ],
+)
+@pytest.mark.parametrize("d_head", [16, 128])
+def test_the_scaled_frequency_table_equals_transformers_inv_freq(scaling: RopeScaling, d_head: int) -> None:
+    config = family_configs_example("llama", head_dim=d_head, rope_scaling=scaling).replace(rope_theta=500000.0)
+    with _float64_transformers():
+        model = _transformers_model(config, init_weights(config), "float64")
+    rotary = model.model.rotary_emb
+    assert rotary.attention_scaling == 1.0  # linear and llama3 scale the frequencies only
+    np.testing.assert_allclose(rotary.inv_freq.numpy(), llama.inv_freq(config), rtol=1e-15, atol=0)
+
+
+@pytest.mark.parametrize("factor", [2.0, 8.0, 32.0])
+@pytest.mark.parametrize(("low", "high", "original"), [(1.0, 4.0, 8192), (1.0, 4.0, 64), (2.0, 16.0, 256)])
+def test_llama3_scaling_keeps_the_high_band_divides_the_low_band_and_interpolates_between(
+    factor: float, low: float, high: float, original: int
+) -> None:
+    base = L.rope_frequencies(128, 500000.0)
+    scaled = L.llama3_scaled_frequencies(base, factor, low, high, original)
+    wavelength = 2 * np.pi / base
+    short, long = wavelength < original / high, wavelength > original / low
+    assert short.any() and long.any(), "the case must reach both bands"
+    np.testing.assert_array_equal(scaled[short], base[short])
+    np.testing.assert_allclose(scaled[long], base[long] / factor, rtol=1e-15)
+    between = ~short & ~long
+    assert np.all((scaled[between] >= base[between] / factor) & (scaled[between] <= base[between]))
+    # The mix is continuous: at each band's edge it meets the band's own rule.
+    edges = np.array([original / high, original / low])
+    at_edges = L.llama3_scaled_frequencies(2 * np.pi / edges, factor, low, high, original)
+    np.testing.assert_allclose(at_edges, 2 * np.pi / edges * np.array([1.0, 1.0 / factor]), rtol=1e-12)
+    np.testing.assert_allclose(L.linear_scaled_frequencies(base, factor), base / factor, rtol=1e-15)
+
+
+@needs.transformers
+@pytest.mark.parametrize(
+    ("family", "switches", "hf_stages"),
+    [
+        ("qwen3", {}, {"q_norm": "self_attn.q_norm", "k_norm": "self_attn.k_norm"}),
+        (
+            "gemma2",
+            {"sliding_window": 4, "attn_softcap": 5.0, "final_softcap": 3.0},
+            {"attn_post_norm": "post_attention_layernorm", "mlp_post_norm": "post_feedforward_layernorm",
+             "mlp_norm": "pre_feedforward_layernorm", "attn_norm": "input_layernorm"},
+        ),
+    ],
+)  # fmt: skip
+def test_the_new_trace_stages_equal_the_outputs_of_transformers_modules(
+    family: str, switches: dict[str, Any], hf_stages: dict[str, str]
+) -> None:
+    config = family_configs_example(family, **switches).replace(n_layers=2)
+    weights = init_weights(config, seed=4, scale=0.5)
+    tokens = np.random.default_rng(3).integers(0, config.vocab_size, 10)
+    trace = NumpyModel(config, weights, np.float64).trace(tokens)
+    expected_stages = stages.stage_shapes(config, len(tokens))
+    assert list(trace) == list(expected_stages)
+    assert {name: value.shape for name, value in trace.items()} == expected_stages
+    model = _transformers_model(config, weights, "float64")
+    captured: dict[str, np.ndarray] = {}
+    for i in range(config.n_layers):
+        for op, path in hf_stages.items():
+
+            def keep(module: Any, inputs: Any, output: Any, name: str = stages.layer_stage(i, op)) -> None:
+                captured[name] = output[0].numpy()
+
+            model.get_submodule(f"model.layers.{i}.{path}").register_forward_hook(keep)
+    logits = _transformers_logits(model, tokens, "float64")
+    np.testing.assert_allclose(trace[stages.LOGITS], logits, rtol=0, atol=1e-12)
+    for name, value in captured.items():
+        if stages.split_stage(name)[1] in ("q_norm", "k_norm"):
+            value = value.transpose(1, 0, 2)  # transformers normalises [T, heads, d_head]
+        np.testing.assert_allclose(trace[name], value, rtol=0, atol=1e-12, err_msg=name)
+
+
+@pytest.mark.parametrize("family", ["qwen3", "gemma2"])
+def test_a_streamed_pass_of_a_family_equals_the_resident_one_bit_for_bit(family: str) -> None:
+    switches = {"qkv_bias": True, "o_bias": True, "head_dim": 10, "sliding_window": 3}
+    if family == "gemma2":
+        switches |= {"attn_softcap": 2.0, "final_softcap": 4.0, "query_scale": 9}
+    config = family_configs_example(family, **switches).replace(n_layers=2)
+    weights = init_weights(config, seed=5, scale=0.5)
+    lookups: list[str] = []
+    lazy = LazyWeights({n: w.shape for n, w in weights.items()}, lambda n: lookups.append(n) or weights[n])
+    tokens = np.random.default_rng(4).integers(0, config.vocab_size, 9)
+    for dtype in (np.float32, np.float64):
+        resident, streamed = NumpyModel(config, weights, dtype), NumpyModel(config, lazy, dtype, stream=True)
+        np.testing.assert_array_equal(streamed.logits(tokens), resident.logits(tokens))
+        streamed_trace, resident_trace = streamed.trace(tokens), resident.trace(tokens)
+        assert list(streamed_trace) == list(resident_trace)
+        for name, value in resident_trace.items():
+            np.testing.assert_array_equal(streamed_trace[name], value, err_msg=name)
+    assert set(weights) <= set(lookups), "the streamed pass read every weight, the new ones included"
