@@ -282,9 +282,12 @@ class Transformer:
         """Soft-capping: cap * tanh(x / cap), or x where there is no cap."""
         return x if cap is None else np.tanh(x / self.dtype(cap)) * self.dtype(cap)
 
+    def capped_scores(self, scores: np.ndarray, i: int) -> np.ndarray:
+        """Layer i's scaled scores soft-capped (Gemma 2), before the mask."""
+        return self.cap(scores, self.c.attn_softcap)
+
     def attend(self, scores: np.ndarray, allowed: np.ndarray) -> np.ndarray:
-        """Scores capped (Gemma 2), then masked, then the softmax over the keys."""
-        return self.softmax(np.where(allowed, self.cap(scores, self.c.attn_softcap), -np.inf))
+        return self.softmax(np.where(allowed, scores, -np.inf))
 
     def attention(self, h, i, positions, past, mask):
         q, k, v = self.qkv(h, i)
@@ -296,7 +299,7 @@ class Transformer:
         k_att, v_att = self.attended(past, k, v)
         T, S = q.shape[2], k_att.shape[2]
         scores = self.matmul(q, self.kv_for_head(k_att).swapaxes(-1, -2)) * self.dtype(self.scale())
-        scores = self.stage(f"layers.{i}.scores", scores)
+        scores = self.stage(f"layers.{i}.scores", self.capped_scores(scores, i))
         allowed = self.allowed(T, S)
         W = None if self.gpt2 else self.window(i)
         if W is not None:

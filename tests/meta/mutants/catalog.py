@@ -564,9 +564,11 @@ class SoftcapAfterMask(Transformer):
     """Gemma 2's attention soft-cap applied after the causal mask: masked scores become -cap, not
     -inf, so every position attends a little to the future."""
 
+    def capped_scores(self, scores: np.ndarray, i: int) -> np.ndarray:
+        return scores
+
     def attend(self, scores: np.ndarray, allowed: np.ndarray) -> np.ndarray:
-        with np.errstate(invalid="ignore"):
-            return self.softmax(self.cap(np.where(allowed, scores, -np.inf), self.c.attn_softcap))
+        return self.softmax(self.cap(np.where(allowed, scores, -np.inf), self.c.attn_softcap))
 
 
 class FinalSoftcapMissing(Transformer):
@@ -586,22 +588,16 @@ class QueryScaleIgnored(Transformer):
 class AttentionSoftcapMissing(Transformer):
     """Gemma 2's attention soft-cap left out (an attention kernel without soft-capping, as SDPA is)."""
 
-    def attend(self, scores: np.ndarray, allowed: np.ndarray) -> np.ndarray:
-        return self.softmax(np.where(allowed, scores, -np.inf))
+    def capped_scores(self, scores: np.ndarray, i: int) -> np.ndarray:
+        return scores
 
 
 class WindowedLayersUncapped(Transformer):
     """The sliding layers' attention without Gemma 2's soft-cap (a windowed kernel that cannot
     soft-cap, as flash-attention before 2.6), the global layers capped."""
 
-    def attention(self, h, i, positions, past, mask):
-        self._sliding = self.window(i) is not None
-        return super().attention(h, i, positions, past, mask)
-
-    def attend(self, scores: np.ndarray, allowed: np.ndarray) -> np.ndarray:
-        if self._sliding:
-            return self.softmax(np.where(allowed, scores, -np.inf))
-        return super().attend(scores, allowed)
+    def capped_scores(self, scores: np.ndarray, i: int) -> np.ndarray:
+        return scores if self.window(i) is not None else super().capped_scores(scores, i)
 
 
 class RopeScalingIgnored(Transformer):
