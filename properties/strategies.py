@@ -183,8 +183,11 @@ def configs(
         d_head = 2 * draw(st.integers(1, max_d_head // 2), label="d_head / 2")
         d_model = n_heads * d_head
         if "head_dim" in free and draw(st.booleans(), label="head_dim decoupled from d_model / n_heads"):
-            head_dim = d_head  # Qwen3 and Gemma: d_model no longer n_heads x d_head
-            d_model = draw(st.integers(1, MAX_D_MODEL).filter(lambda d: d != n_heads * d_head), label="d_model")
+            # Qwen3-0.6B, Gemma-7B: d_model still a multiple of n_heads (transformers' Llama refuses
+            # another), but not n_heads x d_head.
+            head_dim = d_head
+            per_head = st.integers(1, max(1, MAX_D_MODEL // n_heads)).filter(lambda k: k != d_head)
+            d_model = n_heads * draw(per_head, label="d_model / n_heads (not d_head)")
     max_n_ctx = min(max_n_ctx, shape.max_n_ctx or max_n_ctx)
     if min_n_ctx > max_n_ctx:
         reject()  # the property needs a longer context than the model runs
@@ -264,8 +267,10 @@ def switches(draw: st.DrawFn, free: tuple[str, ...], n_ctx: int, n_layers: int, 
         found["qkv_bias"] = True
         found["o_bias"] = "o_bias" in free
     if "sliding_window" in free and draw(st.booleans(), label="sliding window"):
-        # Mostly a few keys (so that T passes it), sometimes anything up to the context.
-        window = draw(st.one_of(st.integers(1, 8), st.integers(1, n_ctx)), label="sliding_window")
+        # Mostly a few keys (so that T passes it), sometimes anything up to the context. Not 1: a
+        # query that sees itself alone is no published model, and transformers' sliding cache, which
+        # keeps W - 1 keys, decodes it wrongly (a 0.27 logit difference, or a raised error for a chunk).
+        window = draw(st.one_of(st.integers(2, 8), st.integers(2, max(2, n_ctx))), label="sliding_window")
         found["sliding_window"] = window
         if "layer_types" in free:
             pattern = draw(st.sampled_from(("alternating", "drawn", "all sliding")), label="layer types")
@@ -298,9 +303,12 @@ def windowed_cases(draw: st.DrawFn, *, at_least_T: bool = False, **kwargs: Any) 
     case = draw(cases(WINDOW_FAMILIES, **{"min_T": 2, **kwargs}), label="case")
     c = case.config
     if at_least_T:
-        window = draw(st.integers(case.T, case.T + 8), label="sliding_window >= T")
+        window = draw(st.integers(max(2, case.T), case.T + 8), label="sliding_window >= T")
     else:
-        window = draw(st.integers(1, max(1, (case.T - 2) // c.n_layers + 1)), label="sliding_window")
+        widest = (case.T - 2) // c.n_layers + 1
+        if widest < 2:
+            reject()  # too short for a window of 2 (windows of 1: see `switches`) to end before the first token
+        window = draw(st.integers(2, widest), label="sliding_window")
     return case._replace(config=c.replace(sliding_window=window, layer_types=()))
 
 
