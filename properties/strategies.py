@@ -556,6 +556,22 @@ CANCELLING_SCORES = Case(
     seed=611, scale=0.02, tokens=(0, 0, 0),
 )  # fmt: skip
 
+# One case per family of the Llama layout with every switch it allows on, where it shows (RoPE
+# scaling past an original context of 32, windows shorter than T, local/global alternation, caps
+# that bite, a decoupled head_dim, biases, a query scale other than d_head); at the published eps.
+_LLAMA31 = RopeScaling("llama3", 8.0, 1.0, 4.0, 32)
+_ALTERNATING = ("sliding_attention", "full_attention")
+RICH_FAMILIES = (
+    small_case("llama", 40, rope_theta=500000.0, rope_scaling=_LLAMA31, qkv_bias=True, o_bias=True, head_dim=12),
+    small_case("mistral", 24, norm_eps=1e-6, n_kv_heads=2, sliding_window=5),
+    small_case("qwen2", 24, norm_eps=1e-6, n_kv_heads=2, sliding_window=4, layer_types=_ALTERNATING),
+    small_case("qwen3", 40, norm_eps=1e-6, n_kv_heads=2, head_dim=12, qkv_bias=True, o_bias=True,
+               rope_scaling=_LLAMA31, sliding_window=6, layer_types=_ALTERNATING),
+    small_case("gemma", 24, norm_eps=1e-6, n_kv_heads=1, head_dim=12, qkv_bias=True, o_bias=True),
+    small_case("gemma2", 24, norm_eps=1e-6, n_kv_heads=2, head_dim=12, sliding_window=4, layer_types=_ALTERNATING,
+               attn_softcap=3.0, final_softcap=5.0, query_scale=20),
+)  # fmt: skip
+
 # Pinned on every property that takes a generated case, in this order.
 PINNED = (
     RICH_LLAMA, RICH_GPT2, PUBLISHED_LLAMA, PUBLISHED_GPT2, SMALL_ACTIVATIONS, SMALL_ACTIVATIONS_GPT2, LARGE_LOGITS,
