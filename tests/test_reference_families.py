@@ -22,11 +22,15 @@ from hypothesis import strategies as st
 
 from tests import needs
 from verifier.analysis import tolerance
+from verifier.analysis.divergence import localize
+from verifier.analysis.precision import BFLOAT16
 from verifier.model import stages
 from verifier.model.config import FAMILY_SWITCHES, HF_CLASSES, ROPE_FAMILIES, ModelConfig, RopeScaling
 from verifier.model.weights import LazyWeights, Weights, init_weights
+from verifier.properties.oracle import Oracle
 from verifier.reference import NumpyModel, llama
 from verifier.reference import layers as L
+from verifier.reference import rounding as R
 
 # Logits of the two float64 implementations agree within this, relative to the largest logit: both
 # are float64 sums of a few hundred terms (measured ~1e-14); a missing or misplaced piece moves them by
@@ -102,8 +106,8 @@ def _float64_transformers() -> Iterator[None]:
 
 
 def _transformers_model(config: ModelConfig, weights: Weights, dtype: str) -> Any:
-    """`HF_CLASSES[family]`'s model class built from `config.to_transformers()` in `dtype` ("float32" or
-    "float64", eager attention), holding exactly `weights`."""
+    """`HF_CLASSES[family]`'s model class built from `config.to_transformers()` in `dtype` ("float64",
+    "float32" or "bfloat16", eager attention), holding `weights` (rounded to bfloat16 there)."""
     import torch
     import transformers
 
@@ -113,7 +117,8 @@ def _transformers_model(config: ModelConfig, weights: Weights, dtype: str) -> An
         model = model_class._from_config(
             config.to_transformers(), dtype=getattr(torch, dtype), attn_implementation="eager"
         )
-    state = {name: torch.from_numpy(np.asarray(w, dtype=dtype)) for name, w in weights.items()}
+    stored = np.float64 if dtype == "float64" else np.float32
+    state = {name: torch.from_numpy(np.asarray(w, stored)).to(getattr(torch, dtype)) for name, w in weights.items()}
     missing, unexpected = model.load_state_dict(state, strict=False)
     assert not unexpected and set(missing) <= ({"lm_head.weight"} if config.tie_embeddings else set())
     return model.eval()
@@ -124,7 +129,8 @@ def _transformers_logits(model: Any, tokens: np.ndarray, dtype: str) -> np.ndarr
 
     context = _float64_transformers() if dtype == "float64" else contextlib.nullcontext()
     with context, torch.no_grad():
-        return model(input_ids=torch.from_numpy(tokens[None]), use_cache=False).logits[0].numpy()
+        logits = model(input_ids=torch.from_numpy(tokens[None]), use_cache=False).logits[0]
+        return logits.numpy() if dtype == "float64" else logits.float().numpy()
 
 
 def _relative_error(found: np.ndarray, expected: np.ndarray) -> float:
@@ -198,22 +204,11 @@ def test_a_window_hides_exactly_the_keys_w_or_more_positions_back() -> None:
     assert np.abs(model.logits(edited)[t] - base[t]).max() > 1e-6
 
 
-def family_configs_example(family: str, **switches: Any) -> ModelConfig:
-    """One small one-layer config of `family` with its fixed switches and `switches`."""
+def family_configs_example(family: str, **fields: Any) -> ModelConfig:
+    """A small config of `family` (one layer unless `fields` say) with its fixed switches and `fields`."""
     fixed, _ = FAMILY_SWITCHES[family]  # type: ignore[index]
-    return ModelConfig(
-        family=family,  # type: ignore[arg-type]
-        vocab_size=40,
-        n_ctx=32,
-        d_model=16,
-        n_layers=1,
-        n_heads=2,
-        n_kv_heads=1,
-        d_ff=24,
-        norm_eps=1e-6,
-        tie_embeddings=False,
-        **{**fixed, **switches},
-    )
+    sizes = dict(vocab_size=40, n_ctx=32, d_model=16, n_layers=1, n_heads=2, n_kv_heads=1, d_ff=24, norm_eps=1e-6)
+    return ModelConfig(family=family, tie_embeddings=False, **{**sizes, **fixed, **fields})  # type: ignore[arg-type]
 
 
 @needs.transformers
@@ -314,3 +309,122 @@ def test_a_streamed_pass_of_a_family_equals_the_resident_one_bit_for_bit(family:
         for name, value in resident_trace.items():
             np.testing.assert_array_equal(streamed_trace[name], value, err_msg=name)
     assert set(weights) <= set(lookups), "the streamed pass read every weight, the new ones included"
+
+
+@needs.transformers
+@pytest.mark.parametrize("family", ["qwen3", "gemma", "gemma2"])
+def test_transformers_in_bfloat16_agrees_with_the_oracle_within_the_bfloat16_class(family: str) -> None:
+    switches = {"head_dim": 12, "qkv_bias": True, "o_bias": True}
+    if family == "gemma2":
+        switches |= {"sliding_window": 5, "attn_softcap": 3.0, "final_softcap": 5.0, "query_scale": 20}
+    config = family_configs_example(family, **switches).replace(n_layers=2, d_model=48)
+    weights = init_weights(config, seed=6, scale=0.3)
+    tokens = np.random.default_rng(5).integers(0, config.vocab_size, 20)
+    found = _transformers_logits(_transformers_model(config, weights, "bfloat16"), tokens, "bfloat16")
+    c = Oracle(config, weights, BFLOAT16).logits(tokens).compare(found)
+    assert c.ok, f"max |diff| {c.max_error:.3g} at {list(c.index)} exceeds the bfloat16 bound {c.bound:.3g}"
+
+
+@needs.transformers
+@pytest.mark.parametrize("d_model", [48, 40, 300])
+def test_gemma_s_normaliser_in_bfloat16_is_sqrt_d_model_rounded_as_transformers_rounds_it(d_model: int) -> None:
+    """sqrt(48) = 6.928 is 6.9375 in bfloat16: the embedding is scaled by the rounded value, as
+    transformers' normaliser, a tensor of the model's dtype, is."""
+    import torch
+
+    config = family_configs_example("gemma").replace(d_model=d_model, n_heads=2, n_kv_heads=2)
+    weights = init_weights(config, seed=7)
+    tokens = np.arange(config.n_ctx) % config.vocab_size
+    ours = NumpyModel(config, weights, np.float32, rounding=R.BFLOAT16).trace(tokens)[stages.EMBED]
+    model = _transformers_model(config, weights, "bfloat16")
+    with torch.no_grad():
+        theirs = model.model.embed_tokens(torch.from_numpy(tokens[None]))[0].float().numpy()
+    np.testing.assert_array_equal(ours, theirs)
+
+
+@needs.transformers
+@pytest.mark.parametrize("family", ["mistral", "qwen2", "gemma2"])
+def test_left_padding_under_a_window_equals_transformers_and_the_row_alone(family: str) -> None:
+    import torch
+
+    switches: dict[str, Any] = {"sliding_window": 3}
+    if family != "mistral":
+        switches["layer_types"] = ("sliding_attention", "full_attention")
+    config = family_configs_example(family, **switches, n_layers=2)
+    weights = init_weights(config, seed=8, scale=0.5)
+    rng = np.random.default_rng(6)
+    tokens = rng.integers(0, config.vocab_size, (2, 12))
+    mask = np.ones_like(tokens)
+    mask[0, :4] = 0
+    ours = NumpyModel(config, weights, np.float64).logits(tokens, attention_mask=mask)
+    np.testing.assert_allclose(ours[0, 4:], NumpyModel(config, weights, np.float64).logits(tokens[0, 4:]), atol=1e-12)
+    model = _transformers_model(config, weights, "float64")
+    positions = np.maximum(np.cumsum(mask, axis=1) - 1, 0)
+    with _float64_transformers(), torch.no_grad():
+        theirs = model(
+            input_ids=torch.from_numpy(tokens),
+            attention_mask=torch.from_numpy(mask),
+            position_ids=torch.from_numpy(positions),
+            use_cache=False,
+        ).logits.numpy()
+    real = mask.astype(bool)  # a padded position's logits are nobody's
+    assert _relative_error(theirs[real], ours[real]) <= FLOAT64_AGREEMENT
+
+
+@needs.transformers
+def test_gemma2_without_a_window_runs_in_transformers_and_equals_the_reference() -> None:
+    """Gemma2Model builds its sliding mask for every config and refused the null `sliding_window`
+    `to_hf_dict` wrote for a model without one (ValueError); every layer is full attention here."""
+    config = family_configs_example("gemma2", n_layers=2)
+    assert config.to_transformers().layer_types == ["full_attention", "full_attention"]
+    weights = init_weights(config, seed=9, scale=0.5)
+    tokens = np.random.default_rng(7).integers(0, config.vocab_size, 30)
+    found = _transformers_logits(_transformers_model(config, weights, "float64"), tokens, "float64")
+    assert _relative_error(found, NumpyModel(config, weights, np.float64).logits(tokens)) <= FLOAT64_AGREEMENT
+
+
+@needs.transformers
+def test_transformers_geglu_tail_in_bfloat16_is_within_the_trace_s_bound() -> None:
+    """Gemma's gate -3.6 or below: transformers' tanh GELU in bfloat16 loses its tail (1 + tanh
+    cancels), so the error of gelu(gate) * up grows with 0.5 |gate| |up|, not with the result, as
+    GPT-2's GELU's does; judged by its own size (a SwiGLU family's floor) the correct model fails."""
+    import torch
+
+    config = family_configs_example("gemma", d_ff=1)
+    weights = init_weights(config, seed=373, scale=1.0)
+    tokens = np.array([0])
+    expected = NumpyModel(config, weights, np.float64).trace(tokens)
+    assert -6 < expected["layers.0.mlp_gate"].item() < -3.6
+    model = _transformers_model(config, weights, "bfloat16")
+    captured: dict[str, np.ndarray] = {}
+    model.model.layers[0].mlp.down_proj.register_forward_hook(
+        lambda module, inputs, output: captured.update(act=inputs[0][0].float().numpy())
+    )
+    with torch.no_grad():
+        model(input_ids=torch.from_numpy(tokens[None]))
+    trace = {"layers.0.mlp_act": captured["act"]}
+
+    def ratio(family: str) -> float:
+        compared = localize(trace, expected, precision=BFLOAT16, family=family).stages
+        return next(s.ratio for s in compared if s.stage == "layers.0.mlp_act")
+
+    assert ratio("gemma") <= 1
+    assert ratio("llama") > 1
+
+
+@pytest.mark.parametrize("family", ROPE_FAMILIES)
+@settings(max_examples=10, deadline=None)
+@given(data=st.data())
+def test_the_trace_has_every_stage_of_the_switches_and_its_stages_meet_every_weight(
+    family: str, data: st.DataObject
+) -> None:
+    config = data.draw(family_configs(family, 6), label="config")
+    weights = init_weights(config)
+    trace = NumpyModel(config, weights).trace(np.arange(6) % config.vocab_size)
+    assert {name: value.shape for name, value in trace.items()} == stages.stage_shapes(config, 6)
+    assert list(trace) == list(stages.stage_shapes(config, 6))
+    met = [name for stage in trace for name in stages.stage_weights(config, stage)]
+    assert sorted(set(met)) == sorted(weights), "a weight no stage meets, or a stage meeting no such weight"
+    ops = stages.layer_ops(config)
+    assert ("q_norm" in ops and "k_norm" in ops) == config.qk_norm
+    assert ("attn_post_norm" in ops and "mlp_post_norm" in ops) == config.sandwich_norm

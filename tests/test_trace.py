@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from verifier.analysis.trace import Life, Step, TraceError, life_of_a_tensor, padding_effect, render, to_json
 from verifier.analysis.trace_plot import DATA_COLOUR, TABLE_COLOUR, WEIGHT_COLOUR, plot
 from verifier.model import stages
-from verifier.model.config import ModelConfig
+from verifier.model.config import ModelConfig, RopeScaling
 from verifier.model.presets import preset
 from verifier.model.weights import Weights, init_weights, weight_shapes
 from verifier.properties.strategies import configs
@@ -248,3 +248,42 @@ def test_png_plot_and_bad_suffix(tmp_path: Path) -> None:
     assert plot(life, tmp_path / "flow.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(TraceError, match=r"must end in .svg or .png, found '.pdf'"):
         plot(life, tmp_path / "flow.pdf")
+
+
+def _family_config(family: str, **switches) -> ModelConfig:
+    from verifier.model.config import FAMILY_SWITCHES
+
+    fixed, _ = FAMILY_SWITCHES[family]
+    return ModelConfig(
+        family=family, vocab_size=40, n_ctx=32, d_model=16, n_layers=2, n_heads=2, n_kv_heads=1, d_ff=24,
+        norm_eps=1e-6, tie_embeddings=False, **{**fixed, **switches},
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("family", "switches", "shown"),
+    [
+        ("qwen3", {"qkv_bias": True, "o_bias": True, "head_dim": 10},
+         ["q_norm", "k_norm", "self_attn.q_norm.weight [10]", "self_attn.k_proj.weight [10, 16] + bias",
+          "self_attn.o_proj.weight [16, 20] + bias", "+ b_o", "h @ W_k^T + b_k",
+          "before RoPE"]),
+        ("gemma2", {"sliding_window": 3, "layer_types": ("sliding_attention", "full_attention"),
+                    "attn_softcap": 5.0, "final_softcap": 3.0, "query_scale": 9},
+         ["attn_post_norm", "mlp_post_norm", "post_feedforward_layernorm.weight [16]",
+          "pre_feedforward_layernorm.weight [16]", "* (1 + g)", "sqrt(d_model)", "q k^T / sqrt(9)",
+          "5 tanh(s / 5)", "3 tanh(x / 3)", "sliding window (3 keys)", "GeGLU"]),
+        ("llama", {"rope_scaling": RopeScaling("llama3", 8.0, 1.0, 4.0, 16)}, ["scaled (llama3, factor 8)"]),
+    ],
+)  # fmt: skip
+def test_the_trace_of_a_family_names_its_stages_weights_and_operations(family: str, switches, shown) -> None:
+    config = _family_config(family, **switches)
+    life, weights = _life(config, [1, 2, 3, 4, 5, 6], layers="all")
+    assert [s.stage for s in life.steps] == list(stages.stage_shapes(config, 6))
+    for step in life.steps:
+        assert {w.name for w in step.weights} <= set(weights), step.stage
+    met = {w.name for step in life.steps for w in step.weights}
+    assert met == set(weights), "every weight is met by some stage"
+    text = render(life)
+    for piece in shown:
+        assert piece in text, piece
+    assert life.rope is not None and life.rope.length_change < 1e-5 and life.rope.position0_change < 1e-6

@@ -30,6 +30,12 @@ import numpy as np
 from verifier.analysis import tolerance
 from verifier.analysis.precision import FLOAT32, Precision
 from verifier.model import stages
+from verifier.model.config import FAMILY_SWITCHES, ROPE_FAMILIES
+
+# The families whose MLP applies the tanh GELU: GPT-2's, and Gemma's gate (GeGLU).
+GELU_FAMILIES = frozenset(
+    {"gpt2", *(family for family, (fixed, _) in FAMILY_SWITCHES.items() if fixed.get("mlp_act") == "gelu_tanh")}
+)
 
 # Stages before the divergent one listed in full; earlier ones are summarised.
 _LISTED_BEFORE = 12
@@ -232,12 +238,20 @@ def _floor_scale(stage: str, oracle_value: np.ndarray, group: Trace, family: str
     """What a stage's floor is relative to, where not its own size: GPT-2's tanh GELU,
     0.5 x (1 + tanh(z)), computed in a format loses its tail where 1 + tanh(z) cancels (transformers
     in bfloat16 and float16 gives exactly 0 below x = -3.5, where the oracle has -2.9e-4), so its
-    error grows with 0.5 |x| (the GELU's input, `mlp_up`), not with the result."""
+    error grows with 0.5 |x| (the GELU's input, `mlp_up`), not with the result; in Gemma's GeGLU,
+    gelu(gate) * up, with 0.5 |gate| |up|."""
     layer, op = stages.split_stage(stage)
-    if family != "gpt2" or op != "mlp_act" or layer is None:
+    if op != "mlp_act" or layer is None or family not in GELU_FAMILIES:
         return None
-    gelu_input = group.get(stages.layer_stage(layer, "mlp_up"))
-    return None if gelu_input is None else np.maximum(np.abs(oracle_value), 0.5 * np.abs(gelu_input))
+    gelu_input = group.get(stages.layer_stage(layer, "mlp_up" if family == "gpt2" else "mlp_gate"))
+    if gelu_input is None:
+        return None
+    if family != "gpt2":
+        up = group.get(stages.layer_stage(layer, "mlp_up"))
+        if up is None:
+            return None
+        gelu_input = gelu_input * up
+    return np.maximum(np.abs(oracle_value), 0.5 * np.abs(gelu_input))
 
 
 def _groups(stages: Stages) -> Iterator[Trace]:
@@ -256,7 +270,7 @@ def localize(
     rope_layout: str = stages.ROTATE_HALF,
 ) -> Divergence:
     """Compare a model's `trace` with the oracle's `expected` trace, stage by stage, under the
-    bounds of `precision` (`verifier.analysis.precision`); the `family` ("gpt2", "llama") says
+    bounds of `precision` (`verifier.analysis.precision`); the `family` ("gpt2", "llama", ...) says
     which stages' floors follow their inputs (`_floor_scale`).
 
     `neighbours` are the traces the tolerance policy measures conditioning with (see
@@ -282,7 +296,7 @@ def localize(
             scale = _floor_scale(stage, oracle_value, group, family)
             limit = precision.bound(oracle_value, others, rope_positions=rope_positions, n_layers=n_layers, scale=scale)
             problem = ""
-            if family == "llama" and stages.split_stage(stage)[1] in stages.ROPE_LAYOUT_OPS:
+            if family in ROPE_FAMILIES and stages.split_stage(stage)[1] in stages.ROPE_LAYOUT_OPS:
                 found = tolerance.Comparison(error, limit, index)
                 problem = _layout_problem(got, oracle_value, found, rope_layout, precision.label)
             compared.append(StageError(stage, error, limit, index, problem))

@@ -23,7 +23,7 @@ from verifier.formats.tokenizer import Tokenizer
 from verifier.model import stages
 from verifier.model.config import ModelConfig, describe
 from verifier.model.weights import WeightMap, weight_shapes
-from verifier.reference import NumpyModel
+from verifier.reference import NumpyModel, llama
 from verifier.reference.layers import rope_tables
 
 Layers = Literal["all", "first"]
@@ -67,9 +67,39 @@ _LAYER_OPS = {
         "mlp_act": "silu(gate) * up (SwiGLU)",
         "mlp_out": "@ W_down^T (llama2.c w2)",
         "resid_mlp": "x + MLP",
+        "attn_post_norm": "RMSNorm: x / rms(x) * g",
+        "mlp_post_norm": "RMSNorm: x / rms(x) * g",
     },
 }
-_PER_HEAD = frozenset({"q", "k", "v", "q_rope", "k_rope", "scores", "probs"})
+_PER_HEAD = frozenset({"q", "k", "v", "q_norm", "k_norm", "q_rope", "k_rope", "scores", "probs"})
+
+
+def _layout(config: ModelConfig) -> str:
+    """The key of the tables above: "gpt2", or "llama" for every family of the Llama layout."""
+    return "gpt2" if config.family == "gpt2" else "llama"
+
+
+def _llama_operation(config: ModelConfig, layer: int, op: str) -> str:
+    """What op does in a Llama-layout layer, with the pieces the config's switches add."""
+    c, text = config, _LAYER_OPS["llama"].get(op, "")  # q_norm, k_norm: below
+    if op in ("attn_norm", "mlp_norm", "attn_post_norm", "mlp_post_norm") and c.norm_plus_one:
+        text = "RMSNorm: x / rms(x) * (1 + g)"
+    if op in ("q", "k", "v") and c.qkv_bias:
+        text = text.replace("^T,", f"^T + b_{op},")
+    if op == "attn_out" and c.o_bias:
+        text += " + b_o"
+    if op in ("q_norm", "k_norm"):
+        text = f"RMSNorm of each head's {op[0]}: / rms * g (before RoPE)"
+    if op in ("attn_post_norm", "mlp_post_norm"):
+        text += f" of the {'attention' if op == 'attn_post_norm' else 'MLP'} output"
+    if op == "scores":
+        text = f"q k^T / sqrt({c.query_scale})" if c.query_scale is not None else text
+        text += f", capped: {c.attn_softcap:g} tanh(s / {c.attn_softcap:g})" if c.attn_softcap is not None else ""
+    if op == "probs" and c.window(layer) is not None:
+        text = f"sliding window ({c.window(layer)} keys), softmax over keys"
+    if op == "mlp_act" and c.mlp_act == "gelu_tanh":
+        text = "gelu_tanh(gate) * up (GeGLU)"
+    return text
 
 
 class TraceError(ValueError):
@@ -199,16 +229,19 @@ def _leading(array: np.ndarray) -> tuple[float, ...]:
 def _operation(config: ModelConfig, stage: str) -> str:
     layer, op = stages.split_stage(stage)
     if layer is not None:
-        text = _LAYER_OPS[config.family][op]
+        text = _LAYER_OPS["gpt2"][op] if config.family == "gpt2" else _llama_operation(config, layer, op)
         group = config.n_heads // config.n_kv_heads
         if op == "scores" and group > 1:
             text += f", each kv head shared by {group} query heads"
         return text
     if stage == stages.EMBED:
-        return _EMBED_OPS[config.family]
+        text = _EMBED_OPS[_layout(config)]
+        return text.replace("embedding", "embedding * sqrt(d_model)", 1) if config.embed_scale else text
     if stage == stages.FINAL_NORM:
-        return _FINAL_NORM_OPS[config.family]
-    return "h @ embedding^T (tied classifier)" if config.tie_embeddings else "h @ classifier^T"
+        return "RMSNorm (norm): x / rms(x) * (1 + g)" if config.norm_plus_one else _FINAL_NORM_OPS[_layout(config)]
+    text = "h @ embedding^T (tied classifier)" if config.tie_embeddings else "h @ classifier^T"
+    cap = config.final_softcap
+    return text if cap is None else f"{text}, capped: {cap:g} tanh(x / {cap:g})"
 
 
 def _weight_uses(config: ModelConfig, stage: str) -> tuple[WeightUse, ...]:
@@ -230,14 +263,16 @@ def _weight_uses(config: ModelConfig, stage: str) -> tuple[WeightUse, ...]:
 
 
 def _rope_view(config: ModelConfig, trace: dict[str, np.ndarray], T: int) -> RopeView:
-    cos, sin = rope_tables(np.arange(T), config.d_head, config.rope_theta)  # [T, d_head/2]
+    cos, sin = rope_tables(np.arange(T), config.d_head, config.rope_theta, llama.inv_freq(config))  # [T, d_head/2]
+    # What RoPE rotates: q and k as projected, or as normalised where a q/k norm comes first.
+    before = {x: stages.layer_stage(0, f"{x}_norm" if config.qk_norm else x) for x in ("q", "k")}
     length_change = max(
         float(np.abs(np.linalg.norm(trace[stages.layer_stage(0, f"{x}_rope")], axis=-1)
-                     - np.linalg.norm(trace[stages.layer_stage(0, x)], axis=-1)).max())
+                     - np.linalg.norm(trace[before[x]], axis=-1)).max())
         for x in ("q", "k")
     )  # fmt: skip
     position0_change = max(
-        float(np.abs(trace[stages.layer_stage(0, f"{x}_rope")][:, 0] - trace[stages.layer_stage(0, x)][:, 0]).max())
+        float(np.abs(trace[stages.layer_stage(0, f"{x}_rope")][:, 0] - trace[before[x]][:, 0]).max())
         for x in ("q", "k")
     )
     return RopeView(config.rope_theta, cos.shape, _leading(cos), _leading(sin), length_change, position0_change)
@@ -342,7 +377,7 @@ def short_weight_name(name: str, config: ModelConfig) -> str:
     """A weight name relative to its layer (`attn.c_attn.weight`) or to the model (`wte.weight`)."""
     if name.startswith(_layer_prefix(config)):
         return name.split(".", 3)[3]
-    return name.removeprefix(_MODEL_PREFIX[config.family])
+    return name.removeprefix(_MODEL_PREFIX[_layout(config)])
 
 
 def _weights_cell(step: Step, config: ModelConfig) -> str:
@@ -389,7 +424,7 @@ def render(life: Life) -> str:
                 + (" (the same by chance)" if p.last_row_token == p.next_token else f", not {p.next_token}")
             )
     lines.append(f"values: leading entries of position {last}'s row (head 0 for per-head stages)")
-    lines.append(f"weights met: names after {_MODEL_PREFIX[c.family]} (after {_layer_prefix(c)}<i>. in layer i)")
+    lines.append(f"weights met: names after {_MODEL_PREFIX[_layout(c)]} (after {_layer_prefix(c)}<i>. in layer i)")
     rows: list[Row | str] = [
         ("stage", "shape", "operation", "weights met", "values"),
         ("tokens", format_shape([len(life.tokens)]), "token ids", "", ""),
@@ -421,14 +456,16 @@ _MODEL_PREFIX = {"gpt2": "transformer.", "llama": "model."}
 
 
 def _layer_prefix(config: ModelConfig) -> str:
-    return _MODEL_PREFIX[config.family] + ("h." if config.family == "gpt2" else "layers.")
+    return _MODEL_PREFIX[_layout(config)] + ("h." if config.family == "gpt2" else "layers.")
 
 
 def _render_rope(rope: RopeView, c: ModelConfig) -> list[str]:
     last = rope.table_shape[0] - 1
+    s = c.rope_scaling
+    scaled = f", the frequencies scaled ({s.kind}, factor {s.factor:g})" if s is not None else ""
     return [
         f"RoPE (theta {rope.theta:g}): cos, sin tables 2 x {format_shape(rope.table_shape)}; pair "
-        f"(i, i + {c.d_head // 2}) of each head vector turns by position * theta^(-2i/{c.d_head})",
+        f"(i, i + {c.d_head // 2}) of each head vector turns by position * theta^(-2i/{c.d_head}){scaled}",
         f"  cos at position {last}: {_values(rope.cos)}",
         f"  sin at position {last}: {_values(rope.sin)}",
         f"  the rotation keeps each q, k head vector's length (layer 0: max change {rope.length_change:.2g}) "

@@ -17,11 +17,12 @@ from verifier.formats import checkpoint_config, load_checkpoint
 from verifier.formats.data import DATA_DIR_ENV
 from verifier.formats.sources import locate
 from verifier.formats.tokenizer import Tokenizer, TokenizerNotFound, find_tokenizer
-from verifier.model.config import ModelConfig
+from verifier.model.config import FAMILIES, ModelConfig
 from verifier.model.presets import PRESETS
 from verifier.model.weights import WeightMap, init_weights
 
-DEFAULT_TEXT = {"gpt2": "The capital of France is", "llama": "Once upon a time"}
+# GPT-2's example is the articles'; the Llama-layout families share llama2.c's.
+DEFAULT_TEXT = {family: "The capital of France is" if family == "gpt2" else "Once upon a time" for family in FAMILIES}
 
 
 def add_parser(subparsers: Any) -> None:
@@ -42,7 +43,7 @@ def add_parser(subparsers: Any) -> None:
     given.add_argument(
         "--text",
         help="text, tokenized with the model's tokenizer (default: "
-        + ", ".join(f"{text!r} for {family}" for family, text in DEFAULT_TEXT.items())
+        + f"{DEFAULT_TEXT['gpt2']!r} for gpt2, {DEFAULT_TEXT['llama']!r} for the others"
         + ")",
     )
     given.add_argument("--tokens", help="token ids, e.g. 464,3139,286 (needs no tokenizer)")

@@ -109,6 +109,8 @@ def _op_shape(config: ModelConfig, op: str, T: int) -> tuple[int, ...]:
         return (config.n_heads, T, T)
     if op in ("mlp_gate", "mlp_up", "mlp_act"):
         return (T, config.d_ff)
+    if op == "attn":  # the heads merged: n_heads * d_head, which head_dim decouples from d_model
+        return (T, config.n_heads * config.d_head)
     return (T, config.d_model)
 
 

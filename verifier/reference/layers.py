@@ -144,7 +144,7 @@ def merge_heads(x: np.ndarray) -> np.ndarray:
 def attention_scores(q: np.ndarray, k: np.ndarray, scale: float | None = None) -> np.ndarray:
     """Scaled dot products q k^T * scale, scale 1/sqrt(d_head) unless given:
     [..., T, d_head], [..., S, d_head] -> [..., T, S]."""
-    if scale is None:
+    if scale is None:  # divided, as ever: the float32 bits of GPT-2 and Llama stay what they were
         return q @ k.swapaxes(-1, -2) / np.sqrt(q.shape[-1]).astype(q.dtype)
     return q @ k.swapaxes(-1, -2) * np.asarray(scale, dtype=q.dtype)
 
