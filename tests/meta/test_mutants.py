@@ -99,6 +99,23 @@ FIRST_DIVERGENT_STAGE = {
     "QKVSplitOrder": "layers.0.q",
     "Float16Accumulation": "layers.0.q",
     "TraceHeadsAxisSwapped": "layers.0.q",
+    "WindowOffByOne": "layers.0.probs",  # the scores a query uses are the same, their weights are not
+    "LayerTypesSwapped": "layers.0.probs",
+    "RopeScalingOnEveryBand": "layers.0.q_rope",
+    "RopeScalingIgnored": "layers.0.q_rope",
+    "KeyBiasDropped": "layers.0.k",
+    "ValueBiasDropped": "layers.0.v",
+    "OutputBiasAdded": "layers.0.attn_out",
+    "QKNormAfterRope": "layers.0.q_norm",
+    "QKNormSkipped": "layers.0.q_rope",  # the mutant traces no q_norm: the next stage of q is the first it has
+    "GemmaNormWithoutPlusOne": "layers.0.attn_norm",
+    "GeGLUWithErfGelu": "layers.0.mlp_act",
+    "SoftcapAfterMask": "layers.0.scores",  # its traced scores are not capped
+    "AttentionSoftcapMissing": "layers.0.scores",
+    "WindowedLayersUncapped": "layers.0.scores",
+    "FinalSoftcapMissing": "logits",
+    "QueryScaleIgnored": "layers.0.scores",
+    "SandwichNormMissing": "layers.0.resid_attn",  # the mutant traces no attn_post_norm
 }
 
 
