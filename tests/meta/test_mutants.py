@@ -100,6 +100,7 @@ FIRST_DIVERGENT_STAGE = {
     "Float16Accumulation": "layers.0.q",
     "TraceHeadsAxisSwapped": "layers.0.q",
     "WindowOffByOne": "layers.0.probs",  # the scores a query uses are the same, their weights are not
+    "WindowOneKeyShort": "layers.0.probs",
     "LayerTypesSwapped": "layers.0.probs",
     "RopeScalingOnEveryBand": "layers.0.q_rope",
     "RopeScalingIgnored": "layers.0.q_rope",

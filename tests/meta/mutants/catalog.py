@@ -467,6 +467,14 @@ class WindowOffByOne(Transformer):
         return np.arange(S)[None, :] >= np.arange(S - T, S)[:, None] - W
 
 
+class WindowOneKeyShort(Transformer):
+    """A sliding window one key too narrow: the query at t sees keys t - W + 2 .. t (W - 1 keys), a
+    `<` where the mask needs `<=`."""
+
+    def in_window(self, T: int, S: int, W: int, past: object) -> np.ndarray:
+        return np.arange(S)[None, :] > np.arange(S - T, S)[:, None] - W + 1
+
+
 class WindowIgnoredWhileDecoding(Transformer):
     """The sliding window applied to a full pass but not after a cache: a decoded token attends to
     every cached key (a rolling-buffer cache whose mask is built only for the prefill)."""
