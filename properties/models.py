@@ -1,13 +1,15 @@
 """The suite's side of the model contract: what a model supports, building it for a case, skipping.
 
 What a model supports is probed once per session and process (`verifier.plugin.contract.probe`):
-its factory is asked for tiny configs of each family, with and without grouped-query attention, in
-the shapes it declares (`factory.constraints`) or, if it declares none, the free shape and then the
-published ones. The strategies then draw only configs of the shapes it runs: its declared
-Constraints, or those the probes found (a model that refused the free shape and accepted
-GPT-2's published one is drawn published GPT-2 shapes only). Properties skip (saying why) where a
-model lacks a capability or a family, and reject drawn cases it still cannot run, so Hypothesis
-draws others.
+its factory is asked for a tiny config of each kind (each family with what it adds turned on; Llama
+also with grouped-query attention and with RoPE scaling), in the shapes it declares
+(`factory.constraints`) or, if it declares none, the free shape and then the published ones. The
+strategies then draw only configs of the shapes it runs: its declared Constraints, or those the
+probes found (a model that refused the free shape and accepted GPT-2's published one is drawn
+published GPT-2 shapes only; one that refused the llama3 probe is drawn Llama without RoPE scaling;
+a family whose probe it refused is not drawn, and its verdict names it as not tested). Properties
+skip (saying why) where a model lacks a capability or a family, and reject drawn cases it still
+cannot run, so Hypothesis draws others.
 
 A property declares what it needs with `@requires("trace", family="llama")`; the hook in
 `properties/conftest.py` turns that into a skip with the reason before any example runs.
@@ -27,7 +29,7 @@ from typing import Any, TypeVar
 import pytest
 from hypothesis import note, reject
 
-from verifier.model.config import FAMILIES, Family, ModelConfig
+from verifier.model.config import FAMILIES, FAMILY_SWITCHES, Family, ModelConfig
 from verifier.plugin import checkpoint
 from verifier.plugin.contract import (
     FREE_SHAPE,
@@ -40,7 +42,7 @@ from verifier.plugin.contract import (
     probe_config,
     probe_kind,
 )
-from verifier.plugin.interface import SWITCHES, Constraints, Unsupported, lacking
+from verifier.plugin.interface import Constraints, Unsupported, lacking
 from verifier.plugin.registry import ModelSpec
 from verifier.properties import checks
 from verifier.properties.strategies import Case
@@ -77,7 +79,8 @@ class Support:
         runnable = [kind for kind in kinds if kind in self.capabilities]
         if not runnable:
             reasons = "; ".join(f"{kind}: {self.refused.get(kind, 'not probed')}" for kind in kinds)
-            return f"model {self.model!r} runs no {' or '.join(families)} config ({reasons})"
+            what = f"no {family} config" if family else "none of the probe configs"
+            return f"model {self.model!r} runs {what} ({reasons})"
         for need in needs:
             if all(lacking(self.model, self.capabilities[f], need) for f in runnable):
                 broken = [f for f in runnable if f in self.broken]
@@ -112,7 +115,8 @@ def _inferred(probes: list[Probe]) -> tuple[Constraints, ...]:
         )
         switches = shape.switches
         if family == "llama" and "llama3" not in ran:
-            switches = tuple(s for s in (SWITCHES if switches is None else switches) if s != "rope_scaling")
+            free = FAMILY_SWITCHES["llama"][1]
+            switches = tuple(s for s in free if s != "rope_scaling" and (switches is None or s in switches))
         found.append(
             dataclasses.replace(
                 shape,

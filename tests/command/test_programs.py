@@ -172,7 +172,7 @@ def test_a_program_declares_the_switches_it_runs(tmp_path: Path) -> None:
     windowed = _declared(tmp_path, file='families = ["mistral"]\nswitches = ["sliding_window"]\n').constraints
     assert windowed == Constraints(families=("mistral",), switches=("sliding_window",))
     found = models.support(ModelSpec("plain", _declared(tmp_path, "families=llama", "switches=none"), "test"))
-    assert found.refused["llama3"] == "its declared constraints exclude llama3 configs (llama; no switches)"
+    assert found.refused["llama3"] == "not among its declared constraints (llama; no switches)"
 
 
 def test_a_declaration_file_named_by_the_option_is_read(tmp_path: Path) -> None:
@@ -237,7 +237,7 @@ def test_the_probes_of_a_program_declared_gpt2_only_build_no_llama(tmp_path: Pat
     command = _declared(tmp_path, "families=gpt2")
     found = models.support(ModelSpec("gpt2-only", command, "test"))
     assert set(found.capabilities) == {"gpt2"}
-    assert found.refused["llama"] == "its declared constraints exclude llama configs (gpt2)"
+    assert found.refused["llama"] == "not among its declared constraints (gpt2)"
 
 
 # -- declining an input -----------------------------------------------------------------------------------

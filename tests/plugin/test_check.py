@@ -11,6 +11,7 @@ import pytest
 
 from tests.plugin.project import ROOT, junit_cases, make_project, run
 from verifier.cli import main
+from verifier.plugin.contract import PROBE_KINDS
 from verifier.report import plot, render
 from verifier.report.collect import Collector, property_name
 from verifier.report.output import plot_path
@@ -282,3 +283,43 @@ def test_the_collector_turns_the_phases_of_each_test_into_one_outcome(tmp_path: 
         "f.py::d": ("m", "error", "the test did not finish"),
         "f.py::e": ("m", "skip", "model 'm' has no 'decode' capability"),
     }
+
+
+# A stand-in property over every family: each probe kind's config (its switches on), judged by the oracle.
+EVERY_FAMILY_SUITE = """
+    import numpy as np
+    import pytest
+    from verifier.model.weights import init_weights
+    from verifier.plugin.contract import PROBE_CONFIGS, build_checked
+    from verifier.properties.oracle import Oracle
+
+    @pytest.mark.parametrize("kind", PROBE_CONFIGS)
+    def test_logits_agree_with_the_oracle(model_spec, kind):
+        config = PROBE_CONFIGS[kind]
+        weights = init_weights(config, seed=7, scale=0.3)
+        tokens = np.random.default_rng(7).integers(0, config.vocab_size, config.n_ctx)
+        model = build_checked(model_spec, config, weights)
+        found = Oracle(config, weights).logits(tokens).compare(model.logits(tokens))
+        assert found.ok, f"{kind}: {found}"
+"""
+
+
+def test_the_built_in_models_conform_on_every_family_and_a_port_ignoring_the_switches_fails(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    project = make_project(tmp_path_factory.mktemp("families"), {"properties/test_families.py": EVERY_FAMILY_SUITE})
+    out = project / "out"
+    ignoring = "tests.plugin.ignoring:build"
+    models = [a for m in ("numpy", "transformers", ignoring) for a in ("--model", m)]
+    done = run(project, "-m", "verifier", "check", "--suite", "properties", *models, "--reports", str(out),
+               "--hypothesis-profile", "dev")  # fmt: skip
+    assert done.returncode == 1, done
+    report = json.loads((out / "conformance.json").read_text())
+    verdicts = {v["model"]: v for v in report["models"]}
+    assert verdicts["numpy"]["verdict"] == verdicts["transformers"]["verdict"] == "conforms", verdicts
+    assert verdicts["numpy"]["passed"] == verdicts["transformers"]["passed"] == 9
+    # test ids are [model-kind]: each kind's outcome for the port
+    outcomes = {r["nodeid"].split("[")[1].rstrip("]").replace(ignoring, "").strip("-"): r["outcome"]
+                for r in report["results"] if r["model"] == ignoring}  # fmt: skip
+    assert verdicts[ignoring]["verdict"] == "fails"
+    assert outcomes == {kind: "pass" if kind in ("gpt2", "llama", "llama-gqa") else "fail" for kind in PROBE_KINDS}

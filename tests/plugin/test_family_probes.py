@@ -6,16 +6,19 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 
 from tests.adapters import llama2c_model
+from tests.plugin import ignoring
 from verifier.model.config import FAMILIES, ModelConfig, RopeScaling
-from verifier.model.weights import Weights
+from verifier.model.weights import Weights, init_weights
 from verifier.plugin.adapters import llama2c
-from verifier.plugin.contract import PROBE_CONFIGS, PROBE_KINDS, probe, probe_config, probe_kind
+from verifier.plugin.contract import PROBE_CONFIGS, PROBE_KINDS, build_checked, probe, probe_config, probe_kind
 from verifier.plugin.interface import LLAMA2C_PUBLISHED, Constraints, Unsupported, switches_on
 from verifier.plugin.registry import ModelSpec
 from verifier.properties import models
+from verifier.properties.oracle import Oracle
 from verifier.reference import NumpyModel
 
 
@@ -123,7 +126,8 @@ def test_a_factory_that_refuses_the_switches_is_drawn_plain_llama_only() -> None
     support = models.support(spec)
     (shape,) = support.constraints
     assert shape.families == ("llama",) and shape.grouped_query
-    assert shape.switches is not None and "rope_scaling" not in shape.switches
+    assert shape.switches == ("head_dim", "qkv_bias", "o_bias")  # Llama's free switches but its scaling
+    assert shape.describe() == "llama; switches head_dim, qkv_bias, o_bias"
     scaled = PROBE_CONFIGS["llama-gqa"].replace(rope_scaling=RopeScaling("linear", 2.0))
     assert support.refusal(scaled) == "the probes: llama3: plain Llama only, not llama with ('rope_scaling',)"
     assert support.refusal(PROBE_CONFIGS["llama-gqa"]) is None
@@ -131,3 +135,15 @@ def test_a_factory_that_refuses_the_switches_is_drawn_plain_llama_only() -> None
     assert (
         why == "model 'plain_llama_only' runs no qwen3 config (qwen3: plain Llama only, not qwen3 with ('head_dim',))"
     )
+
+
+@pytest.mark.parametrize("kind", PROBE_CONFIGS)
+def test_a_port_that_ignores_the_switches_fails_the_oracle_on_each_switched_probe(kind: str) -> None:
+    """Built as plain Llama, it agrees with the oracle (the float64 reference, as the suite judges) on
+    the plain kinds and disagrees on every kind whose family adds something: the probes hide nothing."""
+    config = PROBE_CONFIGS[kind]
+    weights = init_weights(config, seed=5)
+    tokens = np.random.default_rng(5).integers(0, config.vocab_size, (2, config.n_ctx))
+    ported = build_checked(ModelSpec("ignoring", ignoring.build, "test"), config, weights).logits(tokens)
+    found = Oracle(config, weights).logits(tokens).compare(ported)
+    assert found.ok == (kind in ("gpt2", "llama", "llama-gqa")), found

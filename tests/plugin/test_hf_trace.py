@@ -1,19 +1,21 @@
 """The transformers adapter's trace: every stage, read from transformers' own modules through
-forward hooks, agrees with the float64 reference's trace; the hooks are gone afterwards."""
+forward hooks, agrees with the float64 reference's trace, for every family; the hooks are gone afterwards."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tests import needs
 from verifier.analysis import tolerance
 from verifier.model import stages
-from verifier.model.config import ModelConfig
+from verifier.model.config import ModelConfig, RopeScaling
 from verifier.model.weights import init_weights
 from verifier.plugin.adapters import hf_transformers
 from verifier.plugin.contract import PROBE_CONFIGS
+from verifier.properties.oracle import Oracle
 from verifier.properties.strategies import configs
 from verifier.reference import NumpyModel
 
@@ -24,6 +26,53 @@ from verifier.reference import NumpyModel
 @example(config=PROBE_CONFIGS["llama-gqa"].replace(n_layers=2), data=None).via("grouped-query heads, two layers")
 def test_every_traced_stage_agrees_with_the_reference(config: ModelConfig, data: st.DataObject | None) -> None:
     T = data.draw(st.integers(1, config.n_ctx), label="T") if data else config.n_ctx
+    assert_trace_agrees(config, T)
+
+
+@needs.transformers
+@pytest.mark.parametrize("kind", PROBE_CONFIGS)
+def test_every_family_traces_every_stage_as_the_reference(kind: str) -> None:
+    """Each family's probe (its switches on: Qwen3's q/k norms, Gemma's normaliser, Gemma 2's sandwich
+    norms, soft-capped scores and local/global layers, ...) over its whole context, past any window."""
+    assert_trace_agrees(PROBE_CONFIGS[kind], PROBE_CONFIGS[kind].n_ctx)
+
+
+# The free switches the probes leave off, each on in a family that allows it.
+FREE_SWITCHES = {
+    "llama biased, own head_dim, linear scaling": PROBE_CONFIGS["llama-gqa"].replace(
+        head_dim=6, qkv_bias=True, o_bias=True, rope_scaling=RopeScaling("linear", 4.0)
+    ),
+    "mistral with head_dim and llama3 scaling": PROBE_CONFIGS["mistral"].replace(
+        head_dim=8, rope_scaling=RopeScaling("llama3", 4.0, original_n_ctx=4)
+    ),
+    "qwen2 local/global": PROBE_CONFIGS["qwen2"].replace(
+        n_layers=2, sliding_window=3, layer_types=("full_attention", "sliding_attention")
+    ),
+    "qwen3 biased, windowed": PROBE_CONFIGS["qwen3"].replace(
+        qkv_bias=True, o_bias=True, n_layers=2, sliding_window=5, layer_types=("sliding_attention",) * 2
+    ),
+    "gemma biased": PROBE_CONFIGS["gemma"].replace(qkv_bias=True, o_bias=True),
+    "gemma2 without a window or caps": PROBE_CONFIGS["gemma2"].replace(
+        sliding_window=None, layer_types=(), attn_softcap=None, final_softcap=None, n_layers=1
+    ),
+}
+
+
+@needs.transformers
+@pytest.mark.parametrize("name", FREE_SWITCHES)
+def test_the_free_switches_trace_and_decode_as_the_reference(name: str) -> None:
+    config = FREE_SWITCHES[name]
+    assert_trace_agrees(config, config.n_ctx)
+    weights = init_weights(config, seed=8, scale=0.3)
+    tokens = np.random.default_rng(8).integers(0, config.vocab_size, config.n_ctx)
+    model = hf_transformers.build(config, weights)
+    first, cache = model.decode(tokens[:5])
+    decoded = np.concatenate([first, model.decode(tokens[5:], cache)[0]])
+    found = Oracle(config, weights).logits(tokens).compare(decoded)
+    assert found.ok, found
+
+
+def assert_trace_agrees(config: ModelConfig, T: int) -> None:
     tokens = np.random.default_rng(T).integers(0, config.vocab_size, T)
     weights = init_weights(config, seed=T, scale=0.3)
     model = hf_transformers.build(config, weights)

@@ -20,7 +20,9 @@ from verifier.analysis import tolerance
 from verifier.extra import ExtraMissing
 from verifier.model.weights import init_weights
 from verifier.plugin.adapters import hf_transformers
-from verifier.plugin.contract import PROBE_CONFIGS
+from verifier.plugin.contract import PROBE_CONFIGS, build_checked
+from verifier.plugin.registry import ModelSpec
+from verifier.properties.oracle import Oracle
 
 
 @needs.transformers
@@ -84,7 +86,7 @@ class _Records(logging.Handler):
 
 
 @needs.transformers
-@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+@pytest.mark.parametrize("kind", PROBE_CONFIGS)
 def test_no_call_of_the_adapter_uses_a_deprecated_argument(kind: str) -> None:
     from transformers.utils import logging as hf_logging
 
@@ -134,3 +136,32 @@ def test_release_numbers_are_read_from_the_installed_distribution() -> None:
     assert extra.release("no-such-distribution-xyz") is None
     found = extra.release("pytest")
     assert found is not None and len(found) >= 2 and found >= (7,)
+
+
+FACTORIES = {"float32": "build", "bfloat16": "build_bfloat16", "float16": "build_float16"}
+
+
+@needs.transformers
+@pytest.mark.parametrize("kind", PROBE_CONFIGS)
+@pytest.mark.parametrize("precision", FACTORIES)
+def test_every_family_agrees_with_the_oracle_in_its_class(precision: str, kind: str) -> None:
+    """The reference (float64) at the class the model declares judges it: the whole context (past any
+    window and any original context of RoPE scaling), decoded in chunks after a cache, and left-padded."""
+    config = PROBE_CONFIGS[kind]
+    weights = init_weights(config, seed=6, scale=0.3)
+    factory = getattr(hf_transformers, FACTORIES[precision])
+    model = build_checked(ModelSpec(f"transformers-{precision}", factory, "test"), config, weights)
+    assert model.precision.name == precision
+    oracle = Oracle(config, weights, model.precision)
+    tokens = np.random.default_rng(6).integers(0, config.vocab_size, (2, config.n_ctx))
+    expected = oracle.logits(tokens)
+    whole = expected.compare(model.logits(tokens))
+    first, cache = model.decode(tokens[:, :5])
+    chunked = expected.compare(np.concatenate([first, model.decode(tokens[:, 5:], cache)[0]], axis=1))
+    assert whole.ok and chunked.ok, (whole, chunked)
+    if model.lacks("attention_mask") is None:  # row 0 left-padded: its real tokens at positions 0..T-4
+        mask = np.ones_like(tokens)
+        mask[0, :3] = 0
+        padded = model.logits(tokens, attention_mask=mask)
+        rows = oracle.logits(tokens[0, 3:]).compare(padded[0, 3:]), oracle.logits(tokens[1]).compare(padded[1])
+        assert all(c.ok for c in rows), rows

@@ -56,16 +56,20 @@ def _where(spec: ModelSpec) -> str:
 
 
 def _show_probes(spec: ModelSpec) -> None:
-    """What building `spec` on each kind's probe configs gave: capabilities, the shape and precision
-    class of the config it accepted, or why not; and the kinds it runs."""
+    """What building `spec` on each kind's probe configs (each family) gave: capabilities, the shape and
+    precision class of the config it accepted, or why not, kinds with the same answer on one line; and
+    the kinds it runs."""
     if spec.constraints:
         print(f"  declares: {' | '.join(c.describe() for c in spec.constraints)}")
     probes = contract.probe(spec)
+    kinds_by_line: dict[str, list[str]] = {}
     for probe in probes:
         line = probe.summary()
         if probe.error is None and probe.unsupported is None:
             line += f"; precision {probe.precision}{'' if probe.declared else ' (none declared: the default)'}"
-        print(f"  {probe.kind}: {line}")
+        kinds_by_line.setdefault(line, []).append(probe.kind)
+    for line, kinds in kinds_by_line.items():
+        print(f"  {', '.join(kinds)}: {line}")
     runs = [p.kind for p in probes if p.error is None and p.unsupported is None]
     others = [p.kind for p in probes if p.kind not in runs]
     print(f"  runs: {', '.join(runs) or 'none of the probe configs'}{'; not ' + ', '.join(others) if others else ''}")

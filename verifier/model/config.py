@@ -139,10 +139,6 @@ class ModelConfig:
 
         fields = self.to_hf_dict()
         del fields["architectures"], fields["model_type"]
-        if self.family == "gemma2" and self.sliding_window is None:
-            # Gemma2Model builds a sliding-window mask whatever its layer types (and fails without a
-            # window); every layer is "full_attention" here, so the window is never applied.
-            fields["sliding_window"] = self.n_ctx
         return getattr(transformers, HF_CLASSES[self.family][0])(**fields)
 
     def _gpt2_hf_fields(self) -> dict[str, Any]:

@@ -568,6 +568,6 @@ def _tiny_probes(spec: ModelSpec) -> list[Probe]:
                 break
         else:
             if not reasons:
-                reasons["declared"] = f"its declared constraints exclude {kind} configs ({' | '.join(shapes)})"
+                reasons["declared"] = f"not among its declared constraints ({' | '.join(shapes)})"
             probes.append(Probe(kind, frozenset(), unsupported=_refusals(reasons)))
     return probes

@@ -176,7 +176,10 @@ class Report:
             why = "its only property ran no example (it skipped)"
         else:
             why = f"none of its {len(results)} properties ran an example (all skipped)"
-        listed = "; ".join(f"{kind}: {probe}" for kind, probe in refused.items())
+        kinds_by_probe: dict[str, list[str]] = {}  # kinds refused for the same reason, named together
+        for kind, probe in refused.items():
+            kinds_by_probe.setdefault(probe, []).append(kind)
+        listed = "; ".join(f"{', '.join(kinds)}: {probe}" for probe, kinds in kinds_by_probe.items())
         if refused and card is not None and len(refused) == len(card.probes):
             return f"{why}: it refused every config family probed ({listed})"
         if refused:
