@@ -4,6 +4,7 @@ as free code and as constrained real code runs it, and at every precision class.
     python benchmarks/mutation_report.py            # measure and print the Markdown sections
     python benchmarks/mutation_report.py --write    # ... and put them into benchmarks/RESULTS.md
     python benchmarks/mutation_report.py --classes float32 --only NoScale   # a part of it
+    python benchmarks/mutation_report.py --only NoScale --first-failure     # each run stops at its first failure
 
 For every mutant of `tests/meta/mutants/catalog.py` (and the correct implementation), the whole
 suite runs in the `ci` profile through the public plug-in path (`verifier check --model ...`):
@@ -83,9 +84,13 @@ class MutantResult:
         return timed[0] if timed else None
 
 
+# `--first-failure`: each suite run stops at its first failing property (pytest -x).
+FIRST_FAILURE_ONLY: list[str] = []
+
+
 def _run(name: str, model: str) -> MutantResult:
     with tempfile.TemporaryDirectory() as tmp:
-        report = run_suite(model, Path(tmp))
+        report = run_suite(model, Path(tmp), *FIRST_FAILURE_ONLY)
     failures = report.failures
     times = {r.property: r.first_failure_seconds for r in failures if r.first_failure_seconds is not None}
     stage = next((r.first_divergent_stage for r in failures if r.first_divergent_stage), None)
@@ -329,7 +334,14 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", metavar="MUTANT", help="measure only these mutants")
     parser.add_argument("--classes", default=",".join(CLASSES), help=f"comma-separated (default {','.join(CLASSES)})")
     parser.add_argument("--workers", type=int, default=2, help="mutants measured at once (default 2)")
+    parser.add_argument(
+        "--first-failure",
+        action="store_true",
+        help="stop each mutant's suite run at its first failing property (faster; 'properties failed' is then 1)",
+    )
     args = parser.parse_args()
+    if args.first_failure:
+        FIRST_FAILURE_ONLY.append("-x")
     names = args.only or list(DOCS)
     classes = [c for c in args.classes.split(",") if c]
     unknown = sorted(set(classes) - set(CLASSES))

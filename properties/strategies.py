@@ -14,6 +14,14 @@ published shape (GPT-2: d_ff = 4 x d_model, tied, eps 1e-5; llama2.c: its hidden
 multiple_of 32, 4 or 256, eps 1e-5, theta 10000), the other a free one (d_ff unrelated to d_model,
 either eps, either theta, tied or not), which catches shape bugs.
 
+Every family (`verifier.model.config.FAMILIES`) is drawn among the examples, each as often as the
+others (never as extra test sessions: the default run's time does not grow with the families), and
+each switch its family leaves free is drawn on or off, and when on, where a missing piece shows
+(`switches`): RoPE scaling with an original context shorter than the drawn one, windows of a few
+keys, local and global layers mixed, soft-caps small enough to bite, a head_dim decoupled from
+d_model / n_heads, attention biases (drawn non-zero by `init_weights`, which also gives Gemma's
+norm weights near 0 and q/k norm weights that differ per entry).
+
 `PINNED` holds the edge cases the properties pin with `@example`: rich configs first (every
 feature on, so a bug fails on the first example), then published shapes of both families (run by
 models that run nothing else), small activations, large logits, length 1, full context, a single
@@ -38,7 +46,7 @@ import numpy as np
 from hypothesis import example, reject
 from hypothesis import strategies as st
 
-from verifier.model.config import Family, ModelConfig
+from verifier.model.config import FAMILIES, FAMILY_SWITCHES, LAYER_TYPES, Family, ModelConfig, RopeScaling
 from verifier.model.presets import gpt2_d_ff, llama2c_hidden_dim, preset
 from verifier.model.weights import WeightMap, Weights, init_weights
 from verifier.plugin import checkpoint
@@ -46,8 +54,8 @@ from verifier.plugin.checkpoint import FixedCheckpoint
 from verifier.plugin.contract import FREE_SHAPE
 from verifier.plugin.interface import Constraints
 
-# Order matters: Hypothesis shrinks a sampled value towards the first entry.
-FAMILIES: tuple[Family, ...] = ("gpt2", "llama")
+# Every family, drawn in proportion (FAMILIES is imported from the config). Order matters: Hypothesis
+# shrinks a sampled value towards the first entry (GPT-2, then Llama, then the Llama layout's switches).
 SCALES = (0.02, 0.003, 0.3, 1.0, 3.0)
 LARGE_SCALES = (1.0, 3.0, 10.0)
 MAX_N_CTX = 256
@@ -146,61 +154,191 @@ def configs(
     min_n_ctx: int = 1,
     max_layers: int = 4,
 ) -> ModelConfig:
-    """Valid configs the model under test runs (see `drawing_for`): GPT-2 or Llama, 1..8 heads (Llama:
-    any n_kv_heads dividing n_heads), d_head 2..64 (even for RoPE; d_model <= 128), 1..4 layers,
-    vocab 2..600, n_ctx up to `max_n_ctx`; a published shape or a free one (d_ff 1..256)."""
+    """Valid configs the model under test runs (see `drawing_for`): one of `families`, each drawn as
+    often as the others; 1..8 heads (the Llama layout: any n_kv_heads dividing n_heads), d_head 2..64
+    (even for RoPE; d_model <= 128, or a decoupled head_dim where the family allows it), 1..4 layers,
+    vocab 2..600, n_ctx up to `max_n_ctx`; a published shape or a free one (d_ff 1..256); and the
+    switches the family leaves free drawn where they show (`switches`)."""
     shapes = [c for c in (_drawing_for[-1] if _drawing_for else (FREE_SHAPE,)) if set(c.families) & set(families)]
     if not shapes:
         reject()  # the model runs none of `families`: the property's `requires` skips it first
     shape = shapes[0] if len(shapes) == 1 else draw(st.sampled_from(shapes), label="declared shape")
     family = draw(st.sampled_from([f for f in families if f in shape.families]), label="family")
+    fixed, free = FAMILY_SWITCHES[family]
+    if shape.switches is not None:  # the free switches the model runs
+        free = tuple(name for name in free if name in shape.switches)
+    # The fields the shape leaves free: all published values together, or each drawn on its own.
+    published = draw(st.booleans(), label="published shape")
+    if published and family == "llama":
+        free = ()  # llama2.c's published shape is the plain Llama
     n_heads = draw(st.integers(1, 8), label="n_heads")
     max_d_head = max(2, MAX_D_MODEL // n_heads)
-    if family == "llama":
+    head_dim = None
+    if family == "gpt2":
+        n_kv_heads = n_heads
+        d_model = n_heads * draw(st.integers(2, max_d_head), label="d_head")
+    else:
         divisors = [d for d in range(1, n_heads + 1) if n_heads % d == 0 and (shape.grouped_query or d == n_heads)]
         n_kv_heads = draw(st.sampled_from(divisors[::-1]), label="n_kv_heads")
         d_head = 2 * draw(st.integers(1, max_d_head // 2), label="d_head / 2")
-    else:
-        n_kv_heads = n_heads
-        d_head = draw(st.integers(2, max_d_head), label="d_head")
+        d_model = n_heads * d_head
+        if "head_dim" in free and draw(st.booleans(), label="head_dim decoupled from d_model / n_heads"):
+            # Qwen3-0.6B, Gemma-7B: d_model still a multiple of n_heads (transformers' Llama refuses
+            # another), but not n_heads x d_head.
+            head_dim = d_head
+            per_head = st.integers(1, max(1, MAX_D_MODEL // n_heads)).filter(lambda k: k != d_head)
+            d_model = n_heads * draw(per_head, label="d_model / n_heads (not d_head)")
     max_n_ctx = min(max_n_ctx, shape.max_n_ctx or max_n_ctx)
     if min_n_ctx > max_n_ctx:
         reject()  # the property needs a longer context than the model runs
     # Most contexts are short (cheap); one draw in two reaches up to `max_n_ctx`.
     short = st.integers(min_n_ctx, max(min_n_ctx, min(SHORT_N_CTX, max_n_ctx)))
     n_ctx = draw(st.one_of(short, st.integers(min_n_ctx, max_n_ctx)), label="n_ctx")
-    d_model = n_heads * d_head
-    # The fields the shape leaves free: all published values together, or each drawn on its own.
-    published = draw(st.booleans(), label="published shape")
     if shape.d_ff is not None:
         d_ff = shape.d_ff(d_model)
+    elif published and family in ("gpt2", "llama"):
+        d_ff = draw(published_d_ff(family, d_model), label="d_ff")
     else:
-        d_ff = draw(published_d_ff(family, d_model) if published else st.integers(1, 256), label="d_ff")
+        d_ff = draw(st.integers(1, 256), label="d_ff")
     if shape.tie_embeddings is not None:
         tie_embeddings = shape.tie_embeddings
     else:
-        tie_embeddings = (published and family == "gpt2") or draw(st.booleans(), label="tie_embeddings")
-    norm_eps = shape.norm_eps or (1e-5 if published else draw(st.sampled_from([1e-5, 1e-6]), label="norm_eps"))
+        tie_embeddings = (published and family in ("gpt2", "gemma", "gemma2")) or draw(
+            st.booleans(), label="tie_embeddings"
+        )
+    published_eps = 1e-5 if family in ("gpt2", "llama") else 1e-6
+    norm_eps = shape.norm_eps or (published_eps if published else draw(st.sampled_from([1e-5, 1e-6]), label="norm_eps"))
     rope_theta = 10000.0
-    if family == "llama":
-        free_theta = st.sampled_from([10000.0, 500000.0])
+    if family != "gpt2":
+        free_theta = st.sampled_from([10000.0, 500000.0, 1000000.0])
         rope_theta = shape.rope_theta or (10000.0 if published else draw(free_theta, label="rope_theta"))
+    n_layers = draw(st.integers(1, max_layers), label="n_layers")
     config = ModelConfig(
         family=family,
         vocab_size=draw(st.integers(2, 600), label="vocab_size"),
         n_ctx=n_ctx,
         d_model=d_model,
-        n_layers=draw(st.integers(1, max_layers), label="n_layers"),
+        n_layers=n_layers,
         n_heads=n_heads,
         n_kv_heads=n_kv_heads,
         d_ff=d_ff,
         norm_eps=norm_eps,
         tie_embeddings=tie_embeddings,
         rope_theta=rope_theta,
+        head_dim=head_dim,
+        **fixed,
+        **draw(switches(free, n_ctx, n_layers, head_dim or d_model // n_heads), label="switches"),
     )
     if shape.supports is not None and not shape.supports(config):
         reject()  # the declaration's predicate: what its fields cannot say is filtered
     return config
+
+
+# RoPE scaling's drawn values: factors of the published checkpoints (Llama 3.1: 8, 3.2: 32) and
+# smaller; original contexts past which drawn sequences reach, and long enough that the shortest
+# wavelength (2 pi) falls below original_n_ctx / high_freq_factor: all three bands of llama3 occur.
+ROPE_FACTORS = (8.0, 2.0, 4.0, 32.0)
+ORIGINAL_N_CTX = (32, 26, 48, 64)
+# Soft-caps: the published ones (Gemma 2: 50 on scores, 30 on logits) bite only at large weights;
+# the small ones bite at every scale.
+ATTN_SOFTCAPS = (50.0, 1.0, 3.0)
+FINAL_SOFTCAPS = (30.0, 2.0, 5.0)
+
+
+@st.composite
+def switches(draw: st.DrawFn, free: tuple[str, ...], n_ctx: int, n_layers: int, d_head: int) -> dict[str, Any]:
+    """The `free` switches (those of `FAMILY_SWITCHES` the family leaves free and the model runs),
+    each on or off, and when on drawn where a missing piece shows: RoPE scaling with an original
+    context drawn positions pass, windows shorter than the sequence, local and global layers mixed,
+    caps that bite, biases."""
+    found: dict[str, Any] = {}
+    if "rope_scaling" in free and draw(st.booleans(), label="rope scaling"):
+        kind = draw(st.sampled_from(("llama3", "linear")), label="rope scaling kind")
+        factor = draw(st.sampled_from(ROPE_FACTORS), label="rope scaling factor")
+        if kind == "linear":
+            found["rope_scaling"] = RopeScaling("linear", factor)
+        else:
+            low, high = draw(st.sampled_from(((1.0, 4.0), (1.0, 2.0), (2.0, 8.0))), label="low/high freq factors")
+            # Shorter than the context (as in published configs, and so that positions pass it).
+            shorter = [n for n in ORIGINAL_N_CTX if n < n_ctx] or [max(1, n_ctx // 2)]
+            original = draw(st.sampled_from(shorter), label="original_n_ctx")
+            found["rope_scaling"] = RopeScaling("llama3", factor, low, high, original)
+    if "qkv_bias" in free and draw(st.booleans(), label="attention bias"):
+        found["qkv_bias"] = True
+        found["o_bias"] = "o_bias" in free
+    if "sliding_window" in free and draw(st.booleans(), label="sliding window"):
+        # Mostly a few keys (so that T passes it), sometimes anything up to the context. Not 1: a
+        # query that sees itself alone is no published model, and transformers' sliding cache, which
+        # keeps W - 1 keys, decodes it wrongly (a 0.27 logit difference, or a raised error for a chunk).
+        window = draw(st.one_of(st.integers(2, 8), st.integers(2, max(2, n_ctx))), label="sliding_window")
+        found["sliding_window"] = window
+        if "layer_types" in free:
+            pattern = draw(st.sampled_from(("alternating", "drawn", "all sliding")), label="layer types")
+            if pattern == "alternating":  # Gemma 2's: even layers slide, odd ones see every key
+                found["layer_types"] = tuple(LAYER_TYPES[1] if i % 2 == 0 else LAYER_TYPES[0] for i in range(n_layers))
+            elif pattern == "drawn":
+                types = st.lists(st.sampled_from(LAYER_TYPES), min_size=n_layers, max_size=n_layers)
+                found["layer_types"] = tuple(draw(types, label="layer_types"))
+    if "attn_softcap" in free and draw(st.booleans(), label="attention soft-cap"):
+        found["attn_softcap"] = draw(st.sampled_from(ATTN_SOFTCAPS), label="attn_softcap")
+    if "final_softcap" in free and draw(st.booleans(), label="final soft-cap"):
+        found["final_softcap"] = draw(st.sampled_from(FINAL_SOFTCAPS), label="final_softcap")
+    if "query_scale" in free and draw(st.booleans(), label="query_pre_attn_scalar other than d_head"):
+        found["query_scale"] = draw(st.integers(1, 256).filter(lambda q: q != d_head), label="query_scale")
+    return found
+
+
+# The families that allow each switch (FAMILY_SWITCHES), for the properties about it.
+WINDOW_FAMILIES = tuple(f for f in FAMILIES if "sliding_window" in FAMILY_SWITCHES[f][1])
+SCALING_FAMILIES = tuple(f for f in FAMILIES if "rope_scaling" in FAMILY_SWITCHES[f][1])
+SOFTCAP_FAMILIES = tuple(f for f in FAMILIES if "attn_softcap" in FAMILY_SWITCHES[f][1])
+QK_NORM_FAMILIES = tuple(f for f in FAMILIES if FAMILY_SWITCHES[f][0].get("qk_norm"))
+
+
+@st.composite
+def windowed_cases(draw: st.DrawFn, *, at_least_T: bool = False, **kwargs: Any) -> Case:
+    """A case (see `cases`) of a family with sliding windows, every layer sliding. The window W fits
+    the reach it is checked at: the last position's receptive field, n_layers (W - 1) keys back,
+    ends before the first token (n_layers (W - 1) + 1 < T); or, if `at_least_T`, W >= T."""
+    case = draw(cases(WINDOW_FAMILIES, **{"min_T": 2, **kwargs}), label="case")
+    c = case.config
+    if at_least_T:
+        window = draw(st.integers(max(2, case.T), case.T + 8), label="sliding_window >= T")
+    else:
+        widest = (case.T - 2) // c.n_layers + 1
+        if widest < 2:
+            reject()  # too short for a window of 2 (windows of 1: see `switches`) to end before the first token
+        window = draw(st.integers(2, widest), label="sliding_window")
+    return case._replace(config=c.replace(sliding_window=window, layer_types=()))
+
+
+@st.composite
+def capped_cases(
+    draw: st.DrawFn, *, attn_caps: tuple[float, ...], final_caps: tuple[float, ...], **kwargs: Any
+) -> Case:
+    """A case (see `cases`) of a family with soft-caps, at large weight scales (where caps bite),
+    with an attention cap from `attn_caps` and a final one from `final_caps`."""
+    case = draw(cases(SOFTCAP_FAMILIES, **{"scales": LARGE_SCALES, **kwargs}), label="case")
+    caps = {
+        "attn_softcap": draw(st.sampled_from(attn_caps), label="attn_softcap"),
+        "final_softcap": draw(st.sampled_from(final_caps), label="final_softcap"),
+    }
+    return case._replace(config=case.config.replace(**caps))
+
+
+@st.composite
+def rope_scaled_cases(draw: st.DrawFn, **kwargs: Any) -> Case:
+    """A case (see `cases`) of a family with RoPE scaling, scaled (linear or llama3) with an original
+    context shorter than the sequence, so that its last positions pass it."""
+    case = draw(cases(SCALING_FAMILIES, **{"min_T": 2, **kwargs}), label="case")
+    factor = draw(st.sampled_from(ROPE_FACTORS), label="rope scaling factor")
+    if draw(st.sampled_from(("llama3", "linear")), label="rope scaling kind") == "linear":
+        scaling = RopeScaling("linear", factor)
+    else:
+        low, high = draw(st.sampled_from(((1.0, 4.0), (1.0, 2.0), (2.0, 8.0))), label="low/high freq factors")
+        shorter = [n for n in ORIGINAL_N_CTX if n < case.T] or [max(1, case.T // 2)]
+        scaling = RopeScaling("llama3", factor, low, high, draw(st.sampled_from(shorter), label="original_n_ctx"))
+    return case._replace(config=case.config.replace(rope_scaling=scaling))
 
 
 def token_lists(config: ModelConfig, length: int) -> st.SearchStrategy[tuple[int, ...]]:
@@ -376,8 +514,14 @@ def _small(family: Family, **changes: object) -> ModelConfig:
     base = ModelConfig(
         family=family, vocab_size=61, n_ctx=48, d_model=32, n_layers=2, n_heads=4,
         n_kv_heads=2 if family == "llama" else 4, d_ff=40, norm_eps=1e-5, tie_embeddings=family == "gpt2",
+        **FAMILY_SWITCHES[family][0],
     )  # fmt: skip
     return base.replace(**changes)
+
+
+def small_case(family: Family, T: int, *, seed: int = 1, scale: float = 0.3, **changes: object) -> Case:
+    """A small pinned case of `family` (d_model 32, 4 heads, 2 layers unless `changes` say) on T tokens."""
+    return _case(_small(family, **changes), T, seed=seed, scale=scale)
 
 
 def published(case: Case, *, tie_embeddings: bool | None = None) -> Case:
@@ -410,6 +554,22 @@ STORIES15M = _case(preset("llama2c-stories15M"), 12, scale=0.02)
 CANCELLING_SCORES = Case(
     _small("llama", vocab_size=245, n_ctx=3, d_model=24, n_layers=1, n_heads=1, n_kv_heads=1, d_ff=1),
     seed=611, scale=0.02, tokens=(0, 0, 0),
+)  # fmt: skip
+
+# One case per family of the Llama layout with every switch it allows on, where it shows (RoPE
+# scaling past an original context of 32, windows shorter than T, local/global alternation, caps
+# that bite, a decoupled head_dim, biases, a query scale other than d_head); at the published eps.
+_LLAMA31 = RopeScaling("llama3", 8.0, 1.0, 4.0, 32)
+_ALTERNATING = ("sliding_attention", "full_attention")
+RICH_FAMILIES = (
+    small_case("llama", 40, rope_theta=500000.0, rope_scaling=_LLAMA31, qkv_bias=True, o_bias=True, head_dim=12),
+    small_case("mistral", 24, norm_eps=1e-6, n_kv_heads=2, sliding_window=5),
+    small_case("qwen2", 24, norm_eps=1e-6, n_kv_heads=2, sliding_window=4, layer_types=_ALTERNATING),
+    small_case("qwen3", 40, norm_eps=1e-6, n_kv_heads=2, head_dim=12, qkv_bias=True, o_bias=True,
+               rope_scaling=_LLAMA31, sliding_window=6, layer_types=_ALTERNATING),
+    small_case("gemma", 24, norm_eps=1e-6, n_kv_heads=1, head_dim=12, qkv_bias=True, o_bias=True),
+    small_case("gemma2", 24, norm_eps=1e-6, n_kv_heads=2, head_dim=12, sliding_window=4, layer_types=_ALTERNATING,
+               attn_softcap=3.0, final_softcap=5.0, query_scale=20),
 )  # fmt: skip
 
 # Pinned on every property that takes a generated case, in this order.

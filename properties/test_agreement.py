@@ -17,6 +17,7 @@ from verifier.properties.strategies import (
     PINNED,
     PUBLISHED_GPT2,
     PUBLISHED_LLAMA,
+    RICH_FAMILIES,
     RICH_GPT2,
     RICH_LLAMA,
     STORIES15M,
@@ -29,7 +30,7 @@ from verifier.properties.strategies import (
 
 
 @requires("logits")
-@pinned(*PINNED, STORIES15M)
+@pinned(*PINNED, *RICH_FAMILIES, STORIES15M)
 @given(case=cases())
 def test_logits_agree_with_the_oracle(model_spec: ModelSpec, case: Case) -> None:
     model = models.build(model_spec, case)
@@ -45,7 +46,7 @@ def test_logits_agree_with_the_oracle(model_spec: ModelSpec, case: Case) -> None
 
 
 @requires("trace")
-@pinned(*PINNED)
+@pinned(*PINNED, *RICH_FAMILIES)
 @given(case=cases())
 def test_every_traced_stage_agrees_with_the_oracle(model_spec: ModelSpec, case: Case) -> None:
     model = models.build(model_spec, case, "trace")

@@ -51,9 +51,23 @@ def _halves(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(x[..., :half], np.float64), np.asarray(x[..., half:], np.float64)
 
 
-def _formula_angles(T: int, d_head: int, theta: float) -> np.ndarray:
-    """[T, d_head/2]: p * theta^(-2i/d_head), written from the formula."""
-    return np.arange(T)[:, None] * theta ** (-np.arange(0, d_head, 2) / d_head)[None, :]
+def _formula_angles(T: int, config: ModelConfig) -> np.ndarray:
+    """[T, d_head/2]: p * theta^(-2i/d_head), written from the formula, with the config's RoPE scaling:
+    "linear" divides every frequency by the factor; "llama3" keeps the high band (wavelengths below
+    original_n_ctx / high_freq_factor), divides the low band (above original_n_ctx / low_freq_factor)
+    by the factor, and interpolates between them in original_n_ctx / wavelength."""
+    d = config.d_head
+    inv_freq = config.rope_theta ** (-np.arange(0, d, 2) / d)
+    s = config.rope_scaling
+    if s is not None and s.kind == "linear":
+        inv_freq = inv_freq / s.factor
+    elif s is not None:
+        wavelength = 2 * np.pi / inv_freq
+        smooth = (s.original_n_ctx / wavelength - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor)
+        middle = (1 - smooth) * inv_freq / s.factor + smooth * inv_freq
+        low_band = np.where(wavelength > s.original_n_ctx / s.low_freq_factor, inv_freq / s.factor, middle)
+        inv_freq = np.where(wavelength < s.original_n_ctx / s.high_freq_factor, inv_freq, low_band)
+    return np.arange(T)[:, None] * inv_freq[None, :]
 
 
 def _rotate(x: np.ndarray, angles: np.ndarray) -> np.ndarray:
@@ -76,7 +90,9 @@ def _localize(model: CheckedModel, case: Case) -> Callable[[], Divergence | None
 
 def _rotated_pairs(trace: dict[str, np.ndarray], config: ModelConfig) -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
     for layer in range(config.n_layers):
-        for before, after in (("q", "q_rope"), ("k", "k_rope")):
+        # what RoPE turns: q and k, or their q/k norms (Qwen3)
+        pairs = (("q_norm", "q_rope"), ("k_norm", "k_rope")) if config.qk_norm else (("q", "q_rope"), ("k", "k_rope"))
+        for before, after in pairs:
             b, a = stages.layer_stage(layer, before), stages.layer_stage(layer, after)
             if b in trace and a in trace:
                 yield f"layer {layer} {before}", trace[b], trace[a]
@@ -118,7 +134,7 @@ def test_rope_turns_pair_i_at_position_p_by_p_times_theta_to_the_minus_2i_over_d
 ) -> None:
     model, trace = _traced(model_spec, case)
     c = case.config
-    angles = _formula_angles(case.T, c.d_head, c.rope_theta)
+    angles = _formula_angles(case.T, c)
     for name, before, after in _rotated_pairs(trace, c):
         checks.agree(after, exact(_rotate(before, angles), case.T), what=f"{name} rotated by RoPE", model=model,
                      localize=_localize(model, case))  # fmt: skip
@@ -201,13 +217,14 @@ def _term_sizes(q: np.ndarray, k: np.ndarray) -> np.ndarray:
     return np.sqrt(np.square(np.asarray(q, np.float64)) @ np.square(k).transpose(0, 2, 1)) / np.sqrt(q.shape[-1])
 
 
-def _interleaved_scores(q: np.ndarray, k: np.ndarray, theta: float) -> tuple[np.ndarray, np.ndarray]:
+def _interleaved_scores(q: np.ndarray, k: np.ndarray, config: ModelConfig) -> tuple[np.ndarray, np.ndarray]:
     """llama2.c's way: q/k rows permuted to interleaved pairs (2i, 2i+1), each rotated as a complex
-    number by p theta^(-2i/d_head), then q k^T / sqrt(d_head) with query head h on kv head h // group.
-    Returns the scores [h, T, T] (causal) and the root-sum-square of each one's terms (`_term_sizes`)."""
+    number by p theta^(-2i/d_head) (scaled as the config says: `_formula_angles`), then
+    q k^T / sqrt(d_head) with query head h on kv head h // group. Returns the scores [h, T, T]
+    (causal) and the root-sum-square of each one's terms (`_term_sizes`)."""
     d_head = q.shape[-1]
     perm = np.stack([np.arange(d_head // 2), np.arange(d_head // 2) + d_head // 2], axis=-1).reshape(-1)
-    freqs = np.exp(1j * _formula_angles(q.shape[1], d_head, theta))  # [T, d_head/2]
+    freqs = np.exp(1j * _formula_angles(q.shape[1], config))  # [T, d_head/2]
 
     def rotate(x: np.ndarray) -> np.ndarray:
         pairs = np.asarray(x, np.float64)[..., perm].reshape(*x.shape[:-1], d_head // 2, 2)
@@ -232,7 +249,7 @@ def test_rope_interleaved_and_rotate_half_pairings_give_the_same_scores(model_sp
         # A score is rounded once (eps |score|) and sums terms rounded each (their root-sum-square):
         # where the terms cancel, the second is large against the score (measured: transformers in
         # bfloat16, 9% of a score of -0.0014, 1.09x a bound of 8 eps max |score|).
-        interleaved, terms = _interleaved_scores(q, k, case.config.rope_theta)
+        interleaved, terms = _interleaved_scores(q, k, case.config)
         expected = exact(interleaved, case.T, scale=np.abs(interleaved) + terms)
         checks.agree(
             np.tril(scores),

@@ -1,4 +1,4 @@
-"""A correct NumPy GPT-2 / Llama written to be mutated: every step is a method to override.
+"""A correct NumPy GPT-2 / Llama-layout model written to be mutated: every step is a method to override.
 
 It is a second implementation (not the suite's reference): a mutant subclasses `Transformer`,
 overrides the one method that holds its bug, and is plugged in with `factory(MutantClass)`.
@@ -6,6 +6,10 @@ It has every capability of the contract: logits (with attention_mask), decode, t
 `factory(MutantClass, precision)` computes at a precision class ("tf32", "float16", "bfloat16",
 "q8_0"; `Rounding` below, written independently of the suite's reference) and declares it:
 weights rounded, and each stage's output rounded where the format rounds it.
+Every switch of the contract (`ModelConfig`: biases, q/k norm, RoPE scaling, sliding windows and
+layer types, soft-caps, Gemma's 1 + w norm, embedding normaliser and GeGLU, Gemma 2's sandwich
+norms and query scale) is its own method too; `tests/meta/test_base.py` checks the whole against
+`transformers` in float64 (precision "float64") for every family.
 Shapes: x [B, T, d_model]; per-head q, k, v [B, heads, T, d_head]; a cache is a tuple per layer
 of (k, v) [B, kv_heads, S, d_head], never modified after it is returned.
 """
@@ -71,7 +75,9 @@ ROUNDING: dict[str, tuple[Callable[[np.ndarray], np.ndarray], set[str] | None, C
 class Transformer:
     def __init__(self, config: Any, weights: dict[str, np.ndarray], precision: str = "float32") -> None:
         self.c = config
-        self.w = {name: np.asarray(value, np.float32) for name, value in weights.items()}
+        # "float64" computes in float64 (to check this implementation against transformers); the rest in float32.
+        self.dtype = np.float64 if precision == "float64" else np.float32
+        self.w = {name: np.asarray(value, self.dtype) for name, value in weights.items()}
         self.gpt2 = config.family == "gpt2"
         self._trace: dict[str, np.ndarray] | None = None
         self.precision = precision
@@ -129,7 +135,16 @@ class Transformer:
     def embed(self, tokens: np.ndarray, positions: np.ndarray) -> np.ndarray:
         if self.gpt2:
             return self.w["transformer.wte.weight"][tokens] + self.w["transformer.wpe.weight"][positions]
-        return self.w["model.embed_tokens.weight"][tokens]
+        x = self.w["model.embed_tokens.weight"][tokens]
+        return x * self.normaliser() if self.c.embed_scale else x
+
+    def normaliser(self) -> np.ndarray:
+        """Gemma's embedding multiplier sqrt(d_model), rounded to the model's dtype as transformers
+        does (`embed_scale.to(weight.dtype)`: 45.25 for d_model 2048 in bfloat16, not 45.2548)."""
+        value = np.asarray(np.sqrt(self.c.d_model), self.dtype)
+        if self.precision in ("bfloat16", "float16"):
+            value = ROUNDING[self.precision][0](value)
+        return value
 
     def layer_norm(self, x: np.ndarray, gain: np.ndarray, bias: np.ndarray) -> np.ndarray:
         mean = x.mean(-1, keepdims=True)
@@ -137,7 +152,11 @@ class Transformer:
         return (x - mean) / np.sqrt(var + self.c.norm_eps) * gain + bias
 
     def rms_norm(self, x: np.ndarray, gain: np.ndarray) -> np.ndarray:
-        return x / np.sqrt((x * x).mean(-1, keepdims=True) + self.c.norm_eps) * gain
+        return x / np.sqrt((x * x).mean(-1, keepdims=True) + self.c.norm_eps) * self.norm_gain(gain)
+
+    def norm_gain(self, gain: np.ndarray) -> np.ndarray:
+        """What an RMSNorm multiplies by: its weight, or Gemma's 1 + weight (gains stored around 0)."""
+        return 1 + gain if self.c.norm_plus_one else gain
 
     def norm(self, x: np.ndarray, prefix: str) -> np.ndarray:
         if self.gpt2:
@@ -145,7 +164,11 @@ class Transformer:
         return self.rms_norm(x, self.w[prefix + ".weight"])
 
     def gelu(self, x: np.ndarray) -> np.ndarray:
-        return 0.5 * x * (1 + np.tanh(np.float32(np.sqrt(2 / np.pi)) * (x + 0.044715 * x * x * x)))
+        return 0.5 * x * (1 + np.tanh(self.dtype(np.sqrt(2 / np.pi)) * (x + 0.044715 * x * x * x)))
+
+    def gate_act(self, gate: np.ndarray) -> np.ndarray:
+        """The gated MLP's activation: SiLU (SwiGLU) or the tanh GELU (Gemma's GeGLU)."""
+        return self.gelu(gate) if self.c.mlp_act == "gelu_tanh" else self.silu(gate)
 
     def silu(self, x: np.ndarray) -> np.ndarray:
         return x / (1 + np.exp(-np.clip(x, -80, 80)))
@@ -155,10 +178,12 @@ class Transformer:
         return e / e.sum(-1, keepdims=True)
 
     def linear(self, x: np.ndarray, name: str) -> np.ndarray:
-        """nn.Linear: x @ W.T (Llama); Conv1D: x @ W + b (GPT-2)."""
+        """nn.Linear: x @ W.T (+ b where the layer has a bias); Conv1D: x @ W + b (GPT-2)."""
         if self.gpt2:
             return x @ self.w[name + ".weight"] + self.w[name + ".bias"]
-        return x @ self.w[name + ".weight"].T
+        y = x @ self.w[name + ".weight"].T
+        bias = self.w.get(name + ".bias")
+        return y if bias is None else y + bias
 
     def matmul(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return a @ b
@@ -180,12 +205,26 @@ class Transformer:
 
     def inv_freq(self) -> np.ndarray:
         d = self.c.d_head
-        return self.c.rope_theta ** (-np.arange(0, d, 2) / d)
+        return self.scaled(self.c.rope_theta ** (-np.arange(0, d, 2) / d))
+
+    def scaled(self, inv_freq: np.ndarray) -> np.ndarray:
+        """RoPE scaling: "linear" divides every frequency by the factor; "llama3" keeps wavelengths
+        below original_n_ctx / high_freq_factor, divides those above original_n_ctx / low_freq_factor,
+        and blends between (Llama 3.1's `apply_scaling`)."""
+        s = self.c.rope_scaling
+        if s is None:
+            return inv_freq
+        if s.kind == "linear":
+            return inv_freq / s.factor
+        wavelength = 2 * np.pi / inv_freq
+        ratio = s.original_n_ctx / wavelength  # how many wavelengths fit in the original context
+        blend = np.clip((ratio - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor), 0.0, 1.0)
+        return (1 - blend) * inv_freq / s.factor + blend * inv_freq
 
     def rope(self, x: np.ndarray, positions: np.ndarray) -> np.ndarray:
         """Rotate pairs (j, j + d_head/2): x [B, heads, T, d_head], positions [B, T]."""
         angles = positions[:, None, :, None] * self.inv_freq()
-        cos, sin = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+        cos, sin = np.cos(angles).astype(self.dtype), np.sin(angles).astype(self.dtype)
         half = x.shape[-1] // 2
         x1, x2 = x[..., :half], x[..., half:]
         return np.concatenate([x1 * cos - x2 * sin, x1 * sin + x2 * cos], axis=-1)
@@ -193,6 +232,22 @@ class Transformer:
     def rope_qkv(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, positions: np.ndarray):
         """RoPE on q and k (never v)."""
         return self.rope(q, positions), self.rope(k, positions), v
+
+    def normed_and_rotated(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, positions: np.ndarray, i: int):
+        """Qwen3's q/k norm (where the config has it), then RoPE."""
+        if self.c.qk_norm:
+            q, k = self.qk_norm(q, k, i)
+        return self.rope_qkv(q, k, v, positions)
+
+    def qk_norm(self, q: np.ndarray, k: np.ndarray, i: int) -> tuple[np.ndarray, np.ndarray]:
+        """Qwen3: a plain RMSNorm over each head's d_head entries of q and of k, before RoPE."""
+        p = f"model.layers.{i}.self_attn."
+        q = self.stage(f"layers.{i}.q_norm", self.rms_plain(q, self.w[p + "q_norm.weight"]))
+        k = self.stage(f"layers.{i}.k_norm", self.rms_plain(k, self.w[p + "k_norm.weight"]))
+        return q, k
+
+    def rms_plain(self, x: np.ndarray, gain: np.ndarray) -> np.ndarray:
+        return x / np.sqrt((x * x).mean(-1, keepdims=True) + self.c.norm_eps) * gain
 
     def append(self, past: tuple[np.ndarray, np.ndarray] | None, k: np.ndarray, v: np.ndarray):
         """This layer's cache entry: the past keys and values followed by the chunk's."""
@@ -209,10 +264,27 @@ class Transformer:
         return np.repeat(k, self.c.n_heads // self.c.n_kv_heads, axis=1)
 
     def scale(self) -> float:
-        return 1 / np.sqrt(self.c.d_head)
+        """What q k^T is multiplied by: 1/sqrt(d_head), or 1/sqrt(query_pre_attn_scalar) (Gemma 2)."""
+        return 1 / np.sqrt(self.c.query_scale if self.c.query_scale is not None else self.c.d_head)
 
     def allowed(self, T: int, S: int) -> np.ndarray:
         return np.arange(S)[None, :] <= np.arange(S - T, S)[:, None]
+
+    def window(self, i: int) -> int | None:
+        """Layer i's sliding window W, or None for a layer that sees every earlier key."""
+        return self.c.window(i)
+
+    def in_window(self, T: int, S: int, W: int, past: object) -> np.ndarray:
+        """[T, S]: the query at t (its index among the S keys) sees keys t - W + 1 .. t, not t - W."""
+        return np.arange(S)[None, :] > np.arange(S - T, S)[:, None] - W
+
+    def cap(self, x: np.ndarray, cap: float | None) -> np.ndarray:
+        """Soft-capping: cap * tanh(x / cap), or x where there is no cap."""
+        return x if cap is None else np.tanh(x / self.dtype(cap)) * self.dtype(cap)
+
+    def capped_scores(self, scores: np.ndarray, i: int) -> np.ndarray:
+        """Layer i's scaled scores soft-capped (Gemma 2), before the mask."""
+        return self.cap(scores, self.c.attn_softcap)
 
     def attend(self, scores: np.ndarray, allowed: np.ndarray) -> np.ndarray:
         return self.softmax(np.where(allowed, scores, -np.inf))
@@ -221,14 +293,18 @@ class Transformer:
         q, k, v = self.qkv(h, i)
         q, k, v = (self.stage(f"layers.{i}.{name}", x) for name, x in (("q", q), ("k", k), ("v", v)))
         if not self.gpt2:
-            q, k, v = self.rope_qkv(q, k, v, positions)
+            q, k, v = self.normed_and_rotated(q, k, v, positions, i)
             q, k = self.stage(f"layers.{i}.q_rope", q), self.stage(f"layers.{i}.k_rope", k)
         k, v = self.append(past, k, v)
         k_att, v_att = self.attended(past, k, v)
         T, S = q.shape[2], k_att.shape[2]
-        scores = self.matmul(q, self.kv_for_head(k_att).swapaxes(-1, -2)) * np.float32(self.scale())
-        scores = self.stage(f"layers.{i}.scores", scores)
-        allowed = self.allowed(T, S)[None, None]
+        scores = self.matmul(q, self.kv_for_head(k_att).swapaxes(-1, -2)) * self.dtype(self.scale())
+        scores = self.stage(f"layers.{i}.scores", self.capped_scores(scores, i))
+        allowed = self.allowed(T, S)
+        W = None if self.gpt2 else self.window(i)
+        if W is not None:
+            allowed = allowed & self.in_window(T, S, W, past)
+        allowed = allowed[None, None]
         if mask is not None:
             allowed = allowed & (mask[:, None, None, :] | np.eye(T, dtype=bool))
         probs = self.stage(f"layers.{i}.probs", self.attend(scores, allowed))
@@ -246,13 +322,25 @@ class Transformer:
         p = f"model.layers.{i}.mlp."
         gate = self.stage(f"layers.{i}.mlp_gate", self.linear(h, p + "gate_proj"))
         up = self.stage(f"layers.{i}.mlp_up", self.linear(h, p + "up_proj"))
-        act = self.stage(f"layers.{i}.mlp_act", self.silu(gate) * up)
+        act = self.stage(f"layers.{i}.mlp_act", self.gate_act(gate) * up)
         return self.linear(act, p + "down_proj")
 
     def norm_names(self, i: int) -> tuple[str, str]:
-        """The weight prefixes of layer i's norm before attention and before the MLP."""
+        """The weight prefixes of layer i's norm before attention and before the MLP (Gemma 2's
+        `post_attention_layernorm` follows attention; its pre-MLP norm is `pre_feedforward_layernorm`)."""
         p = f"transformer.h.{i}." if self.gpt2 else f"model.layers.{i}."
-        return (p + "ln_1", p + "ln_2") if self.gpt2 else (p + "input_layernorm", p + "post_attention_layernorm")
+        if self.gpt2:
+            return p + "ln_1", p + "ln_2"
+        return p + "input_layernorm", p + (
+            "pre_feedforward_layernorm" if self.c.sandwich_norm else "post_attention_layernorm"
+        )
+
+    def sandwich(self, branch: np.ndarray, i: int, which: str) -> np.ndarray:
+        """Gemma 2: the attention branch's and the MLP branch's output normed before the residual sum."""
+        if not self.c.sandwich_norm:
+            return branch
+        name = "post_attention_layernorm" if which == "attn" else "post_feedforward_layernorm"
+        return self.stage(f"layers.{i}.{which}_post_norm", self.norm(branch, f"model.layers.{i}.{name}"))
 
     def residual(self, x: np.ndarray, branch: np.ndarray, which: str) -> np.ndarray:
         """The residual stream after the `which` ("attn" or "mlp") branch: x + branch."""
@@ -262,10 +350,10 @@ class Transformer:
         attn_norm, mlp_norm = self.norm_names(i)
         h = self.stage(f"layers.{i}.attn_norm", self.norm(x, attn_norm))
         a, kv = self.attention(h, i, positions, past, mask)
-        a = self.stage(f"layers.{i}.attn_out", a)
+        a = self.sandwich(self.stage(f"layers.{i}.attn_out", a), i, "attn")
         x = self.stage(f"layers.{i}.resid_attn", self.residual(x, a, "attn"))
         h = self.stage(f"layers.{i}.mlp_norm", self.norm(x, mlp_norm))
-        m = self.stage(f"layers.{i}.mlp_out", self.mlp(h, i))
+        m = self.sandwich(self.stage(f"layers.{i}.mlp_out", self.mlp(h, i)), i, "mlp")
         x = self.stage(f"layers.{i}.resid_mlp", self.residual(x, m, "mlp"))
         return x, kv
 
@@ -289,8 +377,12 @@ class Transformer:
             x, kv = self.block(x, i, positions, None if cache is None else cache[i], mask)
             new_cache.append(kv)
         x = self.stage("final_norm", self.final_norm(x))
-        logits = self.stage("logits", self.matmul(x, self.classifier().T))
+        logits = self.stage("logits", self.final_cap(self.matmul(x, self.classifier().T)))
         return logits, tuple(new_cache)
+
+    def final_cap(self, logits: np.ndarray) -> np.ndarray:
+        """Gemma 2's final soft-cap on the logits (none elsewhere)."""
+        return self.cap(logits, self.c.final_softcap)
 
 
 def factory(

@@ -456,11 +456,189 @@ class TraceHeadsAxisSwapped(Transformer):
         return {s: a.transpose(1, 0, 2) if s.endswith(".q") else a for s, a in super().trace(tokens).items()}
 
 
+# ---- what the families of issue 26 add ----------------------------------------------------------
+
+
+class WindowOffByOne(Transformer):
+    """A sliding window one key too wide: the query at t sees keys t - W .. t (W + 1 keys), where
+    `transformers` (and Mistral's reference) see t - W + 1 .. t."""
+
+    def in_window(self, T: int, S: int, W: int, past: object) -> np.ndarray:
+        return np.arange(S)[None, :] >= np.arange(S - T, S)[:, None] - W
+
+
+class WindowOneKeyShort(Transformer):
+    """A sliding window one key too narrow: the query at t sees keys t - W + 2 .. t (W - 1 keys), a
+    `<` where the mask needs `<=`."""
+
+    def in_window(self, T: int, S: int, W: int, past: object) -> np.ndarray:
+        return np.arange(S)[None, :] > np.arange(S - T, S)[:, None] - W + 1
+
+
+class WindowIgnoredWhileDecoding(Transformer):
+    """The sliding window applied to a full pass but not after a cache: a decoded token attends to
+    every cached key (a rolling-buffer cache whose mask is built only for the prefill)."""
+
+    def in_window(self, T: int, S: int, W: int, past: object) -> np.ndarray:
+        return super().in_window(T, S, W, past) if past is None else np.ones((T, S), dtype=bool)
+
+
+class LayerTypesSwapped(Transformer):
+    """Local/global alternation swapped: the layers `layer_types` calls full slide and the sliding
+    ones see every key (every layer of a model whose layers all slide sees every key)."""
+
+    def window(self, i: int) -> int | None:
+        return self.c.sliding_window if self.c.window(i) is None else None
+
+
+class RopeScalingOnEveryBand(Transformer):
+    """Llama 3's RoPE scaling applied to every frequency (all divided by the factor), not only to
+    wavelengths longer than original_n_ctx / low_freq_factor (the same as "linear" scaling, where
+    it is right)."""
+
+    def scaled(self, inv_freq: np.ndarray) -> np.ndarray:
+        s = self.c.rope_scaling
+        return inv_freq if s is None else inv_freq / s.factor
+
+
+class KeyBiasDropped(Transformer):
+    """The key projection's bias left out (a loader that maps only q_proj.bias and v_proj.bias)."""
+
+    def linear(self, x: np.ndarray, name: str) -> np.ndarray:
+        if name.endswith("k_proj"):
+            return x @ self.w[name + ".weight"].T
+        return super().linear(x, name)
+
+
+class ValueBiasDropped(Transformer):
+    """The value projection's bias left out."""
+
+    def linear(self, x: np.ndarray, name: str) -> np.ndarray:
+        if name.endswith("v_proj"):
+            return x @ self.w[name + ".weight"].T
+        return super().linear(x, name)
+
+
+class OutputBiasAdded(Transformer):
+    """An output projection with a bias where the family has none (Qwen2's o_proj built with
+    bias=True like q/k/v, the bias left at its random initialisation by a strict=False load)."""
+
+    def linear(self, x: np.ndarray, name: str) -> np.ndarray:
+        y = super().linear(x, name)
+        if name.endswith("o_proj") and self.c.qkv_bias and not self.c.o_bias:
+            rng = np.random.default_rng(0)
+            y = y + (0.02 * rng.standard_normal(self.c.d_model)).astype(self.dtype)
+        return y
+
+
+class QKNormAfterRope(Transformer):
+    """Qwen3's q/k RMSNorm applied after RoPE instead of before (the norm of a head vector survives
+    the rotation; its per-entry weights do not commute with it)."""
+
+    def normed_and_rotated(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, positions: np.ndarray, i: int):
+        q, k, v = self.rope_qkv(q, k, v, positions)
+        if self.c.qk_norm:
+            q, k = self.qk_norm(q, k, i)
+        return q, k, v
+
+
+class GemmaNormWithoutPlusOne(Transformer):
+    """Gemma's RMSNorm multiplied by its stored weight w instead of 1 + w (Llama's norm on Gemma's
+    weights, which are stored around 0)."""
+
+    def norm_gain(self, gain: np.ndarray) -> np.ndarray:
+        return gain
+
+
+class NormaliserUnrounded(Transformer):
+    """Gemma's embedding normaliser sqrt(d_model) kept exact where `transformers` rounds it to the
+    model's dtype (45.2548 instead of bfloat16's 45.25 at d_model 2048): only a narrow format shows it."""
+
+    def normaliser(self) -> np.ndarray:
+        return np.asarray(np.sqrt(self.c.d_model), self.dtype)
+
+
+class GeGLUWithErfGelu(Transformer):
+    """Gemma's GeGLU with the exact erf GELU where Gemma uses the tanh approximation
+    (`hidden_activation: gelu_pytorch_tanh`)."""
+
+    def gate_act(self, gate: np.ndarray) -> np.ndarray:
+        if self.c.mlp_act != "gelu_tanh":
+            return super().gate_act(gate)
+        return (0.5 * gate * (1 + _erf(gate / math.sqrt(2)))).astype(self.dtype)
+
+
+class SoftcapAfterMask(Transformer):
+    """Gemma 2's attention soft-cap applied after the causal mask: masked scores become -cap, not
+    -inf, so every position attends a little to the future."""
+
+    def capped_scores(self, scores: np.ndarray, i: int) -> np.ndarray:
+        return scores
+
+    def attend(self, scores: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+        return self.softmax(self.cap(np.where(allowed, scores, -np.inf), self.c.attn_softcap))
+
+
+class FinalSoftcapMissing(Transformer):
+    """Gemma 2's final logit soft-cap left out."""
+
+    def final_cap(self, logits: np.ndarray) -> np.ndarray:
+        return logits
+
+
+class QueryScaleIgnored(Transformer):
+    """Gemma 2's scores scaled by 1/sqrt(d_head) instead of 1/sqrt(query_pre_attn_scalar)."""
+
+    def scale(self) -> float:
+        return 1 / np.sqrt(self.c.d_head)
+
+
+class AttentionSoftcapMissing(Transformer):
+    """Gemma 2's attention soft-cap left out (an attention kernel without soft-capping, as SDPA is)."""
+
+    def capped_scores(self, scores: np.ndarray, i: int) -> np.ndarray:
+        return scores
+
+
+class WindowedLayersUncapped(Transformer):
+    """The sliding layers' attention without Gemma 2's soft-cap (a windowed kernel that cannot
+    soft-cap, as flash-attention before 2.6), the global layers capped."""
+
+    def capped_scores(self, scores: np.ndarray, i: int) -> np.ndarray:
+        return scores if self.window(i) is not None else super().capped_scores(scores, i)
+
+
+class RopeScalingIgnored(Transformer):
+    """The config's RoPE scaling ignored (a loader that reads rope_theta and drops rope_scaling)."""
+
+    def scaled(self, inv_freq: np.ndarray) -> np.ndarray:
+        return inv_freq
+
+
+class QKNormSkipped(Transformer):
+    """Qwen3's q/k norms not applied (a Llama implementation loading Qwen3 with strict=False)."""
+
+    def qk_norm(self, q: np.ndarray, k: np.ndarray, i: int) -> tuple[np.ndarray, np.ndarray]:
+        return q, k
+
+
+class SandwichNormMissing(Transformer):
+    """Gemma 2's norms after attention and after the MLP left out (Gemma's layer on Gemma 2's weights)."""
+
+    def sandwich(self, branch: np.ndarray, i: int, which: str) -> np.ndarray:
+        return branch
+
+
 MUTANTS: tuple[type[Transformer], ...] = tuple(
     cls
     for cls in list(globals().values())
     if isinstance(cls, type) and issubclass(cls, Transformer) and cls is not Transformer
 )
+# Mutants whose bug float32 cannot show, and why: the test and the report run them at their class.
+FLOAT32_INVISIBLE = {
+    "NormaliserUnrounded": "in float32 the normaliser is sqrt(d_model) rounded to float32 either way; it differs "
+    "only where the model's dtype is narrower (bfloat16, float16)",
+}
 # `--model tests.meta.mutants.catalog:mutants.ScaleByDHead` plugs in one mutant; `correct` is the unmutated base.
 mutants = SimpleNamespace(**{cls.__name__: factory(cls) for cls in MUTANTS})
 correct = factory(Transformer)

@@ -17,14 +17,18 @@ from typing import Any
 import numpy as np
 
 from tests.meta.mutants.base import Cache, Transformer
-from tests.meta.mutants.catalog import MUTANTS
+from tests.meta.mutants.catalog import FLOAT32_INVISIBLE, MUTANTS
 from verifier import GPT2_PUBLISHED, LLAMA2C_PUBLISHED, Unsupported
+from verifier.model.config import ROPE_FAMILIES
+from verifier.plugin.interface import Constraints
 
-PUBLISHED = (GPT2_PUBLISHED, LLAMA2C_PUBLISHED)
+# The other families at their published norm eps (every published Mistral, Qwen and Gemma config has 1e-6).
+FAMILIES_PUBLISHED = Constraints(families=tuple(f for f in ROPE_FAMILIES if f != "llama"), norm_eps=1e-6)
+PUBLISHED = (GPT2_PUBLISHED, LLAMA2C_PUBLISHED, FAMILIES_PUBLISHED)
 # Bugs that only a batch can show: these mutants keep their batch (and attention mask).
 BATCH_BUGS = frozenset({"RMSNormOverBatch", "AttentionMaskIgnored"})
 # Mutants whose bug the constrained form cannot show, and why (the mutation report prints it).
-EXPLAINED: dict[str, str] = {}
+EXPLAINED: dict[str, str] = dict(FLOAT32_INVISIBLE)
 
 
 class NextTokenOnly:
