@@ -283,13 +283,20 @@ def test_a_switch_value_the_config_refuses_is_named_by_its_gguf_key(
         load_checkpoint(path)
 
 
+def _family(config: ModelConfig) -> str:
+    windowless = all(config.window(i) is None for i in range(config.n_layers))
+    return "llama" if config.family == "mistral" and windowless else config.family
+
+
 def same_model(a: ModelConfig, b: ModelConfig) -> bool:
     """The same model, whichever of its equal spellings each config uses (head_dim None or d_model /
-    n_heads, query_scale None or d_head, a window no layer uses or none, layer_types empty or all sliding)."""
-    spelled = ("head_dim", "query_scale", "sliding_window", "layer_types")
+    n_heads, query_scale None or d_head, a window no layer uses or none, layer_types empty or all sliding;
+    Mistral without a window is Llama, as llama.cpp's `llama` architecture stores both)."""
+    spelled = ("family", "head_dim", "query_scale", "sliding_window", "layer_types")
     fields = [f for f in a.to_dict() if f not in spelled]
     return (
-        all(getattr(a, f) == getattr(b, f) for f in fields)
+        _family(a) == _family(b)
+        and all(getattr(a, f) == getattr(b, f) for f in fields)
         and (a.d_head, a.attention_scale) == (b.d_head, b.attention_scale)
         and [a.window(i) for i in range(a.n_layers)] == [b.window(i) for i in range(b.n_layers)]
     )
