@@ -26,7 +26,11 @@ def _names(cell: str) -> list[str]:
 
 
 def _property_names() -> set[str]:
-    return {m for path in (ROOT / "properties").glob("test_*.py") for m in re.findall(r"^def (test_\w+)", path.read_text(), re.M)}
+    return {
+        m
+        for path in (ROOT / "properties").glob("test_*.py")
+        for m in re.findall(r"^def (test_\w+)", path.read_text(), re.M)
+    }
 
 
 def test_the_table_has_a_row_for_every_family_but_gpt2() -> None:

@@ -19,7 +19,8 @@ from verifier.formats import llama2c as fmt
 from verifier.model.config import ModelConfig, RopeScaling
 from verifier.model.presets import preset
 from verifier.model.weights import init_weights
-from verifier.properties.strategies import configs
+from verifier.plugin.interface import Constraints
+from verifier.properties.strategies import configs, drawing_for
 from verifier.reference import layers as L
 
 TINY = preset("llama2c-stories260K").replace(n_layers=2, vocab_size=32, n_ctx=16)
@@ -28,8 +29,10 @@ TMP = settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 @st.composite
 def llama_configs(draw: st.DrawFn) -> ModelConfig:
-    """Llama configs with the eps and theta llama2.c files hold (v0's theta is set by its test)."""
-    c = draw(configs(("llama",), max_n_ctx=64, max_layers=3), label="config")
+    """Llama configs with the eps and theta llama2.c files hold (v0's theta is set by its test), and none
+    of the switches llama2.c's format cannot hold (RoPE scaling, biases, a head_dim of its own)."""
+    with drawing_for((Constraints(families=("llama",), switches=()),)):
+        c = draw(configs(("llama",), max_n_ctx=64, max_layers=3), label="config")
     return c.replace(norm_eps=fmt.NORM_EPS, rope_theta=fmt.ROPE_THETA)
 
 
