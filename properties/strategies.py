@@ -17,7 +17,7 @@ either eps, either theta, tied or not), which catches shape bugs.
 Every family (`verifier.model.config.FAMILIES`) is drawn among the examples, each as often as the
 others (never as extra test sessions: the default run's time does not grow with the families), and
 each switch its family leaves free is drawn on or off, and when on, where a missing piece shows
-(`switches`): RoPE scaling with an original context shorter than the drawn one, windows of a few
+(`drawn_switches`): RoPE scaling with an original context shorter than the drawn one, windows of a few
 keys, local and global layers mixed, soft-caps small enough to bite, a head_dim decoupled from
 d_model / n_heads, attention biases (drawn non-zero by `init_weights`, which also gives Gemma's
 norm weights near 0 and q/k norm weights that differ per entry).
@@ -153,12 +153,14 @@ def configs(
     max_n_ctx: int = MAX_N_CTX,
     min_n_ctx: int = 1,
     max_layers: int = 4,
+    switches: tuple[str, ...] | None = None,
 ) -> ModelConfig:
     """Valid configs the model under test runs (see `drawing_for`): one of `families`, each drawn as
     often as the others; 1..8 heads (the Llama layout: any n_kv_heads dividing n_heads), d_head 2..64
     (even for RoPE; d_model <= 128, or a decoupled head_dim where the family allows it), 1..4 layers,
     vocab 2..600, n_ctx up to `max_n_ctx`; a published shape or a free one (d_ff 1..256); and the
-    switches the family leaves free drawn where they show (`switches`)."""
+    switches the family leaves free drawn where they show (`drawn_switches`), or only those of `switches`
+    (`()`: each family's plain form, as a format that stores no switch needs)."""
     shapes = [c for c in (_drawing_for[-1] if _drawing_for else (FREE_SHAPE,)) if set(c.families) & set(families)]
     if not shapes:
         reject()  # the model runs none of `families`: the property's `requires` skips it first
@@ -167,6 +169,8 @@ def configs(
     fixed, free = FAMILY_SWITCHES[family]
     if shape.switches is not None:  # the free switches the model runs
         free = tuple(name for name in free if name in shape.switches)
+    if switches is not None:  # the free switches the caller asks for
+        free = tuple(name for name in free if name in switches)
     # The fields the shape leaves free: all published values together, or each drawn on its own.
     published = draw(st.booleans(), label="published shape")
     if published and family == "llama":
@@ -227,7 +231,7 @@ def configs(
         rope_theta=rope_theta,
         head_dim=head_dim,
         **fixed,
-        **draw(switches(free, n_ctx, n_layers, head_dim or d_model // n_heads), label="switches"),
+        **draw(drawn_switches(free, n_ctx, n_layers, head_dim or d_model // n_heads), label="switches"),
     )
     if shape.supports is not None and not shape.supports(config):
         reject()  # the declaration's predicate: what its fields cannot say is filtered
@@ -246,7 +250,7 @@ FINAL_SOFTCAPS = (30.0, 2.0, 5.0)
 
 
 @st.composite
-def switches(draw: st.DrawFn, free: tuple[str, ...], n_ctx: int, n_layers: int, d_head: int) -> dict[str, Any]:
+def drawn_switches(draw: st.DrawFn, free: tuple[str, ...], n_ctx: int, n_layers: int, d_head: int) -> dict[str, Any]:
     """The `free` switches (those of `FAMILY_SWITCHES` the family leaves free and the model runs),
     each on or off, and when on drawn where a missing piece shows: RoPE scaling with an original
     context drawn positions pass, windows shorter than the sequence, local and global layers mixed,
@@ -307,7 +311,7 @@ def windowed_cases(draw: st.DrawFn, *, at_least_T: bool = False, **kwargs: Any) 
     else:
         widest = (case.T - 2) // c.n_layers + 1
         if widest < 2:
-            reject()  # too short for a window of 2 (windows of 1: see `switches`) to end before the first token
+            reject()  # too short for a window of 2 (windows of 1: see `drawn_switches`) to end before the first token
         window = draw(st.integers(2, widest), label="sliding_window")
     return case._replace(config=c.replace(sliding_window=window, layer_types=()))
 
