@@ -372,8 +372,12 @@ def _free(lib: Any, model: Any, contexts: list[Any]) -> None:
 
 
 def _unsupported(config: ModelConfig) -> str | None:
-    from verifier.formats.gguf import unsupported  # imports the gguf package, an extra
-
+    """`verifier.formats.gguf.unsupported`; None where the gguf extra is missing, since the probes ask
+    the drawing constraints first and `build` then names the missing extra (not an ImportError mid-probe)."""
+    try:
+        from verifier.formats.gguf import unsupported  # imports the gguf package, an extra
+    except ImportError:
+        return None
     return unsupported(config)
 
 
