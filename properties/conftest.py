@@ -30,9 +30,10 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "requires(*capabilities, family=None, quantized=False, drawn=None): the property needs these model "
-        "capabilities, configs of this family (a quantized class; configs or weights of its own, not a fixed "
-        "checkpoint's); models without them skip with the reason (see properties/models.py)",
+        "requires(*capabilities, family=None, switch=None, quantized=False, drawn=None): the property needs these "
+        "model capabilities, configs of this family (or these families) with this switch on, (a quantized "
+        "class;) configs or weights of its own, not a fixed checkpoint's; models without them skip with the "
+        "reason (see properties/models.py)",
     )
     # Installed, the suite runs without the clone's pyproject.toml, which registers these and deselects `slow`.
     config.addinivalue_line("markers", "slow: long-running (full-size presets); run only when -m selects it")
@@ -54,7 +55,12 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if marker is not None and spec is not None:
         kwargs = marker.kwargs
         reason = models.skip_reason(
-            spec, marker.args, kwargs.get("family"), quantized=kwargs.get("quantized", False), drawn=kwargs.get("drawn")
+            spec,
+            marker.args,
+            kwargs.get("family"),
+            switch=kwargs.get("switch"),
+            quantized=kwargs.get("quantized", False),
+            drawn=kwargs.get("drawn"),
         )
         if reason:
             pytest.skip(reason)

@@ -72,15 +72,26 @@ class Support:
         reasons = [c.refusal(config) for c in self.constraints]
         return None if None in reasons else " | ".join(r for r in reasons if r)
 
-    def why_not(self, family: Family | None, needs: tuple[str, ...]) -> str | None:
-        """The reason to skip a property needing each of `needs` on `family` (any if None), or None."""
-        families = [family] if family else list(FAMILIES)
+    def why_not(
+        self, family: Family | tuple[Family, ...] | None, needs: tuple[str, ...], switch: str | None = None
+    ) -> str | None:
+        """The reason to skip a property needing each of `needs` on `family` (one, any of several, any if
+        None) and, with `switch`, configs that turn that switch on; or None."""
+        families = [family] if isinstance(family, str) else list(family or FAMILIES)
         kinds = [kind for kind, (f, _, _) in PROBE_KINDS.items() if f in families]
         runnable = [kind for kind in kinds if kind in self.capabilities]
         if not runnable:
             reasons = "; ".join(f"{kind}: {self.refused.get(kind, 'not probed')}" for kind in kinds)
-            what = f"no {family} config" if family else "none of the probe configs"
+            what = f"no {'/'.join(families)} config" if family else "none of the probe configs"
             return f"model {self.model!r} runs {what} ({reasons})"
+        if switch is not None and not any(
+            switch in FAMILY_SWITCHES[f][1] and (c.switches is None or switch in c.switches)
+            for c in self.constraints
+            for f in c.families
+            if f in families
+        ):
+            shapes = " | ".join(c.describe() for c in self.constraints)
+            return f"model {self.model!r} runs no {'/'.join(families)} config with {switch} ({shapes})"
         for need in needs:
             if all(lacking(self.model, self.capabilities[f], need) for f in runnable):
                 broken = [f for f in runnable if f in self.broken]
@@ -156,20 +167,28 @@ def support(spec: ModelSpec) -> Support:
 
 
 def requires(
-    *capabilities: str, family: Family | None = None, quantized: bool = False, drawn: str | None = None
+    *capabilities: str,
+    family: Family | tuple[Family, ...] | None = None,
+    switch: str | None = None,
+    quantized: bool = False,
+    drawn: str | None = None,
 ) -> Callable[[F], F]:
     """Mark a property as needing each of `capabilities` ("logits" in either form, "batch", or any
-    capability of `verifier.plugin.interface.CAPABILITIES`), configs of `family`, (if `quantized`) a
-    model of a quantized precision class, and (`drawn`, saying what) configs or weights of its own, not
+    capability of `verifier.plugin.interface.CAPABILITIES`), configs of `family` (or of any of several),
+    configs with `switch` on (a free switch of `verifier.model.config.FAMILY_SWITCHES`), (if `quantized`)
+    a model of a quantized precision class, and (`drawn`, saying what) configs or weights of its own, not
     a fixed checkpoint's; others skip with the reason."""
-    return pytest.mark.requires(*capabilities, family=family, quantized=quantized, drawn=drawn)  # type: ignore[no-any-return]
+    return pytest.mark.requires(  # type: ignore[no-any-return]
+        *capabilities, family=family, switch=switch, quantized=quantized, drawn=drawn
+    )
 
 
 def skip_reason(
     spec: ModelSpec,
     capabilities: tuple[str, ...],
-    family: Family | None,
+    family: Family | tuple[Family, ...] | None,
     *,
+    switch: str | None = None,
     quantized: bool = False,
     drawn: str | None = None,
 ) -> str | None:
@@ -178,10 +197,12 @@ def skip_reason(
     fixed = checkpoint.current()
     if fixed is not None and drawn is not None:
         return f"needs {drawn}; with --checkpoint every model runs on {fixed.spec}'s config and weights"
-    if fixed is not None and family is not None and family != fixed.config.family:
-        return f"about {family} models; the checkpoint {fixed.spec} is a {fixed.config.family} model"
+    families = (family,) if isinstance(family, str) else family
+    if fixed is not None and families is not None and fixed.config.family not in families:
+        about = "/".join(families)
+        return f"about {about} models; the checkpoint {fixed.spec} is a {fixed.config.family} model"
     found = support(spec)
-    reason = found.why_not(family, capabilities)
+    reason = found.why_not(family, capabilities, switch)
     if reason is None and quantized and not found.quantized and found.capabilities:
         reason = f"model {spec.name!r} is {found.precision}, not a quantized precision class"
     return reason

@@ -19,7 +19,7 @@ from verifier.properties.strategies import QK_NORM_FAMILIES, Case, cases
 FACTORS = (8.0, 0.25, 64.0)
 
 
-@requires("logits", drawn="weights of its own, scaled")
+@requires("logits", family=QK_NORM_FAMILIES, drawn="weights of its own, scaled")
 @given(case=cases(QK_NORM_FAMILIES, scales=(0.3, 1.0), max_n_ctx=48), data=st.data())
 def test_scaling_w_q_or_w_k_by_c_leaves_a_qk_normed_model_unchanged(
     model_spec: ModelSpec, case: Case, data: st.DataObject

@@ -14,7 +14,7 @@ from verifier.plugin.registry import ModelSpec
 from verifier.properties import checks, models
 from verifier.properties.models import requires
 from verifier.properties.oracle import oracle
-from verifier.properties.strategies import Case, pinned, rope_scaled_cases, small_case
+from verifier.properties.strategies import SCALING_FAMILIES, Case, pinned, rope_scaled_cases, small_case
 
 _LLAMA31 = RopeScaling("llama3", 8.0, 1.0, 4.0, 32)  # Llama 3.1's factors, an original context of 32
 SCALED = (
@@ -30,7 +30,7 @@ def _cached(case: Case) -> int:
     return scaling.original_n_ctx if scaling.kind == "llama3" and scaling.original_n_ctx < case.T else case.T // 2
 
 
-@requires("decode", drawn=DRAWN)
+@requires("decode", family=SCALING_FAMILIES, switch="rope_scaling", drawn=DRAWN)
 @pinned(*SCALED)
 @given(case=rope_scaled_cases(min_T=8, max_n_ctx=96))
 def test_logits_past_the_original_context_agree_with_the_oracle(model_spec: ModelSpec, case: Case) -> None:

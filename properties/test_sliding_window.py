@@ -17,7 +17,7 @@ from verifier.plugin.registry import ModelSpec
 from verifier.properties import checks, models
 from verifier.properties.models import requires
 from verifier.properties.oracle import oracle
-from verifier.properties.strategies import Case, pinned, small_case, windowed_cases
+from verifier.properties.strategies import WINDOW_FAMILIES, Case, pinned, small_case, windowed_cases
 
 # Windows of at least T: one layer, three with biases and grouped-query attention, Gemma 2 with caps.
 WHOLE_WINDOWS = (
@@ -33,7 +33,7 @@ def _reach(case: Case) -> int:
     return case.config.n_layers * (case.config.sliding_window - 1)
 
 
-@requires("logits", drawn=DRAWN)
+@requires("logits", family=WINDOW_FAMILIES, switch="sliding_window", drawn=DRAWN)
 @given(case=windowed_cases(max_n_ctx=64), data=st.data())
 def test_editing_the_token_at_t_minus_w_leaves_t_unchanged_and_at_t_minus_w_plus_1_changes_it(
     model_spec: ModelSpec, case: Case, data: st.DataObject
@@ -73,7 +73,7 @@ def test_editing_the_token_at_t_minus_w_leaves_t_unchanged_and_at_t_minus_w_plus
         )
 
 
-@requires("logits", drawn=DRAWN)
+@requires("logits", family=WINDOW_FAMILIES, switch="sliding_window", drawn=DRAWN)
 @pinned(*WHOLE_WINDOWS)
 @given(case=windowed_cases(at_least_T=True, max_n_ctx=64))
 def test_a_window_at_least_the_sequence_length_equals_full_causal_attention(model_spec: ModelSpec, case: Case) -> None:
@@ -89,7 +89,7 @@ def test_a_window_at_least_the_sequence_length_equals_full_causal_attention(mode
     )  # fmt: skip
 
 
-@requires("decode", drawn=DRAWN)
+@requires("decode", family=WINDOW_FAMILIES, switch="sliding_window", drawn=DRAWN)
 @given(case=windowed_cases(max_n_ctx=64), data=st.data())
 def test_decoding_past_the_window_with_the_cache_gives_the_logits_of_one_full_pass(
     model_spec: ModelSpec, case: Case, data: st.DataObject

@@ -14,7 +14,15 @@ from verifier.plugin.registry import ModelSpec
 from verifier.properties import checks, models
 from verifier.properties.models import requires
 from verifier.properties.oracle import exact
-from verifier.properties.strategies import ATTN_SOFTCAPS, FINAL_SOFTCAPS, Case, capped_cases, pinned, small_case
+from verifier.properties.strategies import (
+    ATTN_SOFTCAPS,
+    FINAL_SOFTCAPS,
+    SOFTCAP_FAMILIES,
+    Case,
+    capped_cases,
+    pinned,
+    small_case,
+)
 
 CAPPED = (
     small_case("gemma2", 24, scale=3.0, n_kv_heads=2, attn_softcap=3.0, final_softcap=5.0),
@@ -24,7 +32,7 @@ CAPPED = (
 DRAWN = "weights drawn at large scales (1 to 10) and caps of their own"
 
 
-@requires("logits", drawn=DRAWN)
+@requires("logits", family=SOFTCAP_FAMILIES, switch="final_softcap", drawn=DRAWN)
 @pinned(*CAPPED)
 @given(case=capped_cases(attn_caps=ATTN_SOFTCAPS, final_caps=FINAL_SOFTCAPS, max_n_ctx=64))
 def test_every_logit_lies_within_the_final_softcap(model_spec: ModelSpec, case: Case) -> None:
@@ -38,7 +46,7 @@ def test_every_logit_lies_within_the_final_softcap(model_spec: ModelSpec, case: 
     )  # fmt: skip
 
 
-@requires("trace", drawn=DRAWN)
+@requires("trace", family=SOFTCAP_FAMILIES, switch="attn_softcap", drawn=DRAWN)
 @pinned(*CAPPED)
 @given(case=capped_cases(attn_caps=ATTN_SOFTCAPS, final_caps=FINAL_SOFTCAPS, max_n_ctx=64))
 def test_every_attention_score_lies_within_the_attention_softcap(model_spec: ModelSpec, case: Case) -> None:

@@ -92,7 +92,7 @@ def assert_as_expected(report: dict, selected: set[str] | None = None) -> None:
         assert not short or expected.verdict == "fails", f"{spec}: fewer examples than the budget {budget}: {short}"
         for name, r in mine.items():
             if name not in ran:
-                assert re.search(r"has no '\w+' capability|takes one sequence at a time|runs no [\w-]+ config"
+                assert re.search(r"has no '\w+' capability|takes one sequence at a time|runs no [\w/-]+ config"
                                  r"|runs none of the probe configs|the trace has no"
                                  r"|is float32, not a quantized precision class", r["detail"]), (
                     spec, name, r["detail"])  # fmt: skip

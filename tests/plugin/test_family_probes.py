@@ -13,11 +13,12 @@ from tests.adapters import llama2c_model
 from tests.plugin import ignoring
 from verifier.model.config import FAMILIES, ModelConfig, RopeScaling
 from verifier.model.weights import Weights, init_weights
+from verifier.plugin import registry
 from verifier.plugin.adapters import llama2c
 from verifier.plugin.contract import PROBE_CONFIGS, PROBE_KINDS, build_checked, probe, probe_config, probe_kind
 from verifier.plugin.interface import LLAMA2C_PUBLISHED, Constraints, Unsupported, switches_on
 from verifier.plugin.registry import ModelSpec
-from verifier.properties import models
+from verifier.properties import models, strategies
 from verifier.properties.oracle import Oracle
 from verifier.reference import NumpyModel
 
@@ -147,3 +148,27 @@ def test_a_port_that_ignores_the_switches_fails_the_oracle_on_each_switched_prob
     ported = build_checked(ModelSpec("ignoring", ignoring.build, "test"), config, weights).logits(tokens)
     found = Oracle(config, weights).logits(tokens).compare(ported)
     assert found.ok == (kind in ("gpt2", "llama", "llama-gqa")), found
+
+
+@pytest.mark.parametrize(
+    ("spec", "families", "switch", "expected"),
+    [
+        (
+            "examples.fixed_gpt2:build",
+            strategies.WINDOW_FAMILIES,
+            "sliding_window",
+            "runs no mistral/qwen2/qwen3/gemma2 config",
+        ),
+        ("examples.llama2c_style:build", strategies.SCALING_FAMILIES, "rope_scaling", "config with rope_scaling"),
+        ("examples.llama2c_style:build", strategies.QK_NORM_FAMILIES, None, "runs no qwen3 config"),
+        ("numpy", strategies.WINDOW_FAMILIES, "sliding_window", None),
+        ("numpy", strategies.SCALING_FAMILIES, "rope_scaling", None),
+    ],
+)
+def test_a_property_about_other_families_or_a_switch_skips_with_the_reason(
+    spec: str, families: tuple[str, ...], switch: str | None, expected: str | None
+) -> None:
+    """A GPT-2-only or plain-Llama model skips the window, RoPE-scaling and q/k-norm properties saying why
+    (they ran to Hypothesis' Unsatisfiable before: every drawn config refused); the reference runs them."""
+    reason = models.skip_reason(registry.load_spec(spec), ("logits",), families, switch=switch)  # type: ignore[arg-type]
+    assert (reason is None) if expected is None else (expected in (reason or "")), reason
