@@ -46,6 +46,29 @@ def test_a_failure_keeps_what_the_suite_said_and_its_case_apart_from_hypothesis_
     assert case == CASE + "tokens = np.array([28, 31])"  # said once, though two models were built for it
 
 
+# A generated example's failure as Hypothesis 6.170 reports it: "Failing test case:" and st.data()'s draws.
+GENERATED = """verifier.properties.checks.PropertyFailure: test_decoding_past_the_window: model 'm' (float32), \
+logits decoded in chunks [1 x 3] past sliding window 2: max |diff| 2.47e-06 exceeds the float32 tolerance
+Failing test case: test_decoding_past_the_window(
+    model_spec=ModelSpec(name='m',
+     factory=build,
+     unavailable=''),
+    case=Case(config=ModelConfig(family='qwen2'), seed=1, scale=0.3, tokens=(1, 0, 1), checkpoint=None),
+    data=data(...),
+)
+Draw 1 (prefill length (<= W)): 1
+model 'm'; case:
+config = ModelConfig(family='qwen2', vocab_size=2)
+weights = init_weights(config, seed=1, scale=0.3)
+tokens = np.array([1, 0, 1])"""
+
+
+def test_a_generated_example_s_heading_and_draws_are_hypothesis_s_too() -> None:
+    detail, case = split_message(GENERATED)
+    assert detail == GENERATED.splitlines()[0].removeprefix("verifier.properties.checks.PropertyFailure: ")
+    assert case.startswith("config = ModelConfig(family='qwen2'")
+
+
 def _report(*results: Result) -> Report:
     header = Header([ModelCard("m", "--model", {"gpt2": "logits"})], {}, "dev", {}, "suite", "now")
     return Report(header, list(results), 1)

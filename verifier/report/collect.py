@@ -225,9 +225,15 @@ def _message(report: pytest.CollectReport | pytest.TestReport) -> str:
 
 # What Hypothesis adds to a failure's message. Blocks that open with one of these and end in "(" run
 # to a line ")": the repr of the example's arguments, which the suite's case note says for a user.
-_EXAMPLE_BLOCKS = ("Falsifying example:", "Falsifying explicit example:", "Failing explicit example:")
+_EXAMPLE_BLOCKS = (
+    "Falsifying example:",
+    "Falsifying explicit example:",
+    "Failing explicit example:",
+    "Failing test case:",  # Hypothesis 6.170's heading of a generated example
+)
 _HYPOTHESIS_LINES = re.compile(
     r"^\(note: .*Verbosity\.verbose to view\)$"  # "(note: 9 other explicit examples also failed ...)"
+    r"|^Draw \d+( \(.*\))?: "  # a value drawn with st.data(): "Draw 1 (prefill length (<= W)): 1"
     r"|^You can reproduce this example by temporarily adding @reproduce_failure"  # edits the suite's code
 )
 _CASE_NOTE = re.compile(r"^model .*; case:$")  # properties/models.py's note of the case a model ran
