@@ -34,6 +34,7 @@ concentrates at some positions, as rounding's does not.
 from __future__ import annotations
 
 import math
+import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -94,6 +95,7 @@ class Record:
     by_model: dict[str, None] = field(default_factory=dict)
     precision: str | None = None  # the class the model was judged at
     behaves_like: str | None = None  # an undeclared model's reported failure follows this class's rounding
+    message: str | None = None  # of a group of failures, the one reported (see `record_failure`)
 
     def why_nothing_compared(self, model: str) -> str:
         """The skip reason of a property that ran `examples` cases on `model` and compared nothing."""
@@ -121,6 +123,8 @@ class Record:
             found.append(("precision", self.precision))
         if self.behaves_like is not None:
             found.append(("behaves_like", self.behaves_like))
+        if self.message is not None:
+            found.append(("failure_message", self.message))
         return found
 
 
@@ -238,6 +242,13 @@ def record_failure(record: Record, error: BaseException) -> None:
     failure = _first_of(error, PropertyFailure)
     if failure is not None:
         record.behaves_like = failure.behaves_like  # the reported failure's, as its message says
+    if isinstance(error, BaseExceptionGroup):  # Hypothesis' distinct failures: pytest shows the group's title
+        reported: BaseException = failure or violation or error
+        while isinstance(reported, BaseExceptionGroup):
+            reported = reported.exceptions[0]
+        record.message = "".join(traceback.format_exception_only(reported)).strip() + (
+            f"\n(the first of {len(error.exceptions)} distinct failures Hypothesis found)"
+        )
     if failure is not None and failure.divergence is not None and failure.divergence.first is not None:
         record.first_divergent_stage = failure.divergence.first.stage
         record.stage_errors = failure.divergence.as_rows()

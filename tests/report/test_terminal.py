@@ -69,6 +69,23 @@ def test_a_generated_example_s_heading_and_draws_are_hypothesis_s_too() -> None:
     assert case.startswith("config = ModelConfig(family='qwen2'")
 
 
+# Hypothesis 6.170's explain phase and its reproduce line, after the case (a ci-profile run printed both).
+EXPLAINED = (
+    GENERATED
+    + """
+Explanation:
+    These lines were always and only run by failing test cases:
+        /work/main/properties/checks.py:158
+        (and 47 more with settings.verbosity >= verbose)
+
+You can reproduce this test case by temporarily adding @reproduce_failure('6.170.15', b'AXic') as a decorator"""
+)
+
+
+def test_hypothesis_s_explanation_and_reproduce_line_are_hypothesis_s_too() -> None:
+    assert split_message(EXPLAINED) == split_message(GENERATED)
+
+
 def _report(*results: Result) -> Report:
     header = Header([ModelCard("m", "--model", {"gpt2": "logits"})], {}, "dev", {}, "suite", "now")
     return Report(header, list(results), 1)

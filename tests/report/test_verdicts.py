@@ -200,3 +200,19 @@ def test_the_reason_a_property_compared_nothing_says_what_ran_and_what_was_refus
     assert record.why_nothing_compared("m") == (  # cases outside its shapes do not matter when others ran
         "compared nothing in 4 examples on model 'm': the trace has no probs; refused: a; b; c; and 1 more"
     )
+
+
+def test_a_property_failing_on_several_pinned_examples_reports_the_suite_s_message(tmp_path: Path) -> None:
+    """Two of the agreement property's pinned examples fail this mutant with distinct errors:
+    Hypothesis raises them as one ExceptionGroup, whose title was all the report said (the slow
+    tier's mutant runs failed on it: "Hypothesis found 2 distinct failures in explicit examples")."""
+    from tests.meta.suite_runs import mutant_spec, run_suite
+
+    report = run_suite(mutant_spec("OutputProjectionTransposed"), tmp_path, "-k", "test_logits_agree_with_the_oracle")
+    (failure,) = report.failures
+    assert failure.detail.startswith(
+        f"test_logits_agree_with_the_oracle: model {mutant_spec('OutputProjectionTransposed')!r} (float32), logits"
+    ), failure.detail
+    assert "first divergent stage: layer 0 attn_out" in failure.detail
+    assert failure.detail.endswith("distinct failures Hypothesis found)"), failure.detail
+    assert failure.case.startswith("config = ModelConfig(")

@@ -52,6 +52,7 @@ from verifier.report.results import (
     CONTRACT_RULE,
     CTRL_C,
     EXAMPLES,
+    FAILURE_MESSAGE,
     FIRST_DIVERGENT_STAGE,
     FIRST_FAILURE_SECONDS,
     INTERRUPTED,
@@ -234,8 +235,11 @@ _EXAMPLE_BLOCKS = (
 _HYPOTHESIS_LINES = re.compile(
     r"^\(note: .*Verbosity\.verbose to view\)$"  # "(note: 9 other explicit examples also failed ...)"
     r"|^Draw \d+( \(.*\))?: "  # a value drawn with st.data(): "Draw 1 (prefill length (<= W)): 1"
-    r"|^You can reproduce this example by temporarily adding @reproduce_failure"  # edits the suite's code
+    r"|^You can reproduce this (example|test case) by temporarily adding @reproduce_failure"  # edits the suite's code
 )
+# Hypothesis's explain phase: "Explanation:" and its indented lines ("These lines were always and only
+# run by failing test cases:", the suite's own lines), which point into the suite, not at the model.
+_EXPLANATION = "Explanation:"
 _CASE_NOTE = re.compile(r"^model .*; case:$")  # properties/models.py's note of the case a model ran
 _CASE_LINE = re.compile(r"^\w+ = ")
 _SUITE_EXCEPTION = re.compile(r"^verifier(\.\w+)+: ")  # "verifier.properties.checks.PropertyFailure: "
@@ -253,6 +257,9 @@ def split_message(message: str) -> tuple[str, str]:
         i += 1
         if line.startswith(_EXAMPLE_BLOCKS) and line.rstrip().endswith("("):
             while i < len(lines) and lines[i - 1] != ")":
+                i += 1
+        elif line == _EXPLANATION:
+            while i < len(lines) and (not lines[i].strip() or lines[i].startswith(" ")):
                 i += 1
         elif _CASE_NOTE.match(line):
             start = i
@@ -401,7 +408,7 @@ class Collector:
                 result.outcome, result.detail = ("xfail", xfail) if xfail is not None else ("skip", _message(report))
             else:
                 result.outcome = "fail"
-                result.detail, result.case = split_message(_message(report))
+                result.detail, result.case = split_message(props.get(FAILURE_MESSAGE) or _message(report))
         elif report.skipped:  # skipped in setup: a skip mark, or a fixture that skipped
             result.outcome, result.detail = "skip", _message(report)
         elif report.when not in ("setup", "teardown"):  # pytest-xdist's report of a test whose worker died

@@ -14,7 +14,9 @@ these keys; each also shows in pytest's own JUnit XML:
 - `contract_rule`: str, on a failure that is a contract breach, the rule broken (e.g. `shape`);
 - `precision`: str, the precision class the model was judged at (`verifier.analysis.precision`);
 - `behaves_like`: str, on a failure of a model that declares no class, the coarser floating class
-  whose rounding the reported failure's error follows (the class the model behaves like).
+  whose rounding the reported failure's error follows (the class the model behaves like);
+- `failure_message`: str, on a failure raised as a group (Hypothesis' distinct failures, whose title
+  is all pytest's one-line message says), the exception line(s) and notes of the reported one.
 
 A registered model that cannot run here (the built-in `transformers` without its extra) is not
 under test: the header names it with the reason (`Header.unavailable`); it has no verdict and
@@ -49,6 +51,7 @@ EXAMPLES = "examples"
 CONTRACT_RULE = "contract_rule"
 PRECISION = "precision"
 BEHAVES_LIKE = "behaves_like"
+FAILURE_MESSAGE = "failure_message"
 
 # pytest's exit status for a run stopped by Ctrl-C (pytest.ExitCode.INTERRUPTED).
 INTERRUPTED = 2
