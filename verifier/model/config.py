@@ -16,6 +16,18 @@ set of switches, each one piece of math a family adds:
 | qwen3   | fixed: qk_norm; free: head_dim, attention bias, sliding_window with layer_types          |
 | gemma   | fixed: gelu_tanh gate, norm_plus_one, embed_scale; free: head_dim, attention bias        |
 | gemma2  | gemma's, and sandwich_norm; free: softcaps, query_scale, sliding_window with layer_types  |
+| mixtral | fixed: norm_topk; routed experts (n_experts, top_k); free: sliding_window, rope_scaling  |
+| qwen2_moe | fixed: qkv_bias; routed experts; free: d_expert, norm_topk, d_shared_expert, dense_layers, windows |
+| phi3    | fixed: fused_qkv, fused_gate_up; free: rotary_dim (partial rotary), sliding_window        |
+| glm     | fixed: fused_gate_up, interleaved rope_pairs; free: rotary_dim, head_dim, q/k/v bias       |
+
+A mixture-of-experts family (`MOE_FAMILIES`) replaces each layer's MLP (but `dense_layers`) by a
+router [n_experts, d_model] and n_experts gated MLPs of size `d_expert` (d_ff when None): each token's
+router probabilities softmax(h W_r^T), its top_k experts by probability, their outputs weighted by
+their probabilities (renormalised to sum 1 where `norm_topk`), plus, with `d_shared_expert`, a shared
+gated MLP weighted by sigmoid(h w_s). Fused layouts (`fused_qkv`, `fused_gate_up`) change where
+weights are stored, not what is computed. Partial rotary (`rotary_dim`) rotates each head's first
+rotary_dim dimensions and passes the rest; `rope_pairs` says which of them RoPE pairs.
 """
 
 from __future__ import annotations
@@ -27,13 +39,21 @@ import numbers
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
-Family = Literal["gpt2", "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2"]
-FAMILIES: tuple[Family, ...] = ("gpt2", "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2")
+Family = Literal["gpt2", "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "mixtral", "qwen2_moe", "phi3", "glm"]
+FAMILIES: tuple[Family, ...] = (
+    "gpt2", "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "mixtral", "qwen2_moe", "phi3", "glm",
+)  # fmt: skip
 # The families of the Llama layout (RMSNorm, RoPE, gated MLP): every family but GPT-2.
 ROPE_FAMILIES: tuple[Family, ...] = FAMILIES[1:]
+# The families whose MLPs are routed experts.
+MOE_FAMILIES: tuple[Family, ...] = ("mixtral", "qwen2_moe")
 Activation = Literal["silu", "gelu_tanh"]
 LayerType = Literal["full_attention", "sliding_attention"]
 LAYER_TYPES: tuple[LayerType, ...] = ("full_attention", "sliding_attention")
+# Which dimensions of a head's rotated part RoPE pairs: (i, i + r/2) as `transformers`' Llama stores
+# q and k ("rotate_half"), or (2i, 2i + 1) as GLM computes it ("interleaved"); r = rotary_dim or d_head.
+RopePairs = Literal["rotate_half", "interleaved"]
+ROPE_PAIRS: tuple[RopePairs, ...] = ("rotate_half", "interleaved")
 
 
 class ConfigError(ValueError):
@@ -96,6 +116,16 @@ class ModelConfig:
     attn_softcap: float | None = None  # Gemma 2: scores -> cap * tanh(scores / cap), before the mask
     final_softcap: float | None = None  # Gemma 2: the same on the logits
     query_scale: int | None = None  # Gemma 2's query_pre_attn_scalar: scores scaled by its -1/2 power
+    rotary_dim: int | None = None  # partial rotary: RoPE on each head's first rotary_dim dims only (Phi-3, GLM)
+    rope_pairs: RopePairs = "rotate_half"  # which dims of the rotated part RoPE pairs (GLM: interleaved)
+    fused_qkv: bool = False  # Phi-3: q, k, v stored as one [(n_heads + 2 n_kv_heads) d_head, d_model] matrix
+    fused_gate_up: bool = False  # Phi-3, GLM: gate and up stored as one [2 d_ff, d_model] matrix, gate first
+    n_experts: int = 0  # routed experts a layer (Mixtral, Qwen2-MoE); 0: one dense MLP
+    top_k: int = 0  # the experts each token uses (num_experts_per_tok)
+    d_expert: int | None = None  # an expert's hidden size where it is not d_ff (Qwen2-MoE's moe_intermediate_size)
+    norm_topk: bool = False  # the top_k probabilities renormalised to sum 1 (Mixtral; Qwen2-MoE's norm_topk_prob)
+    d_shared_expert: int | None = None  # Qwen2-MoE: a shared expert of this size, gated by sigmoid(h w_s)
+    dense_layers: tuple[int, ...] = ()  # MoE layers whose MLP is dense, of size d_ff (Qwen2-MoE's mlp_only_layers)
 
     def __post_init__(self) -> None:
         validate(self)
@@ -104,6 +134,20 @@ class ModelConfig:
     def d_head(self) -> int:
         """Size of one attention head: `head_dim` if set, else `d_model // n_heads`."""
         return self.head_dim if self.head_dim is not None else self.d_model // self.n_heads
+
+    @property
+    def rotated_dims(self) -> int:
+        """r, the dimensions of each head RoPE rotates: `rotary_dim` if set, else d_head."""
+        return self.rotary_dim if self.rotary_dim is not None else self.d_head
+
+    @property
+    def expert_d_ff(self) -> int:
+        """The hidden size of one routed expert: `d_expert` if set, else d_ff."""
+        return self.d_expert if self.d_expert is not None else self.d_ff
+
+    def is_moe_layer(self, layer: int) -> bool:
+        """Whether layer `layer`'s MLP is routed experts (a MoE family, and not one of `dense_layers`)."""
+        return self.n_experts > 0 and layer not in self.dense_layers
 
     @property
     def uses_rope(self) -> bool:
@@ -242,6 +286,10 @@ HF_CLASSES: dict[Family, tuple[str, str]] = {
     "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"),
     "gemma": ("GemmaConfig", "GemmaForCausalLM"),
     "gemma2": ("Gemma2Config", "Gemma2ForCausalLM"),
+    "mixtral": ("MixtralConfig", "MixtralForCausalLM"),
+    "qwen2_moe": ("Qwen2MoeConfig", "Qwen2MoeForCausalLM"),
+    "phi3": ("Phi3Config", "Phi3ForCausalLM"),
+    "glm": ("GlmConfig", "GlmForCausalLM"),
 }
 
 
@@ -761,10 +809,21 @@ SWITCH_DEFAULTS: dict[str, Any] = {
     "attn_softcap": None,
     "final_softcap": None,
     "query_scale": None,
+    "rotary_dim": None,
+    "rope_pairs": "rotate_half",
+    "fused_qkv": False,
+    "fused_gate_up": False,
+    "n_experts": 0,
+    "top_k": 0,
+    "d_expert": None,
+    "norm_topk": False,
+    "d_shared_expert": None,
+    "dense_layers": (),
 }
 _GEMMA_FIXED = {"mlp_act": "gelu_tanh", "norm_plus_one": True, "embed_scale": True}
 _BIAS = ("qkv_bias", "o_bias")
 _WINDOW = ("sliding_window", "layer_types")
+_EXPERTS = ("n_experts", "top_k")
 # Per family: the switches it sets to another value than the default, and those it leaves free.
 FAMILY_SWITCHES: dict[Family, tuple[dict[str, Any], tuple[str, ...]]] = {
     "gpt2": ({}, ()),
@@ -777,6 +836,13 @@ FAMILY_SWITCHES: dict[Family, tuple[dict[str, Any], tuple[str, ...]]] = {
         {**_GEMMA_FIXED, "sandwich_norm": True},
         ("head_dim", "rope_scaling", *_BIAS, *_WINDOW, "attn_softcap", "final_softcap", "query_scale"),
     ),
+    "mixtral": ({"norm_topk": True}, ("head_dim", "rope_scaling", "sliding_window", *_EXPERTS)),
+    "qwen2_moe": (
+        {"qkv_bias": True},
+        ("rope_scaling", *_WINDOW, *_EXPERTS, "d_expert", "norm_topk", "d_shared_expert", "dense_layers"),
+    ),
+    "phi3": ({"fused_qkv": True, "fused_gate_up": True}, ("rotary_dim", "sliding_window")),
+    "glm": ({"fused_gate_up": True, "rope_pairs": "interleaved"}, ("head_dim", "qkv_bias", "rotary_dim")),
 }
 
 
@@ -799,7 +865,8 @@ def _validate_switches(config: ModelConfig) -> None:
         raise ConfigError("o_bias", f"{config.family}'s attention_bias sets q/k/v and o biases together")
     if config.head_dim is not None:
         check_size("head_dim", config.head_dim, D_MODEL_MAX)
-    for flag in ("qkv_bias", "o_bias", "qk_norm", "norm_plus_one", "embed_scale", "sandwich_norm"):
+    for flag in ("qkv_bias", "o_bias", "qk_norm", "norm_plus_one", "embed_scale", "sandwich_norm", "fused_qkv",
+                 "fused_gate_up", "norm_topk"):  # fmt: skip
         if not isinstance(getattr(config, flag), bool):
             raise ConfigError(flag, f"must be a bool, found {type(getattr(config, flag)).__name__}")
     if config.mlp_act not in ("silu", "gelu_tanh"):
@@ -820,6 +887,8 @@ def _validate_switches(config: ModelConfig) -> None:
             _check_positive(name, getattr(config, name))
     if config.query_scale is not None:
         check_size("query_scale", config.query_scale, D_MODEL_MAX)
+    _validate_rotary(config)
+    _validate_experts(config)
     scaling = config.rope_scaling
     if scaling is not None:
         if not isinstance(scaling, RopeScaling) or scaling.kind not in ("linear", "llama3"):
@@ -832,6 +901,36 @@ def _validate_switches(config: ModelConfig) -> None:
             if low >= high:
                 raise ConfigError("rope_scaling.high_freq_factor", f"must exceed low_freq_factor={low}, found {high}")
             check_size("rope_scaling.original_n_ctx", scaling.original_n_ctx, N_CTX_MAX)
+
+
+def _validate_rotary(config: ModelConfig) -> None:
+    if config.rope_pairs not in ROPE_PAIRS:
+        raise ConfigError("rope_pairs", f"expected one of {ROPE_PAIRS}, found {config.rope_pairs!r}")
+    if config.rotary_dim is not None:
+        check_size("rotary_dim", config.rotary_dim, D_MODEL_MAX)
+        if config.rotary_dim % 2 or config.rotary_dim > config.d_head:
+            raise ConfigError(
+                "rotary_dim", f"must be even and at most d_head={config.d_head}, found {config.rotary_dim}"
+            )
+
+
+def _validate_experts(config: ModelConfig) -> None:
+    """A MoE family has 1 <= top_k <= n_experts; every other family neither."""
+    if config.family not in MOE_FAMILIES:
+        return  # its n_experts, top_k, ... hold their defaults (FAMILY_SWITCHES)
+    n = check_size("n_experts", config.n_experts, N_HEADS_MAX)
+    if not 1 <= check_size("top_k", config.top_k, N_HEADS_MAX) <= n:
+        raise ConfigError("top_k", f"must be at most n_experts={n}, found {config.top_k}")
+    for name in ("d_expert", "d_shared_expert"):
+        if getattr(config, name) is not None:
+            check_size(name, getattr(config, name), D_FF_MAX)
+    if not isinstance(config.dense_layers, tuple) or any(
+        isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < config.n_layers for i in config.dense_layers
+    ):
+        raise ConfigError("dense_layers", f"must be a tuple of layer indices below {config.n_layers}, found "
+                                          f"{quote(config.dense_layers)}")  # fmt: skip
+    if list(config.dense_layers) != sorted(set(config.dense_layers)):
+        raise ConfigError("dense_layers", f"must be sorted without repeats, found {quote(config.dense_layers)}")
 
 
 def validate(config: ModelConfig) -> None:

@@ -14,7 +14,11 @@ anything). `logits` are soft-capped where the family caps them (final_softcap).
 The switches add stages: `q_norm`, `k_norm` (qk_norm: each head's q and k after its RMSNorm, before
 RoPE, [heads, T, d_head]); `attn_post_norm`, `mlp_post_norm` (sandwich_norm: the RMSNorm of the
 attention output and of the MLP output, before each is added to the residual stream, [T, d_model]).
-Gemma's normaliser is part of `embed`, biases part of the projection they follow. `stage_weights`
+Gemma's normaliser is part of `embed`, biases part of the projection they follow.
+A MoE layer (`config.is_moe_layer(i)`) has `router_probs` (the softmax of the router logits,
+[T, n_experts]) in place of mlp_gate, mlp_up and mlp_act; its `mlp_out` is the weighted sum of the chosen
+experts' outputs (plus the gated shared expert). With partial rotary, q_rope and k_rope hold the rotated
+dims and the passed-through ones, in the head's own order. `stage_weights`
 names the canonical weights (`verifier.model.weights`) each stage is computed with.
 """
 

@@ -50,23 +50,23 @@ def _gpt2_shapes(c: ModelConfig) -> dict[str, tuple[int, ...]]:
 
 
 def _llama_shapes(c: ModelConfig) -> dict[str, tuple[int, ...]]:
-    """The Llama layout, with the weights each switch adds under its `transformers` name: q/k/v and o
-    biases, Qwen3's per-head q_norm/k_norm [d_head], Gemma 2's four norms a layer (its
-    `post_attention_layernorm` follows attention; `pre_feedforward_layernorm` precedes the MLP)."""
+    """The Llama layout, with the weights each switch adds under its published checkpoints' names: q/k/v
+    and o biases, Qwen3's per-head q_norm/k_norm [d_head], Gemma 2's four norms a layer (its
+    `post_attention_layernorm` follows attention; `pre_feedforward_layernorm` precedes the MLP),
+    Phi-3's fused `qkv_proj` and `gate_up_proj`, and a MoE family's router and experts (`_mlp_shapes`)."""
     d, q, kv = c.d_model, c.n_heads * c.d_head, c.n_kv_heads * c.d_head
     shapes: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (c.vocab_size, d)}
     for i in range(c.n_layers):
         p = f"model.layers.{i}."
         a = p + "self_attn."
-        layer: dict[str, tuple[int, ...]] = {p + "input_layernorm.weight": (d,), a + "q_proj.weight": (q, d)}
-        if c.qkv_bias:
-            layer[a + "q_proj.bias"] = (q,)
-        layer[a + "k_proj.weight"] = (kv, d)
-        if c.qkv_bias:
-            layer[a + "k_proj.bias"] = (kv,)
-        layer[a + "v_proj.weight"] = (kv, d)
-        if c.qkv_bias:
-            layer[a + "v_proj.bias"] = (kv,)
+        layer: dict[str, tuple[int, ...]] = {p + "input_layernorm.weight": (d,)}
+        if c.fused_qkv:
+            layer[a + "qkv_proj.weight"] = (q + 2 * kv, d)
+        else:
+            for name, rows in (("q_proj", q), ("k_proj", kv), ("v_proj", kv)):
+                layer[a + name + ".weight"] = (rows, d)
+                if c.qkv_bias:
+                    layer[a + name + ".bias"] = (rows,)
         layer[a + "o_proj.weight"] = (d, q)
         if c.o_bias:
             layer[a + "o_proj.bias"] = (d,)
@@ -75,15 +75,44 @@ def _llama_shapes(c: ModelConfig) -> dict[str, tuple[int, ...]]:
         layer[p + "post_attention_layernorm.weight"] = (d,)
         if c.sandwich_norm:
             layer[p + "pre_feedforward_layernorm.weight"] = (d,)
-        layer |= {
-            p + "mlp.gate_proj.weight": (c.d_ff, d),
-            p + "mlp.up_proj.weight": (c.d_ff, d),
-            p + "mlp.down_proj.weight": (d, c.d_ff),
-        }
+        layer |= _mlp_shapes(c, i)
         if c.sandwich_norm:
             layer[p + "post_feedforward_layernorm.weight"] = (d,)
         shapes |= layer
     shapes["model.norm.weight"] = (d,)
+    return shapes
+
+
+def _gated_mlp(prefix: str, d: int, d_ff: int, fused: bool = False) -> dict[str, tuple[int, ...]]:
+    """A gated MLP's gate, up and down projections under `prefix` (gate and up as one matrix if `fused`)."""
+    if fused:
+        return {prefix + "gate_up_proj.weight": (2 * d_ff, d), prefix + "down_proj.weight": (d, d_ff)}
+    return {prefix + "gate_proj.weight": (d_ff, d), prefix + "up_proj.weight": (d_ff, d),
+            prefix + "down_proj.weight": (d, d_ff)}  # fmt: skip
+
+
+def _mlp_shapes(c: ModelConfig, i: int) -> dict[str, tuple[int, ...]]:
+    """Layer i's MLP: dense, or a router [n_experts, d_model] and its experts, named as the published
+    checkpoints name them (Mixtral's `block_sparse_moe` with w1 gate, w3 up, w2 down; Qwen2-MoE's
+    `mlp.experts.{e}` and its shared expert with its [1, d_model] gate)."""
+    p, d = f"model.layers.{i}.", c.d_model
+    if not c.is_moe_layer(i):
+        return _gated_mlp(p + "mlp.", d, c.d_ff, c.fused_gate_up)
+    f, n = c.expert_d_ff, c.n_experts
+    if c.family == "mixtral":
+        m = p + "block_sparse_moe."
+        shapes: dict[str, tuple[int, ...]] = {m + "gate.weight": (n, d)}
+        for e in range(n):
+            x = f"{m}experts.{e}."
+            shapes |= {x + "w1.weight": (f, d), x + "w2.weight": (d, f), x + "w3.weight": (f, d)}
+        return shapes
+    m = p + "mlp."
+    shapes = {m + "gate.weight": (n, d)}
+    for e in range(n):
+        shapes |= _gated_mlp(f"{m}experts.{e}.", d, f)
+    if c.d_shared_expert is not None:
+        shapes |= _gated_mlp(m + "shared_expert.", d, c.d_shared_expert)
+        shapes[m + "shared_expert_gate.weight"] = (1, d)
     return shapes
 
 
