@@ -207,6 +207,9 @@ class ModelConfig:
 
     def _rope_parameters(self) -> dict[str, Any]:
         scaling = self.rope_scaling
+        if self.family in PARTIAL_ROTARY_FAMILIES:  # neither has RoPE scaling (FAMILY_SWITCHES)
+            factor = partial_rotary_factor(self.rotated_dims, self.d_head)
+            return {"rope_type": "default", "rope_theta": self.rope_theta, "partial_rotary_factor": factor}
         if scaling is None:
             return {"rope_type": "default", "rope_theta": self.rope_theta}
         if scaling.kind == "linear":
@@ -238,17 +241,27 @@ class ModelConfig:
             "bos_token_id": 1 if self.vocab_size > 1 else 0,
             "eos_token_id": 2 if self.vocab_size > 2 else 0,
         }
-        if family != "qwen2":  # Qwen2 has no head_dim key: its heads are hidden_size / num_attention_heads
+        if family not in ("qwen2", "qwen2_moe", "phi3"):  # no head_dim key: hidden_size / num_attention_heads
             fields["head_dim"] = self.d_head
         if family in ("llama", "qwen3", "gemma", "gemma2"):
             fields["attention_bias"] = self.o_bias
+        if family == "glm":  # q, k and v biases only
+            fields["attention_bias"] = self.qkv_bias
+        if (
+            family in PARTIAL_ROTARY_FAMILIES
+        ):  # their classes' default padding ids (32000, 151329) lie past small vocabularies
+            fields["pad_token_id"] = None
+        if family == "qwen2_moe":
+            fields["qkv_bias"] = True
         if family == "llama":
             fields["mlp_bias"] = False
         activation = "silu" if self.mlp_act == "silu" else "gelu_pytorch_tanh"
         fields["hidden_activation" if family == "gemma2" else "hidden_act"] = activation
-        if family == "mistral":
+        if family in ("mistral", "mixtral", "phi3"):  # every layer
             fields["sliding_window"] = self.sliding_window
-        if family in ("qwen2", "qwen3"):
+        if family in MOE_FAMILIES:
+            fields |= self._expert_hf_fields()
+        if family in ("qwen2", "qwen3", "qwen2_moe"):
             fields |= {
                 "use_sliding_window": self.sliding_window is not None,
                 "sliding_window": self.sliding_window,
@@ -266,6 +279,21 @@ class ModelConfig:
                 "query_pre_attn_scalar": self.query_scale if self.query_scale is not None else self.d_head,
             }
         return fields
+
+    def _expert_hf_fields(self) -> dict[str, Any]:
+        """A MoE family's router and expert keys (Mixtral: the experts are intermediate_size wide)."""
+        if self.family == "mixtral":
+            return {"num_local_experts": self.n_experts, "num_experts_per_tok": self.top_k}
+        return {
+            "num_experts": self.n_experts,
+            "num_experts_per_tok": self.top_k,
+            "moe_intermediate_size": self.expert_d_ff,
+            "norm_topk_prob": self.norm_topk,
+            # Qwen2MoeSparseMoeBlock always builds a shared expert: one of size 0 adds 0 times its gate
+            "shared_expert_intermediate_size": self.d_shared_expert or 0,
+            "decoder_sparse_step": 1,
+            "mlp_only_layers": list(self.dense_layers),
+        }
 
     def layer_type(self, layer: int) -> LayerType:
         """`transformers`' name of layer `layer`'s attention: "sliding_attention" or "full_attention"."""
@@ -354,6 +382,13 @@ _ROPE_FAMILY_KEYS: dict[str, tuple[str, ...]] = {
     "final_softcap": ("final_logit_softcapping",),
     "query_scale": ("query_pre_attn_scalar",),
 }
+_EXPERT_KEYS: dict[str, tuple[str, ...]] = {
+    "top_k": ("num_experts_per_tok",),
+    "d_expert": ("moe_intermediate_size",),
+    "d_shared_expert": ("shared_expert_intermediate_size",),
+    "norm_topk": ("norm_topk_prob",),
+    "dense_layers": ("mlp_only_layers", "decoder_sparse_step"),
+}
 # The config.json keys each field is read from, per model type (the first one present is read).
 HF_KEYS: dict[str, dict[str, tuple[str, ...]]] = {
     "gpt2": {
@@ -366,6 +401,10 @@ HF_KEYS: dict[str, dict[str, tuple[str, ...]]] = {
         "norm_eps": ("layer_norm_epsilon",),
     },
     **{family: _ROPE_FAMILY_KEYS for family in ROPE_FAMILIES},
+    # MixtralConfig's attribute_map reads num_experts as num_local_experts
+    "mixtral": _ROPE_FAMILY_KEYS | _EXPERT_KEYS | {"n_experts": ("num_local_experts", "num_experts")},
+    "qwen2_moe": _ROPE_FAMILY_KEYS | _EXPERT_KEYS | {"n_experts": ("num_experts",)},
+    "glm": _ROPE_FAMILY_KEYS | {"qkv_bias": ("attention_bias",)},
 }
 _GPT2 = HF_KEYS["gpt2"]
 
@@ -416,6 +455,7 @@ _GPT2_READ_KEYS = frozenset({
     "summary_proj_to_labels", "summary_type", "summary_use_proj", "task_specific_params", "n_ctx",
     "predict_special_tokens", "output_past",
 })  # fmt: skip
+_ROUTER_TRAINING_KEYS = frozenset({"output_router_logits", "router_aux_loss_coef"})  # the training loss only
 # Per family: the keys its reader understands beyond the common ones (each one read below).
 FAMILY_KEYS: dict[str, frozenset[str]] = {
     "gpt2": _GPT2_READ_KEYS,
@@ -438,7 +478,37 @@ FAMILY_KEYS: dict[str, frozenset[str]] = {
             "query_pre_attn_scalar",
         }
     ),
+    # router_jitter_noise: MixtralSparseMoeBlock jitters its input in training only
+    "mixtral": _ROUTER_TRAINING_KEYS
+    | {"head_dim", "sliding_window", "num_local_experts", "num_experts", "num_experts_per_tok", "router_jitter_noise"},
+    "qwen2_moe": _ROUTER_TRAINING_KEYS
+    | _QWEN_WINDOW_KEYS
+    | {
+        "head_dim",
+        "qkv_bias",
+        "num_experts",
+        "num_experts_per_tok",
+        "moe_intermediate_size",
+        "norm_topk_prob",
+        "shared_expert_intermediate_size",
+        "decoder_sparse_step",
+        "mlp_only_layers",
+    },
+    # Phi-3: original_max_position_embeddings is read by longrope only; the dropouts are off at inference
+    "phi3": frozenset(
+        {
+            "head_dim",
+            "sliding_window",
+            "attention_bias",
+            "original_max_position_embeddings",
+            "resid_pdrop",
+            "embd_pdrop",
+        }
+    ),
+    "glm": frozenset({"head_dim", "attention_bias"}),
 }
+# The families whose config reads partial_rotary_factor (top level, or in rope_parameters) as partial rotary.
+PARTIAL_ROTARY_FAMILIES = ("phi3", "glm")
 # Per family: `transformers`' default for a key absent from config.json (its config class's field
 # default; what `save_pretrained` may leave out). `None` for num_key_value_heads: as many as the query heads.
 HF_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -456,7 +526,16 @@ HF_DEFAULTS: dict[str, dict[str, Any]] = {
         "final_logit_softcapping": 30.0,
         "query_pre_attn_scalar": 256,
     },
-}
+    "mixtral": {"num_key_value_heads": 8, "head_dim": None, "tie_word_embeddings": False, "sliding_window": None,
+                "rms_norm_eps": 1e-5, "rope_theta": 1e6, "num_local_experts": 8, "num_experts_per_tok": 2},
+    "qwen2_moe": {"num_key_value_heads": 16, "head_dim": None, "tie_word_embeddings": False, "sliding_window": 4096,
+                  "num_experts": 60, "num_experts_per_tok": 4, "moe_intermediate_size": 1408,
+                  "shared_expert_intermediate_size": 5632, "norm_topk_prob": False, "decoder_sparse_step": 1},
+    "phi3": {"num_key_value_heads": None, "head_dim": None, "tie_word_embeddings": False, "sliding_window": None,
+             "rms_norm_eps": 1e-5, "partial_rotary_factor": 1.0},
+    "glm": {"num_key_value_heads": 2, "head_dim": 128, "tie_word_embeddings": False, "rms_norm_eps": 1.5625e-7,
+            "partial_rotary_factor": 0.5, "attention_bias": True},
+}  # fmt: skip
 # The `hidden_act` / `hidden_activation` values `transformers` maps to GELU's tanh approximation.
 _TANH_GELU = ("gelu_pytorch_tanh",)
 _LEGACY_LAYER_TYPES = {"attention": "full_attention"}  # transformers' remap_legacy_layer_types
@@ -468,7 +547,7 @@ def _check_keys(family: str, f: dict[str, Any]) -> None:
     for key in f:
         if key not in known:
             raise ConfigError(key, f"not a key the suite reads for {family} configs (it would be silently ignored)")
-        if key not in _INERT_VALUES:
+        if key not in _INERT_VALUES or (key == "partial_rotary_factor" and family in PARTIAL_ROTARY_FAMILIES):
             continue
         flags = all(isinstance(v, bool) or v is None for v in _INERT_VALUES[key])
         if flags and not isinstance(f[key], bool) and f[key] is not None:  # as flag_field says it
@@ -558,24 +637,36 @@ _ROPE_TYPE_KEYS: dict[str, tuple[str, ...]] = {
 }
 
 
-def _rope(f: dict[str, Any]) -> tuple[float, RopeScaling | None]:
+def _rope_key(f: dict[str, Any]) -> str:
+    """The key RoPE's parameters are read from: the legacy `rope_scaling` when set, else `rope_parameters`."""
+    return "rope_scaling" if f.get("rope_scaling") else "rope_parameters"
+
+
+def _rope(f: dict[str, Any], family: str) -> tuple[float, RopeScaling | None]:
     """rope_theta and the scaling, read as `transformers` 5 standardises them: the legacy `rope_scaling`
     wins over `rope_parameters` when set, the type is `rope_type` (or the older `type`), and rope_theta
-    is read inside the parameters first, then at the top level, then 10000."""
-    key = "rope_scaling" if f.get("rope_scaling") else "rope_parameters"
+    is read inside the parameters first, then at the top level, then the class's default (10000;
+    Mixtral 1e6)."""
+    key = _rope_key(f)
     rope = f.get(key) or {}
     if not isinstance(rope, dict):
         raise ConfigError(key, f"must be an object, found {type(rope).__name__} {quote(rope)}")
     rope_type = rope.get("rope_type", rope.get("type", "default"))
+    if family == "phi3" and rope_type in ("su", "yarn", "longrope"):  # Phi3Config reads su and yarn as longrope
+        raise ConfigError(key, f"rope_type {quote(rope_type)} is Phi-3's longrope (long_factor and short_factor "
+                               "per frequency), which is not implemented")  # fmt: skip
     if not isinstance(rope_type, str) or rope_type not in _ROPE_TYPE_KEYS:
         implemented = ", ".join(_ROPE_TYPE_KEYS)
         raise ConfigError(key, f"rope_type {quote(rope_type)} is not implemented (only {implemented})")
     for name in rope:
         if name not in ("rope_type", "type", "rope_theta", *_ROPE_TYPE_KEYS[rope_type]):
-            if name == "partial_rotary_factor" and any(_same(rope[name], one) for one in (1, 1.0)):
-                continue
+            if name == "partial_rotary_factor" and (
+                family in PARTIAL_ROTARY_FAMILIES or any(_same(rope[name], one) for one in (1, 1.0))
+            ):
+                continue  # read by _rotary_dim
             raise ConfigError(f"{key}.{name}", f"not a parameter the suite reads for rope_type {quote(rope_type)}")
-    theta = _number(rope, "rope_theta", 0.0) if "rope_theta" in rope else _number(f, "rope_theta", 10000.0)
+    default_theta = HF_DEFAULTS.get(family, {}).get("rope_theta", 10000.0)
+    theta = _number(rope, "rope_theta", 0.0) if "rope_theta" in rope else _number(f, "rope_theta", default_theta)
     if rope_type == "default":
         return theta, None
     for name in _ROPE_TYPE_KEYS[rope_type]:
@@ -631,10 +722,12 @@ def _layer_types(f: dict[str, Any], n_layers: int) -> tuple[LayerType, ...] | No
 def _windows(family: str, f: dict[str, Any], n_layers: int) -> tuple[int | None, tuple[LayerType, ...]]:
     """sliding_window and layer_types as the family's `transformers` config derives them, in the reader's
     canonical form (see `canonical`)."""
-    if family not in ("mistral", "qwen2", "qwen3", "gemma2"):
+    if family not in ("mistral", "qwen2", "qwen3", "gemma2", "mixtral", "qwen2_moe", "phi3"):
         return None, ()
+    if family == "qwen2_moe":
+        return _qwen2_moe_windows(f, n_layers)
     window = _optional_size(f, "sliding_window", HF_DEFAULTS[family]["sliding_window"], N_CTX_MAX)
-    if family == "mistral":  # every layer
+    if family in ("mistral", "mixtral", "phi3"):  # every layer
         return window, ()
     given = _layer_types(f, n_layers)
     kinds: tuple[LayerType, ...]
@@ -657,6 +750,99 @@ def _windows(family: str, f: dict[str, Any], n_layers: int) -> tuple[int | None,
     return canonical_windows(window, kinds)
 
 
+def _qwen2_moe_windows(f: dict[str, Any], n_layers: int) -> tuple[int | None, tuple[LayerType, ...]]:
+    """Qwen2MoeConfig.__post_init__: without use_sliding_window the window is 0 (which save_pretrained
+    writes) and no layer slides; with it, layer_types default to sliding on the even layers below
+    max_window_layers (not Qwen2's rule)."""
+    given = _layer_types(f, n_layers)
+    if not flag_field(f, "use_sliding_window", False):
+        window = f.get("sliding_window")
+        if window is not None and window != 0:
+            check_size("sliding_window", window, N_CTX_MAX)  # a value of the right kind, unused
+        if given and "sliding_attention" in given:
+            raise ConfigError("layer_types", "names sliding layers but use_sliding_window is false (window 0)")
+        return None, ()
+    window = _optional_size(f, "sliding_window", HF_DEFAULTS["qwen2_moe"]["sliding_window"], N_CTX_MAX)
+    first = f.get("max_window_layers", 28)  # the layers from it on attend to everything
+    if isinstance(first, bool) or not isinstance(first, int) or first < 0:
+        raise ConfigError("max_window_layers", f"must be an int of at least 0, found {quote(first)}")
+    slides = window is not None
+    kinds = given or tuple(
+        LAYER_TYPES[1] if slides and i % 2 == 0 and i < first else LAYER_TYPES[0] for i in range(n_layers)
+    )
+    if window is None and "sliding_attention" in kinds:
+        raise ConfigError("sliding_window", "is null but layer_types names sliding layers")
+    return canonical_windows(window, kinds)
+
+
+def _rotary_dim(family: str, f: dict[str, Any], d_head: int) -> int | None:
+    """Phi-3's and GLM's partial rotary: int(d_head * partial_rotary_factor) dims rotated, the factor read
+    from the RoPE parameters first, then the top level, then the class's default (Phi-3 1, GLM 0.5);
+    None where the whole head rotates. Other families refuse a factor but 1 (`_check_keys`, `_rope`)."""
+    if family not in PARTIAL_ROTARY_FAMILIES:
+        return None
+    rope = f.get(_rope_key(f)) or {}
+    key = f"{_rope_key(f)}.partial_rotary_factor" if "partial_rotary_factor" in rope else "partial_rotary_factor"
+    factor = _number(rope if "partial_rotary_factor" in rope else f, "partial_rotary_factor",
+                     HF_DEFAULTS[family]["partial_rotary_factor"])  # fmt: skip
+    rotated = int(d_head * factor)
+    if not 0 < factor <= 1 or rotated == 0 or rotated % 2:
+        raise ConfigError(key, f"rotates int(head_dim * factor) = int({d_head} * {factor}) = {rotated} dims; the "
+                               f"suite needs an even number in 2..{d_head}")  # fmt: skip
+    return None if rotated == d_head else rotated
+
+
+def partial_rotary_factor(rotated: int, d_head: int) -> float:
+    """The partial_rotary_factor `transformers` turns back into `rotated` dims: int(d_head * factor) ==
+    rotated (rotated / d_head itself can land one ulp short of it)."""
+    factor = rotated / d_head
+    while int(d_head * factor) < rotated:
+        factor = math.nextafter(factor, math.inf)
+    return factor
+
+
+def _dense_layers(family: str, f: dict[str, Any], n_layers: int) -> tuple[int, ...]:
+    """Qwen2-MoE's dense layers as Qwen2MoeDecoderLayer decides: listed in mlp_only_layers, or (i + 1) not a
+    multiple of decoder_sparse_step. An index past the last layer (which transformers ignores) is refused."""
+    if family != "qwen2_moe":
+        return ()
+    step = _size(f | {"decoder_sparse_step": f.get("decoder_sparse_step", 1)}, N_LAYERS_MAX, "decoder_sparse_step")
+    listed = f.get("mlp_only_layers")
+    listed = [] if listed is None else listed
+    if not isinstance(listed, list) or any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < n_layers
+                                           for i in listed):  # fmt: skip
+        raise ConfigError("mlp_only_layers", f"must be a list of layer indices below {n_layers}, found {quote(listed)}")
+    return tuple(sorted(set(listed) | {i for i in range(n_layers) if (i + 1) % step}))
+
+
+def _experts(family: str, f: dict[str, Any], d_ff: int) -> dict[str, Any]:
+    """A MoE family's router and expert fields of ModelConfig, read from its config class's keys."""
+    if family not in MOE_FAMILIES:
+        return {}
+    defaults = HF_DEFAULTS[family]
+    if family == "mixtral":
+        keys = [k for k in ("num_local_experts", "num_experts") if f.get(k) is not None]
+        if len(keys) == 2 and f[keys[0]] != f[keys[1]]:
+            raise ConfigError("num_experts", f"is MixtralConfig's other name of num_local_experts={f[keys[0]]}, "
+                                             f"found {quote(f[keys[1]])}")  # fmt: skip
+        n_experts = _size({"num_local_experts": defaults["num_local_experts"]} | f, N_HEADS_MAX, *keys or
+                          ["num_local_experts"])  # fmt: skip
+        top_k = _size({"num_experts_per_tok": defaults["num_experts_per_tok"]} | f, N_HEADS_MAX, "num_experts_per_tok")
+        return {"n_experts": n_experts, "top_k": top_k, "norm_topk": True}
+    shared = f.get("shared_expert_intermediate_size", defaults["shared_expert_intermediate_size"])
+    d_expert = _size(defaults | f, D_FF_MAX, "moe_intermediate_size")
+    return {
+        "n_experts": _size(defaults | f, N_HEADS_MAX, "num_experts"),
+        "top_k": _size(defaults | f, N_HEADS_MAX, "num_experts_per_tok"),
+        "d_expert": None if d_expert == d_ff else d_expert,
+        "norm_topk": flag_field(f, "norm_topk_prob", False),
+        # 0: Qwen2MoeSparseMoeBlock's shared expert of size 0 adds nothing (what to_hf_dict writes for none)
+        "d_shared_expert": None
+        if _same(shared, 0)
+        else check_size("shared_expert_intermediate_size", shared, D_FF_MAX),
+    }
+
+
 def canonical_windows(window: int | None, kinds: tuple[LayerType, ...]) -> tuple[int | None, tuple[LayerType, ...]]:
     """The one form of a (sliding_window, per-layer kinds) pair the reader returns: no window when no
     layer slides, layer_types empty when every layer slides, else one entry per layer."""
@@ -675,7 +861,10 @@ def canonical(config: ModelConfig) -> ModelConfig:
     head_dim = None if config.head_dim == config.d_model // config.n_heads else config.head_dim
     if config.d_model % config.n_heads:
         head_dim = config.head_dim
-    return config.replace(sliding_window=window, layer_types=kinds, query_scale=query_scale, head_dim=head_dim)
+    d_expert = None if config.d_expert == config.d_ff else config.d_expert
+    rotary_dim = None if config.rotary_dim == config.d_head else config.rotary_dim
+    return config.replace(sliding_window=window, layer_types=kinds, query_scale=query_scale, head_dim=head_dim,
+                          d_expert=d_expert, rotary_dim=rotary_dim)  # fmt: skip
 
 
 def _from_rope_family_fields(family: Family, f: dict[str, Any]) -> ModelConfig:
@@ -695,15 +884,22 @@ def _from_rope_family_fields(family: Family, f: dict[str, Any]) -> ModelConfig:
     if family in ("llama", "qwen3", "gemma", "gemma2"):
         bias = flag_field(f, "attention_bias", False)
         qkv_bias, o_bias = bias, bias
-    else:  # Qwen2: q, k, v always biased; Mistral: none, whatever attention_bias says
-        if family == "mistral" and flag_field(f, "attention_bias", False):
-            raise ConfigError("attention_bias", "MistralAttention has no biases (transformers ignores this key)")
-        qkv_bias, o_bias = family == "qwen2", False
-    theta, scaling = _rope(f)
+    elif family == "glm":  # GlmAttention: attention_bias on q, k and v; o_proj never biased
+        qkv_bias, o_bias = flag_field(f, "attention_bias", True), False
+    else:  # Qwen2 and Qwen2-MoE: q, k, v always biased; Mistral, Phi-3: none, whatever attention_bias says
+        qkv_bias, o_bias = family in ("qwen2", "qwen2_moe"), False
+        if family in ("mistral", "phi3") and flag_field(f, "attention_bias", False):
+            raise ConfigError("attention_bias", f"{family}'s attention has no biases (transformers ignores this key)")
+        if family == "qwen2_moe" and not flag_field(f, "qkv_bias", True):
+            raise ConfigError("qkv_bias", "Qwen2-MoE without q/k/v biases is not implemented")
+    theta, scaling = _rope(f, family)
+    if scaling is not None and "rope_scaling" not in FAMILY_SWITCHES[family][1]:
+        raise ConfigError(_rope_key(f), f"{family} with rope_type {scaling.kind!r} is not implemented")
     window, kinds = _windows(family, f, n_layers)
     gemma2 = family == "gemma2"
     query_scale = _optional_size(f, "query_pre_attn_scalar", defaults.get("query_pre_attn_scalar"), D_MODEL_MAX)
     d_head = head_dim if head_dim is not None else d_model // n_heads
+    d_ff = _size(f, D_FF_MAX, *keys["d_ff"])
     return ModelConfig(
         family=family,
         vocab_size=_size(f, VOCAB_SIZE_MAX, *keys["vocab_size"]),
@@ -712,8 +908,8 @@ def _from_rope_family_fields(family: Family, f: dict[str, Any]) -> ModelConfig:
         n_layers=n_layers,
         n_heads=n_heads,
         n_kv_heads=n_kv_heads if n_kv_heads is not None else n_heads,
-        d_ff=_size(f, D_FF_MAX, *keys["d_ff"]),
-        norm_eps=_number(f, "rms_norm_eps", 1e-6),
+        d_ff=d_ff,
+        norm_eps=_number(f, "rms_norm_eps", defaults.get("rms_norm_eps", 1e-6)),
         tie_embeddings=flag_field(f, "tie_word_embeddings", defaults["tie_word_embeddings"]),
         rope_theta=theta,
         head_dim=head_dim,
@@ -732,6 +928,12 @@ def _from_rope_family_fields(family: Family, f: dict[str, Any]) -> ModelConfig:
         final_softcap=_optional_number(f, "final_logit_softcapping", defaults.get("final_logit_softcapping"))
         if gemma2 else None,
         query_scale=query_scale if gemma2 and query_scale != d_head else None,
+        rotary_dim=_rotary_dim(family, f, d_head),
+        rope_pairs=fixed.get("rope_pairs", "rotate_half"),
+        fused_qkv=fixed.get("fused_qkv", False),
+        fused_gate_up=fixed.get("fused_gate_up", False),
+        dense_layers=_dense_layers(family, f, n_layers),
+        **_experts(family, f, d_ff),
     )  # fmt: skip
 
 
