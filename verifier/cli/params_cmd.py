@@ -67,6 +67,11 @@ def _counted_known(model: KnownModel) -> _Counted:
 def _describe_known(a: Architecture, fields: dict[str, Any]) -> str:
     heads = f"{a.n_heads} heads" + (f" ({a.n_kv_heads} kv heads)" if a.n_kv_heads != a.n_heads else "")
     extras = [f"{a.n_experts} experts ({a.experts_per_token} per token)"] if a.n_experts else []
+    extras += [f"{a.n_layers - a.moe_layers} dense layers"] if a.n_experts and a.moe_layers < a.n_layers else []
+    extras += [f"d_expert {a.d_expert}"] if a.n_experts and a.d_expert != a.d_ff else []
+    extras += [f"shared expert {a.d_shared_expert}"] if a.d_shared_expert else []
+    extras += ["fused q/k/v"] if a.fused_qkv else []
+    extras += ["fused gate/up"] if a.fused_gate_up else []
     extras += [f"d_head {a.d_head}"] if a.d_head * a.n_heads != a.d_model else []
     extras += ["q/k/v biases"] if a.qkv_bias else []
     extras += ["output bias"] if a.o_bias else []

@@ -2,9 +2,8 @@
 
 The formula is written from the architecture, not from a weight set, so that the two can check
 each other (and both against `transformers` on the meta device). It counts an `Architecture`: the
-counting view that a `ModelConfig` (the models the reference runs) and a published `config.json`
-of the families it knows (every family of the suite, and Mixtral) both convert to, so models
-the reference does not run (mixtures of experts) are counted by the same formula.
+counting view of a `ModelConfig`, which a published `config.json` of every family reaches through
+the suite's own config reader, so a model is counted exactly as the reference runs it.
 Components follow the articles' grouping: embeddings, attention q/k/v, output projection, MLP,
 norms, classifier.
 """
@@ -15,25 +14,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from verifier.model.config import (
-    D_FF_MAX,
-    D_MODEL_MAX,
-    N_CTX_MAX,
-    N_HEADS_MAX,
-    N_LAYERS_MAX,
-    ROPE_FAMILIES,
-    VOCAB_SIZE_MAX,
-    ConfigError,
-    Family,
-    ModelConfig,
-    check_size,
-    flag_field,
-    quote,
-)
+from verifier.model.config import Family, ModelConfig
 from verifier.model.config import from_hf_dict as config_from_hf_dict
-
-# config.json model types counted with the Llama layout: the suite's families, and Mixtral.
-LLAMA_LIKE = (*ROPE_FAMILIES, "mixtral")
 
 
 @dataclass(frozen=True)
@@ -41,12 +23,15 @@ class Architecture:
     """What the formula needs to know about a model.
 
     `family` "gpt2" is GPT-2's layout; every other family is the Llama layout (RMSNorm, gated MLP,
-    no position table), as is Mixtral's (counted as "llama"). `qkv_bias`: q, k, v projections have
-    biases (Qwen2; `attention_bias`); `o_bias`: the output projection too. `qk_norm`: an RMSNorm gain
-    of d_head for q and one for k in each layer (Qwen3). `sandwich_norm`: two more RMSNorms per layer,
-    after attention and after the MLP (Gemma 2). `n_experts` > 0: each layer's MLP is that many experts behind a router
-    [n_experts, d_model], `experts_per_token` of them active (Mixtral); 0: one dense MLP.
-    `stores_rope_tables`: the checkpoint also stores RoPE cos/sin tables (llama2.c's legacy format).
+    no position table). `qkv_bias`: q, k, v projections have biases (Qwen2; `attention_bias`);
+    `o_bias`: the output projection too. `qk_norm`: an RMSNorm gain of d_head for q and one for k in
+    each layer (Qwen3). `sandwich_norm`: two more RMSNorms per layer, after attention and after the
+    MLP (Gemma 2). `n_experts` > 0: each of `moe_layers` layers' MLP is that many experts of size
+    `d_expert` behind a router [n_experts, d_model], `experts_per_token` of them active (Mixtral,
+    Qwen2-MoE), plus a shared expert of size `d_shared_expert` with its [1, d_model] gate where that is
+    not 0; the other layers have one dense MLP of size d_ff. Fused q/k/v and gate/up (Phi-3, GLM)
+    store the same parameters in fewer matrices. `stores_rope_tables`: the checkpoint also stores RoPE
+    cos/sin tables (llama2.c's legacy format).
     """
 
     family: Family
@@ -65,6 +50,11 @@ class Architecture:
     sandwich_norm: bool = False
     n_experts: int = 0
     experts_per_token: int = 0
+    moe_layers: int = 0
+    d_expert: int = 0
+    d_shared_expert: int = 0
+    fused_qkv: bool = False
+    fused_gate_up: bool = False
     stores_rope_tables: bool = False
 
 
@@ -86,70 +76,22 @@ def from_config(c: ModelConfig, *, stores_rope_tables: bool | None = None) -> Ar
         o_bias=c.o_bias,
         qk_norm=c.qk_norm,
         sandwich_norm=c.sandwich_norm,
+        n_experts=c.n_experts,
+        experts_per_token=c.top_k,
+        moe_layers=sum(map(c.is_moe_layer, range(c.n_layers))),
+        d_expert=c.expert_d_ff if c.n_experts else 0,
+        d_shared_expert=c.d_shared_expert or 0,
+        fused_qkv=c.fused_qkv,
+        fused_gate_up=c.fused_gate_up,
         stores_rope_tables=c.family == "llama" if stores_rope_tables is None else stores_rope_tables,
     )
 
 
-# The config.json keys counted here, with the sane maxima the suite's own config states (so a
-# hostile num_hidden_layers of 10**19 is refused, not counted); experts are bounded like heads.
-_MAXIMA = {
-    "hidden_size": D_MODEL_MAX,
-    "head_dim": D_MODEL_MAX,
-    "num_attention_heads": N_HEADS_MAX,
-    "num_key_value_heads": N_HEADS_MAX,
-    "num_local_experts": N_HEADS_MAX,
-    "num_experts_per_tok": N_HEADS_MAX,
-    "vocab_size": VOCAB_SIZE_MAX,
-    "max_position_embeddings": N_CTX_MAX,
-    "num_hidden_layers": N_LAYERS_MAX,
-    "intermediate_size": D_FF_MAX,
-}
-
-
-def _int_field(f: dict[str, Any], name: str, default: int | None = None) -> int:
-    value = f.get(name, default)
-    if value is None:
-        raise ConfigError(name, "missing from the config")
-    return check_size(name, value, _MAXIMA[name])
-
-
 def from_hf_dict(fields: dict[str, Any]) -> Architecture:
-    """The counting view of a `config.json` of one of the suite's families, or of Mixtral.
-
-    The families are read by the suite's own config reader (`verifier.model.config.from_hf_dict`), so
-    a config is counted exactly as it is run; its ConfigError names the key that cannot be read.
-    """
-    model_type = fields.get("model_type")
-    if model_type == "gpt2":
-        return from_config(config_from_hf_dict(fields))
-    if model_type in ROPE_FAMILIES:
-        return from_config(config_from_hf_dict(fields), stores_rope_tables=False)
-    if model_type != "mixtral":
-        counted = ", ".join(("gpt2", *LLAMA_LIKE))
-        raise ConfigError("model_type", f"the parameter formula counts {counted}; found {quote(model_type)}")
-    for flag in ("attention_bias", "mlp_bias"):
-        if flag_field(fields, flag, False):
-            raise ConfigError(flag, f"{model_type} with biased projections is not counted by the formula")
-    d_model = _int_field(fields, "hidden_size")
-    n_heads = _int_field(fields, "num_attention_heads")
-    n_experts = _int_field(fields, "num_local_experts")
-    per_token = _int_field(fields, "num_experts_per_tok")
-    if per_token > n_experts:
-        raise ConfigError("num_experts_per_tok", f"must be at most num_local_experts={n_experts}, found {per_token}")
-    return Architecture(
-        family="llama",
-        vocab_size=_int_field(fields, "vocab_size"),
-        n_ctx=_int_field(fields, "max_position_embeddings"),
-        d_model=d_model,
-        n_layers=_int_field(fields, "num_hidden_layers"),
-        n_heads=n_heads,
-        n_kv_heads=_int_field(fields, "num_key_value_heads", n_heads),
-        d_head=_int_field(fields, "head_dim", d_model // n_heads),
-        d_ff=_int_field(fields, "intermediate_size"),
-        tie_embeddings=flag_field(fields, "tie_word_embeddings", False),
-        n_experts=n_experts,
-        experts_per_token=per_token,
-    )
+    """The counting view of a `config.json` of one of the suite's families, read by the suite's own config
+    reader (`verifier.model.config.from_hf_dict`), so a config is counted exactly as it is run; its
+    ConfigError names the key that cannot be read."""
+    return from_config(config_from_hf_dict(fields), stores_rope_tables=False)
 
 
 @dataclass(frozen=True)
@@ -205,17 +147,37 @@ def _gpt2_rows(a: Architecture) -> list[ParamRow]:
     ]
 
 
-def _swiglu(a: Architecture) -> list[tuple[int, ...]]:
-    return [(a.d_ff, a.d_model), (a.d_ff, a.d_model), (a.d_model, a.d_ff)]
+def _swiglu(d_model: int, d_ff: int, fused: bool = False) -> list[tuple[int, ...]]:
+    """A gated MLP's gate, up and down matrices (gate and up as one [2 d_ff, d_model] where `fused`)."""
+    if fused:
+        return [(2 * d_ff, d_model), (d_model, d_ff)]
+    return [(d_ff, d_model), (d_ff, d_model), (d_model, d_ff)]
+
+
+def _mlp_rows(a: Architecture) -> list[ParamRow]:
+    """The dense MLPs, and a mixture of experts' routed experts, routers and shared experts."""
+    d, dense = a.d_model, a.n_layers - a.moe_layers
+    rows = []
+    if dense:
+        gate_up = "gate and up fused" if a.fused_gate_up else "gate, up"
+        rows.append(ParamRow(f"MLP ({gate_up}, down)", *_per_layer(dense, _swiglu(d, a.d_ff, a.fused_gate_up))))
+    if a.moe_layers:
+        experts = f"MLP ({a.n_experts} SwiGLU experts: gate, up, down)"
+        rows.append(ParamRow(experts, *_per_layer(a.moe_layers, _swiglu(d, a.d_expert), a.n_experts)))
+        rows.append(ParamRow("expert router", *_per_layer(a.moe_layers, [(a.n_experts, d)])))
+    if a.moe_layers and a.d_shared_expert:
+        shared = [*_swiglu(d, a.d_shared_expert), (1, d)]
+        rows.append(ParamRow("shared expert (gate, up, down) and its gate", *_per_layer(a.moe_layers, shared)))
+    return rows
 
 
 def _llama_rows(a: Architecture) -> list[ParamRow]:
     d, L, q, kv = a.d_model, a.n_layers, a.n_heads * a.d_head, a.n_kv_heads * a.d_head
-    qkv: list[tuple[int, ...]] = [(q, d), (kv, d), (kv, d)]
+    qkv: list[tuple[int, ...]] = [(q + 2 * kv, d)] if a.fused_qkv else [(q, d), (kv, d), (kv, d)]
     rows = [
         ParamRow("token embedding", f"[{a.vocab_size}, {d}]", a.vocab_size * d),
         ParamRow(
-            "attention q, k, v (with biases)" if a.qkv_bias else "attention q, k, v",
+            ("attention q, k, v" + (" (fused)" if a.fused_qkv else "") + (" (with biases)" if a.qkv_bias else "")),
             *_per_layer(L, [*qkv, (q,), (kv,), (kv,)] if a.qkv_bias else qkv),
         ),
         ParamRow(
@@ -225,12 +187,7 @@ def _llama_rows(a: Architecture) -> list[ParamRow]:
     ]
     if a.qk_norm:
         rows.append(ParamRow("q/k norms (RMSNorm gain over d_head)", *_per_layer(L, [(a.d_head,), (a.d_head,)])))
-    if a.n_experts:
-        experts = f"MLP ({a.n_experts} SwiGLU experts: gate, up, down)"
-        rows.append(ParamRow(experts, *_per_layer(L, _swiglu(a), a.n_experts)))
-        rows.append(ParamRow("expert router", *_per_layer(L, [(a.n_experts, d)])))
-    else:
-        rows.append(ParamRow("MLP (gate, up, down)", *_per_layer(L, _swiglu(a))))
+    rows += _mlp_rows(a)
     norms = (4 if a.sandwich_norm else 2) * L + 1  # per layer: before attention and MLP (Gemma 2: after each too)
     rows.append(ParamRow("norms (RMSNorm gain)", f"{norms} x [{d}]", norms * d))
     return rows
@@ -246,7 +203,7 @@ def parameter_table(model: ModelConfig | Architecture) -> ParamTable:
     else:
         rows.append(ParamRow("classifier", f"[{V}, {d}]", V * d))
     total = sum(r.count for r in rows)
-    idle_experts = a.n_layers * (a.n_experts - a.experts_per_token) * sum(math.prod(p) for p in _swiglu(a))
+    idle_experts = a.moe_layers * (a.n_experts - a.experts_per_token) * 3 * a.d_model * a.d_expert
     stored_rope = 2 * a.n_ctx * (a.d_head // 2) if a.stores_rope_tables else 0
     return ParamTable(tuple(rows), total, stored_rope, total - idle_experts if a.n_experts else total)
 
