@@ -1,5 +1,6 @@
 """Small configs of every RoPE family with their free switches drawn (head_dim, RoPE scaling, attention
-biases, sliding windows with layer_types, Gemma 2's caps and query scale), for the config reader's and the
+biases, sliding windows with layer_types, Gemma 2's caps and query scale, routed experts with their
+sizes, renormalisation, shared expert and dense layers, partial rotary), for the config reader's and the
 parameter formula's tests. The fixed switches are the family's (FAMILY_SWITCHES)."""
 
 from __future__ import annotations
@@ -22,6 +23,22 @@ def rope_scalings(draw: st.DrawFn, n_ctx: int) -> RopeScaling | None:
 
 
 @st.composite
+def expert_switches(draw: st.DrawFn, free: tuple[str, ...], n_layers: int) -> dict:
+    """A MoE family's routed experts, and Qwen2-MoE's expert size, renormalisation, shared expert and dense layers."""
+    if "n_experts" not in free:
+        return {}
+    n_experts = draw(st.integers(1, 4), label="n_experts")
+    switches: dict = {"n_experts": n_experts, "top_k": draw(st.integers(1, n_experts), label="top_k")}
+    if "d_expert" in free:
+        switches["d_expert"] = draw(st.none() | st.integers(1, 24), label="d_expert")
+        switches["norm_topk"] = draw(st.booleans(), label="norm_topk")
+        switches["d_shared_expert"] = draw(st.none() | st.integers(1, 24), label="d_shared_expert")
+        layers = draw(st.sets(st.integers(0, n_layers - 1)), label="dense_layers")
+        switches["dense_layers"] = tuple(sorted(layers))
+    return switches
+
+
+@st.composite
 def family_configs(draw: st.DrawFn, families: tuple[str, ...] = ROPE_FAMILIES) -> ModelConfig:
     """A config of one of `families`, every free switch of the family drawn."""
     family = draw(st.sampled_from(families), label="family")
@@ -30,6 +47,7 @@ def family_configs(draw: st.DrawFn, families: tuple[str, ...] = ROPE_FAMILIES) -
     n_heads = n_kv_heads * draw(st.integers(1, 3), label="query heads per kv head")
     n_layers = draw(st.integers(1, 4), label="n_layers")
     n_ctx = draw(st.sampled_from([16, 64]), label="n_ctx")
+    d_model = n_heads * 2 * draw(st.integers(1, 4), label="d_model / n_heads / 2")
     switches: dict = dict(fixed)
     if "head_dim" in free and draw(st.booleans(), label="decoupled head_dim"):
         switches["head_dim"] = 2 * draw(st.integers(1, 6), label="head_dim / 2")
@@ -37,6 +55,8 @@ def family_configs(draw: st.DrawFn, families: tuple[str, ...] = ROPE_FAMILIES) -
         switches["rope_scaling"] = draw(rope_scalings(n_ctx))
     if "o_bias" in free:
         switches["qkv_bias"] = switches["o_bias"] = draw(st.booleans(), label="attention_bias")
+    elif "qkv_bias" in free:
+        switches["qkv_bias"] = draw(st.booleans(), label="q/k/v biases")
     if "sliding_window" in free and draw(st.booleans(), label="sliding window"):
         switches["sliding_window"] = draw(st.integers(1, n_ctx), label="sliding_window")
         if "layer_types" in free and draw(st.booleans(), label="explicit layer_types"):
@@ -46,11 +66,15 @@ def family_configs(draw: st.DrawFn, families: tuple[str, ...] = ROPE_FAMILIES) -
         switches["attn_softcap"] = draw(st.sampled_from([None, 50.0, 7.5]), label="attn_softcap")
         switches["final_softcap"] = draw(st.sampled_from([None, 30.0, 2.5]), label="final_softcap")
         switches["query_scale"] = draw(st.sampled_from([None, 7, 256]), label="query_scale")
+    if "rotary_dim" in free:
+        d_head = switches.get("head_dim", d_model // n_heads)
+        switches["rotary_dim"] = draw(st.none() | st.integers(1, d_head // 2).map(lambda h: 2 * h), label="rotary_dim")
+    switches |= draw(expert_switches(free, n_layers))
     return ModelConfig(
         family=family,  # type: ignore[arg-type]
         vocab_size=draw(st.integers(2, 300), label="vocab_size"),
         n_ctx=n_ctx,
-        d_model=n_heads * 2 * draw(st.integers(1, 4), label="d_model / n_heads / 2"),
+        d_model=d_model,
         n_layers=n_layers,
         n_heads=n_heads,
         n_kv_heads=n_kv_heads,

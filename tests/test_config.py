@@ -18,7 +18,10 @@ from verifier.formats import CheckpointError
 from verifier.formats.config_json import read_config_json
 from verifier.model.config import (
     FAMILIES,
+    FAMILY_KEYS,
     HF_CLASSES,
+    MOE_FAMILIES,
+    PARTIAL_ROTARY_FAMILIES,
     ROPE_FAMILIES,
     ConfigError,
     ModelConfig,
@@ -26,6 +29,7 @@ from verifier.model.config import (
     canonical,
     from_hf_dict,
     from_transformers,
+    partial_rotary_factor,
 )
 from verifier.model.presets import PRESETS, UnknownPresetError, llama2c_hidden_dim, preset
 from verifier.properties.strategies import configs
@@ -199,15 +203,15 @@ def test_each_transformers_default_config_reads_as_transformers_builds_it(family
     from verifier.model.weights import weight_shapes
 
     hf_config = getattr(transformers, HF_CLASSES[family][0])(num_hidden_layers=3, vocab_size=64, hidden_size=64,
-                                                             intermediate_size=32)  # fmt: skip
+                                                             intermediate_size=32, pad_token_id=None)  # fmt: skip
     fields = {k: v for k, v in hf_config.to_dict().items() if k in ("model_type", "num_hidden_layers", "vocab_size",
               "hidden_size", "intermediate_size", "num_attention_heads", "max_position_embeddings")}  # fmt: skip
     config = from_hf_dict(fields)  # every other key absent: the class defaults
     with torch.device("meta"):
         model = transformers.AutoModelForCausalLM.from_config(hf_config)
-    assert {k: tuple(v.shape) for k, v in model.state_dict().items()} == {
-        k: tuple(v) for k, v in weight_shapes(config).items()
-    } | ({"lm_head.weight": (64, 64)} if config.tie_embeddings else {})
+    assert {k: tuple(v.shape) for k, v in model.state_dict().items()} == _in_memory(config, weight_shapes(config)) | (
+        {"lm_head.weight": (64, 64)} if config.tie_embeddings else {}
+    )
     assert [config.window(i) for i in range(3)] == _transformers_windows(hf_config)
     assert (config.norm_eps, config.rope_theta) == (hf_config.rms_norm_eps, hf_config.rope_parameters["rope_theta"])
     assert config.attn_softcap == getattr(hf_config, "attn_logit_softcapping", None)
@@ -216,10 +220,27 @@ def test_each_transformers_default_config_reads_as_transformers_builds_it(family
     assert (config.query_scale or config.d_head) == scalar  # what q k^T is scaled by the -1/2 power of
 
 
+def _in_memory(config: ModelConfig, shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
+    """Published weight names and shapes as transformers 5 holds them in memory: each layer's routed experts
+    stacked into experts.gate_up_proj [E, 2f, d] and experts.down_proj [E, d, f], Mixtral's block_sparse_moe
+    named mlp (save_pretrained writes the published names back)."""
+    held = {}
+    for name, shape in shapes.items():
+        name = name.replace(".block_sparse_moe.", ".mlp.")
+        prefix, expert, _ = name.partition(".experts.")
+        if not expert or ".shared_expert" in name:
+            held[name] = tuple(shape)
+            continue
+        f, d = config.expert_d_ff, config.d_model
+        held[prefix + ".experts.gate_up_proj"] = (config.n_experts, 2 * f, d)
+        held[prefix + ".experts.down_proj"] = (config.n_experts, d, f)
+    return held
+
+
 def _transformers_windows(hf_config: Any) -> list[int | None]:
     """Each layer's sliding window as the family's transformers attention takes it."""
     n = hf_config.num_hidden_layers
-    if hf_config.model_type == "mistral":  # MistralAttention: config.sliding_window on every layer
+    if hf_config.model_type in ("mistral", "mixtral", "phi3"):  # config.sliding_window on every layer
         return [hf_config.sliding_window] * n
     kinds = getattr(hf_config, "layer_types", None) or ["full_attention"] * n
     return [hf_config.sliding_window if kinds[i] == "sliding_attention" else None for i in range(n)]
@@ -227,8 +248,9 @@ def _transformers_windows(hf_config: Any) -> list[int | None]:
 
 @st.composite
 def window_fields(draw: st.DrawFn) -> dict[str, Any]:
-    """config.json window keys of Mistral, Qwen2/3 and Gemma 2 as files hold them: present or absent, null or not."""
-    family = draw(st.sampled_from(["mistral", "qwen2", "qwen3", "gemma2"]))
+    """config.json window keys of Mistral, Qwen2/3, Gemma 2, Mixtral, Qwen2-MoE and Phi-3 as files hold them:
+    present or absent, null or not."""
+    family = draw(st.sampled_from(["mistral", "qwen2", "qwen3", "gemma2", "mixtral", "qwen2_moe", "phi3"]))
     n = draw(st.integers(1, 5))
     fields: dict[str, Any] = {"model_type": family, "num_hidden_layers": n, "vocab_size": 8, "hidden_size": 16,
                               "intermediate_size": 8, "num_attention_heads": 2, "num_key_value_heads": 2,
@@ -240,7 +262,7 @@ def window_fields(draw: st.DrawFn) -> dict[str, Any]:
             fields["use_sliding_window"] = draw(st.booleans())
         if draw(st.booleans()):
             fields["max_window_layers"] = draw(st.integers(0, n + 1))
-    if family != "mistral" and draw(st.booleans()):
+    if family not in ("mistral", "mixtral", "phi3") and draw(st.booleans()):
         fields["layer_types"] = draw(st.lists(st.sampled_from(["full_attention", "sliding_attention"]),
                                               min_size=n, max_size=n))  # fmt: skip
     return fields
@@ -250,8 +272,9 @@ def window_fields(draw: st.DrawFn) -> dict[str, Any]:
 @settings(max_examples=60, deadline=None)
 @given(window_fields())
 def test_windows_per_layer_are_the_ones_transformers_derives(fields: dict[str, Any]) -> None:
-    """Qwen2Config's use_sliding_window / max_window_layers rule, Gemma2Config's default alternation and
-    Mistral's every-layer window, against transformers' own configs."""
+    """Qwen2Config's use_sliding_window / max_window_layers rule, Qwen2MoeConfig's other one (even layers
+    below max_window_layers), Gemma2Config's default alternation and Mistral's, Mixtral's and Phi-3's
+    every-layer window, against transformers' own configs."""
     import transformers
 
     kwargs = {k: v for k, v in fields.items() if k != "model_type"}
@@ -259,8 +282,12 @@ def test_windows_per_layer_are_the_ones_transformers_derives(fields: dict[str, A
     expected = _transformers_windows(hf_config)
     try:
         config = from_hf_dict(fields)
-    except ConfigError as e:  # only Gemma 2's sliding layers without a window, which the suite refuses
-        assert e.field == "sliding_window" and None in expected and fields["model_type"] == "gemma2"
+    except ConfigError as e:  # only sliding layers without a window, which the suite refuses
+        if fields["model_type"] == "qwen2_moe" and e.field == "layer_types":  # window 0: transformers fails
+            assert not fields.get("use_sliding_window") and "sliding_attention" in fields["layer_types"]
+            return
+        assert e.field == "sliding_window" and fields["model_type"] in ("gemma2", "qwen2_moe")
+        assert None in expected or 0 in expected
         return
     assert [config.window(i) for i in range(fields["num_hidden_layers"])] == expected
 
@@ -329,15 +356,25 @@ def _hf_dict(family: str) -> dict[str, Any]:
                          n_kv_heads=1, d_ff=8, norm_eps=1e-6, tie_embeddings=False)  # fmt: skip
     from verifier.model.config import FAMILY_SWITCHES
 
-    return config.replace(family=family, **FAMILY_SWITCHES[family][0]).to_hf_dict()  # type: ignore[index]
+    experts = {"n_experts": 4, "top_k": 2} if family in MOE_FAMILIES else {}
+    return config.replace(family=family, **FAMILY_SWITCHES[family][0], **experts).to_hf_dict()  # type: ignore[index]
 
 
-@pytest.mark.parametrize("family", ROPE_FAMILIES)
+_FOREIGN_KEYS = [("use_qk_norm", True), ("rope_thetta", 10000.0), ("num_experts", 8), ("quantization_config", {}),
+                 ("auto_map", {"AutoModelForCausalLM": "x.Y"}), ("partial_rotary_factor", 0.5),
+                 ("is_encoder_decoder", True), ("moe_intermediate_size", 8), ("first_k_dense_replace", 1)]  # fmt: skip
+
+
 @pytest.mark.parametrize(
-    ("key", "value"),
-    [("use_qk_norm", True), ("rope_thetta", 10000.0), ("num_experts", 8), ("quantization_config", {}),
-     ("auto_map", {"AutoModelForCausalLM": "x.Y"}), ("partial_rotary_factor", 0.5), ("is_encoder_decoder", True)],
-)  # fmt: skip
+    ("family", "key", "value"),
+    [
+        (family, key, value)
+        for family in ROPE_FAMILIES
+        for key, value in _FOREIGN_KEYS
+        # keys the family reads: Qwen2-MoE's experts, Mixtral's other name of them, Phi-3's and GLM's partial rotary
+        if key not in FAMILY_KEYS[family] and not (key == "partial_rotary_factor" and family in PARTIAL_ROTARY_FAMILIES)
+    ],
+)
 def test_a_key_the_reader_does_not_understand_is_an_error_naming_it(family: str, key: str, value: Any) -> None:
     with pytest.raises(ConfigError) as caught:
         from_hf_dict({**_hf_dict(family), key: value})
@@ -355,6 +392,15 @@ def test_a_key_the_reader_does_not_understand_is_an_error_naming_it(family: str,
         ("gemma", "attn_logit_softcapping", 50.0),  # Gemma (1) has no caps
         ("qwen3", "query_pre_attn_scalar", 4),
         ("mistral", "use_sliding_window", True),
+        ("llama", "num_experts_per_tok", 2),  # a dense family has no router
+        ("phi3", "num_local_experts", 4),
+        ("mixtral", "qkv_bias", True),
+        ("mixtral", "norm_topk_prob", False),  # MixtralConfig has no such key: Mixtral always renormalises
+        ("glm", "sliding_window", 4),  # GlmAttention has no window
+        ("phi3", "layer_types", ["full_attention"] * 2),
+        ("mixtral", "partial_rotary_factor", 0.5),  # Mixtral's RoPE would read it; its attention rotates all dims
+        ("qwen2_moe", "partial_rotary_factor", 0.5),
+        ("llama", "original_max_position_embeddings", 4096),
     ],
 )
 def test_a_key_of_another_family_is_refused(family: str, key: str, value: Any) -> None:
@@ -381,6 +427,48 @@ def test_a_key_of_another_family_is_refused(family: str, key: str, value: Any) -
         ("qwen3", "max_window_layers", -1, "max_window_layers"),
         ("gemma2", "layer_types", ["sliding_attention"], "layer_types"),  # one per layer
         ("gemma2", "attn_logit_softcapping", "50", "attn_logit_softcapping"),
+        ("qwen2_moe", "qkv_bias", False, "qkv_bias"),
+        ("phi3", "attention_bias", True, "attention_bias"),  # Phi3Attention has no biases
+        ("phi3", "head_dim", 4, "head_dim"),  # Phi-3's d_head is hidden_size / num_attention_heads (8)
+        (
+            "phi3",
+            "rope_parameters",
+            {"rope_type": "default", "partial_rotary_factor": 0.375},
+            "rope_parameters.partial_rotary_factor",
+        ),  # int(8 * 0.375) = 3: odd
+        (
+            "glm",
+            "rope_parameters",
+            {"rope_type": "default", "partial_rotary_factor": 0.0},
+            "rope_parameters.partial_rotary_factor",
+        ),
+        (
+            "glm",
+            "rope_parameters",
+            {"rope_type": "default", "partial_rotary_factor": 1.5},
+            "rope_parameters.partial_rotary_factor",
+        ),
+        ("glm", "rope_parameters", {"rope_type": "linear", "factor": 2.0}, "rope_parameters"),
+        ("phi3", "rope_scaling", {"type": "longrope", "long_factor": [1.0], "short_factor": [1.0]}, "rope_scaling"),
+        ("phi3", "rope_scaling", {"type": "su", "long_factor": [1.0], "short_factor": [1.0]}, "rope_scaling"),
+        ("phi3", "rope_parameters", {"rope_type": "yarn", "factor": 2.0}, "rope_parameters"),  # read as longrope
+        ("mixtral", "rope_parameters", {"rope_type": "yarn", "factor": 2.0}, "rope_parameters"),
+        ("mixtral", "num_experts_per_tok", 5, "num_experts_per_tok"),  # more than the 4 experts
+        ("mixtral", "num_experts", 3, "num_experts"),  # disagrees with num_local_experts
+        ("mixtral", "num_local_experts", 0, "num_local_experts"),
+        ("qwen2_moe", "num_experts", True, "num_experts"),
+        ("qwen2_moe", "norm_topk_prob", 1, "norm_topk_prob"),
+        ("qwen2_moe", "mlp_only_layers", [2], "mlp_only_layers"),  # layers 0 and 1 only: transformers ignores 2
+        ("qwen2_moe", "mlp_only_layers", 1, "mlp_only_layers"),
+        ("qwen2_moe", "decoder_sparse_step", 0, "decoder_sparse_step"),  # transformers: ZeroDivisionError
+        ("qwen2_moe", "shared_expert_intermediate_size", -1, "shared_expert_intermediate_size"),
+        ("qwen2_moe", "moe_intermediate_size", 0, "moe_intermediate_size"),
+        (
+            "qwen2_moe",
+            "layer_types",
+            ["sliding_attention", "full_attention"],
+            "layer_types",
+        ),  # use_sliding_window false
     ],
 )
 def test_a_value_that_changes_the_math_is_refused_naming_the_key(family: str, key: str, value: Any, field: str) -> None:
@@ -444,3 +532,106 @@ def test_gpt2_published_config_json_reads_every_key() -> None:
 @pytest.mark.parametrize("name", ["gpt2", "llama2c-stories260K"])
 def test_save_pretrained_config_json_of_a_preset_reads_back(name: str) -> None:
     assert from_hf_dict(_saved_config_json(preset(name))) == preset(name)
+
+
+def test_partial_rotary_factor_turns_back_into_the_rotated_dims() -> None:
+    """transformers rotates int(d_head * factor) dims; rotated / d_head is one ulp short for 30 of 44 dims
+    (int gives 29), so the writer nudges the factor up where needed."""
+    assert int(44 * (30 / 44)) == 29
+    for d_head in range(2, 513, 2):
+        for rotated in range(2, d_head + 1, 2):
+            assert int(d_head * partial_rotary_factor(rotated, d_head)) == rotated, (rotated, d_head)
+
+
+@st.composite
+def partial_rotary_fields(draw: st.DrawFn) -> dict[str, Any]:
+    """Phi-3 and GLM config.json fields with partial_rotary_factor in rope_parameters, at the top level, in
+    both (rope_parameters wins), or absent (the class default: Phi-3 1, GLM 0.5)."""
+    family = draw(st.sampled_from(PARTIAL_ROTARY_FAMILIES))
+    fields: dict[str, Any] = {"model_type": family, "num_hidden_layers": 1, "vocab_size": 8, "hidden_size": 32,
+                              "intermediate_size": 8, "num_attention_heads": 2, "num_key_value_heads": 1,
+                              "max_position_embeddings": 64}  # fmt: skip
+    if family == "glm":
+        fields["head_dim"] = draw(st.sampled_from([8, 16, 24]))  # int(d_head * factor) even for every factor
+    factors = st.sampled_from([0.25, 0.5, 0.75, 1.0])
+    if draw(st.booleans()):
+        fields["partial_rotary_factor"] = draw(factors)
+    if draw(st.booleans()):
+        fields["rope_parameters"] = {
+            "rope_type": "default",
+            "rope_theta": 10000.0,
+            "partial_rotary_factor": draw(factors),
+        }
+    return fields
+
+
+@needs.transformers
+@settings(max_examples=40, deadline=None)
+@given(partial_rotary_fields())
+def test_partial_rotary_reads_the_dims_transformers_rotates(fields: dict[str, Any]) -> None:
+    """The rotated dims are the ones the family's rotary embedding makes cos/sin for (two per inverse frequency)."""
+    import importlib
+
+    import transformers
+
+    family = fields["model_type"]
+    hf_config = getattr(transformers, HF_CLASSES[family][0])(**{k: v for k, v in fields.items() if k != "model_type"})
+    module = importlib.import_module(f"transformers.models.{family}.modeling_{family}")
+    rotary = getattr(module, f"{family.capitalize()}RotaryEmbedding")(config=hf_config)
+    config = from_hf_dict(fields)
+    assert config.rotated_dims == 2 * rotary.inv_freq.shape[0]
+    assert from_hf_dict(config.to_hf_dict()) == config
+
+
+@needs.transformers
+@settings(max_examples=30, deadline=None)
+@given(step=st.integers(1, 3), listed=st.sets(st.integers(0, 3)), norm=st.booleans())
+def test_qwen2_moe_dense_layers_are_the_ones_transformers_builds_dense(step: int, listed: set, norm: bool) -> None:
+    """mlp_only_layers and decoder_sparse_step: a layer is dense where Qwen2MoeDecoderLayer builds a Qwen2MoeMLP."""
+    import torch
+    import transformers
+
+    fields = {"model_type": "qwen2_moe", "num_hidden_layers": 4, "vocab_size": 8, "hidden_size": 8,
+              "intermediate_size": 8, "moe_intermediate_size": 4, "shared_expert_intermediate_size": 4,
+              "num_attention_heads": 2, "num_key_value_heads": 2, "num_experts": 3, "num_experts_per_tok": 2, "decoder_sparse_step": step,
+              "mlp_only_layers": sorted(listed), "norm_topk_prob": norm, "max_position_embeddings": 64}  # fmt: skip
+    hf_config = transformers.Qwen2MoeConfig(**{k: v for k, v in fields.items() if k != "model_type"})
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(hf_config)
+    dense = tuple(i for i, layer in enumerate(model.model.layers) if type(layer.mlp).__name__ == "Qwen2MoeMLP")
+    config = from_hf_dict(fields)
+    assert config.dense_layers == dense
+    routers = [layer.mlp.gate for i, layer in enumerate(model.model.layers) if i not in dense]
+    assert all(router.norm_topk_prob == config.norm_topk for router in routers)
+    assert from_hf_dict(config.to_hf_dict()) == config
+
+
+@needs.transformers
+def test_mixtral_reads_num_experts_as_transformers_does() -> None:
+    """MixtralConfig's attribute_map: num_experts is another name of num_local_experts."""
+    import transformers
+
+    fields = {k: v for k, v in _hf_dict("mixtral").items() if k != "num_local_experts"} | {"num_experts": 3}
+    hf_config = transformers.MixtralConfig(
+        **{k: v for k, v in fields.items() if k not in ("model_type", "architectures")}
+    )
+    assert from_hf_dict(fields).n_experts == hf_config.num_local_experts == 3
+
+
+@needs.transformers
+def test_a_shared_expert_of_size_zero_adds_nothing_in_transformers() -> None:
+    """d_shared_expert None is written as shared_expert_intermediate_size 0 (Qwen2MoeSparseMoeBlock always
+    builds one), read back as None; in transformers that block's output does not depend on its gate."""
+    import torch
+    import transformers
+
+    config = from_hf_dict(_hf_dict("qwen2_moe")).replace(d_shared_expert=None)
+    fields = config.to_hf_dict()
+    assert fields["shared_expert_intermediate_size"] == 0 and from_hf_dict(fields) == config
+    torch.manual_seed(0)
+    block = transformers.AutoModelForCausalLM.from_config(config.to_transformers()).model.layers[0].mlp
+    h = torch.randn(1, 5, config.d_model)
+    before = block(h)
+    with torch.no_grad():
+        block.shared_expert_gate.weight.normal_()
+    assert torch.equal(block(h), before)
