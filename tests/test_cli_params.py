@@ -68,6 +68,11 @@ PUBLISHED = {  # the issue's published configs: totals as transformers counts th
     "qwen3-8b": "8,190,735,360",
     "gemma-7b": "8,537,680,896",
     "gemma-2-9b": "9,241,705,984",
+    "mixtral-8x7b": "46,702,792,704",
+    "qwen1.5-moe-a2.7b-chat": "14,315,784,192",
+    "phi-3-mini-4k-instruct": "3,821,079,552",
+    "phi-4-mini-instruct": "3,836,021,760",
+    "glm-4-9b-chat-hf": "9,399,951,360",
 }
 
 
@@ -92,6 +97,17 @@ def test_params_breakdown_names_the_switches_it_counts(capsys) -> None:
     assert main(["params", "gemma-2-9b"]) == 0
     out = capsys.readouterr().out
     assert "d_head 256" in out.splitlines()[0] and "169 x [3584]" in out  # 4 norms a layer and the final one
+    assert main(["params", "qwen1.5-moe-a2.7b-chat"]) == 0
+    out = capsys.readouterr().out
+    assert "60 experts (4 per token), d_expert 1408, shared expert 5632" in out.splitlines()[0]
+    assert (
+        "shared expert (gate, up, down) and its gate  24 x ([5632, 2048] + [5632, 2048] + [2048, 5632] + [1, 2048])"
+        in out
+    )
+    assert "active per token (routed experts only)" in out and "2,689,173,504" in out
+    assert main(["params", "phi-3-mini-4k-instruct"]) == 0
+    out = capsys.readouterr().out
+    assert "attention q, k, v (fused)      32 x ([9216, 3072])" in out and "MLP (gate and up fused, down)" in out
 
 
 @needs.transformers
@@ -100,10 +116,14 @@ def test_params_counts_a_config_json_save_pretrained_wrote_for_each_family(tmp_p
     from verifier.model.config import from_hf_dict
     from verifier.model.known_models import known_model
 
-    for name in ("qwen3-8b", "gemma-2-9b", "llama-3.2-1b"):
+    names = ("qwen3-8b", "gemma-2-9b", "llama-3.2-1b", "mixtral-8x7b", "qwen1.5-moe-a2.7b-chat",
+             "phi-3-mini-4k-instruct", "glm-4-9b-chat-hf")  # fmt: skip
+    for name in names:
         published = from_hf_dict(known_model(name).fields)
         kinds = published.layer_types[:2]
-        config = published.replace(n_layers=2, vocab_size=1000, layer_types=kinds)
+        small = {"n_layers": 2, "vocab_size": 1000, "layer_types": kinds, "d_model": 1024, "n_heads": 8, "d_ff": 64}
+        small |= {"n_kv_heads": min(published.n_kv_heads, 8), "d_shared_expert": published.d_shared_expert and 32}
+        config = published.replace(**small)  # d_head 128 where it is derived: Phi-3's 96 rotated dims fit
         config.to_transformers().save_pretrained(tmp_path / name)
         assert main(["params", str(tmp_path / name), "--json"]) == 0
         assert json.loads(capsys.readouterr().out)["total"] == hf.parameter_count(config.to_transformers()), name
