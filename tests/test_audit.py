@@ -269,7 +269,7 @@ EXPECTED = {
     "stories15m-table5-weight-classifier": CORRECT,
     "stories15m-table5-total": MISLEADING,
     "stories15m-embedding-share": ROUNDED,
-    "stories15m-vocab-range": MISLEADING,
+    "stories15m-vocab-range": WRONG,  # 10 of the 21 known published configs in 30K..60K (Qwen, GLM, Phi-4: 150K+)
     "stories15m-dim-range": WRONG,
     "stories15m-embedding-range": WRONG,
 }
@@ -642,7 +642,7 @@ def test_render_names_the_articles_and_fits_a_terminal(audited: tuple[Inputs, di
     counts = Counter(_expected(audited[0]).values())
     assert text.endswith(f"\n98 claims: {', '.join(f'{counts[v]} {v}' for v in VERDICTS)}")  # the last line
     every_input = Counter(EXPECTED.values())  # with the tokenizers and transformers here: nothing skipped
-    assert [every_input[v] for v in (CORRECT, MISLEADING, WRONG, NOT_CHECKABLE, SKIPPED)] == [64, 8, 13, 2, 0]
+    assert [every_input[v] for v in (CORRECT, MISLEADING, WRONG, NOT_CHECKABLE, SKIPPED)] == [64, 7, 14, 2, 0]
     assert "3 rows check only the article's own arithmetic." in text
     assert "To check: GPT-2's trained weights" in text  # a not checkable row says what would check it
 
