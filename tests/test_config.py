@@ -593,8 +593,9 @@ def test_qwen2_moe_dense_layers_are_the_ones_transformers_builds_dense(step: int
 
     fields = {"model_type": "qwen2_moe", "num_hidden_layers": 4, "vocab_size": 8, "hidden_size": 8,
               "intermediate_size": 8, "moe_intermediate_size": 4, "shared_expert_intermediate_size": 4,
-              "num_attention_heads": 2, "num_key_value_heads": 2, "num_experts": 3, "num_experts_per_tok": 2, "decoder_sparse_step": step,
-              "mlp_only_layers": sorted(listed), "norm_topk_prob": norm, "max_position_embeddings": 64}  # fmt: skip
+              "num_attention_heads": 2, "num_key_value_heads": 2, "num_experts": 3, "num_experts_per_tok": 2,
+              "decoder_sparse_step": step, "mlp_only_layers": sorted(listed), "norm_topk_prob": norm,
+              "max_position_embeddings": 64}  # fmt: skip
     hf_config = transformers.Qwen2MoeConfig(**{k: v for k, v in fields.items() if k != "model_type"})
     with torch.device("meta"):
         model = transformers.AutoModelForCausalLM.from_config(hf_config)
