@@ -636,3 +636,30 @@ def test_a_shared_expert_of_size_zero_adds_nothing_in_transformers() -> None:
     with torch.no_grad():
         block.shared_expert_gate.weight.normal_()
     assert torch.equal(block(h), before)
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-(10**20), 10**20) | st.floats() | st.text(max_size=50),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    family=st.sampled_from(["mixtral", "qwen2_moe", "phi3", "glm"]),
+    data=st.data(),
+)
+def test_any_json_value_of_any_key_the_new_families_read_is_a_config_or_a_config_error(
+    family: str, data: st.DataObject
+) -> None:
+    """Keys of the new readers (experts, shared expert, dense layers, partial rotary, windows) holding any JSON
+    value: a validated config or a one-line ConfigError naming a key, never another exception."""
+    keys = sorted(FAMILY_KEYS[family] | {"partial_rotary_factor", "rope_parameters", "rope_scaling", "layer_types"})
+    changes = data.draw(st.dictionaries(st.sampled_from(keys), _JSON, min_size=1, max_size=3), label="changes")
+    try:
+        config = from_hf_dict(_hf_dict(family) | changes)
+    except ConfigError as e:
+        assert "\n" not in str(e) and len(str(e)) < 400
+        return
+    assert isinstance(config, ModelConfig)

@@ -825,7 +825,7 @@ def _experts(family: str, f: dict[str, Any], d_ff: int) -> dict[str, Any]:
     if family == "mixtral":
         keys = [k for k in ("num_local_experts", "num_experts") if f.get(k) is not None]
         if len(keys) == 2 and f[keys[0]] != f[keys[1]]:
-            raise ConfigError("num_experts", f"is MixtralConfig's other name of num_local_experts={f[keys[0]]}, "
+            raise ConfigError("num_experts", f"is MixtralConfig's other name of num_local_experts={quote(f[keys[0]])}, "
                                              f"found {quote(f[keys[1]])}")  # fmt: skip
         n_experts = _size({"num_local_experts": defaults["num_local_experts"]} | f, N_HEADS_MAX, *keys or
                           ["num_local_experts"])  # fmt: skip
