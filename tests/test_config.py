@@ -663,3 +663,11 @@ def test_any_json_value_of_any_key_the_new_families_read_is_a_config_or_a_config
         assert "\n" not in str(e) and len(str(e)) < 400
         return
     assert isinstance(config, ModelConfig)
+
+
+def test_a_rule_across_fields_is_named_by_the_file_s_key_even_where_a_generation_key_shares_the_field_s_name() -> None:
+    """top_k > n_experts is ModelConfig's rule on top_k, read from num_experts_per_tok; a config.json's top_k is
+    a generation default, not the key to blame."""
+    with pytest.raises(ConfigError) as caught:
+        from_hf_dict(_hf_dict("mixtral") | {"num_experts_per_tok": 5, "top_k": 50})
+    assert caught.value.field == "num_experts_per_tok"

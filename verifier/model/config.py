@@ -354,7 +354,7 @@ def from_hf_dict(fields: dict[str, Any]) -> ModelConfig:
             return _from_gpt2_fields(fields)
         return _from_rope_family_fields(cast(Family, model_type), fields)
     except ConfigError as e:  # a rule across fields (d_model % n_heads, ...): named by the file's key
-        if e.field in fields:  # already a key of the file (a suite field of the same name is read from it)
+        if e.field in fields and e.field not in METADATA_KEYS:  # a key the reader named (top_k is generation's)
             raise
         if e.field.startswith("rope_scaling.") and not fields.get("rope_scaling"):  # read from rope_parameters
             raise ConfigError("rope_parameters" + e.field.removeprefix("rope_scaling"), e.reason) from None
