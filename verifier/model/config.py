@@ -247,9 +247,7 @@ class ModelConfig:
             fields["attention_bias"] = self.o_bias
         if family == "glm":  # q, k and v biases only
             fields["attention_bias"] = self.qkv_bias
-        if (
-            family in PARTIAL_ROTARY_FAMILIES
-        ):  # their classes' default padding ids (32000, 151329) lie past small vocabularies
+        if family in PARTIAL_ROTARY_FAMILIES:  # Phi3Config's and GlmConfig's padding ids lie past small vocabularies
             fields["pad_token_id"] = None
         if family == "qwen2_moe":
             fields["qkv_bias"] = True
@@ -808,7 +806,7 @@ def _dense_layers(family: str, f: dict[str, Any], n_layers: int) -> tuple[int, .
     multiple of decoder_sparse_step. An index past the last layer (which transformers ignores) is refused."""
     if family != "qwen2_moe":
         return ()
-    step = _size(f | {"decoder_sparse_step": f.get("decoder_sparse_step", 1)}, N_LAYERS_MAX, "decoder_sparse_step")
+    step = check_size("decoder_sparse_step", f.get("decoder_sparse_step", 1), N_LAYERS_MAX)
     listed = f.get("mlp_only_layers")
     listed = [] if listed is None else listed
     if not isinstance(listed, list) or any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < n_layers
@@ -827,9 +825,9 @@ def _experts(family: str, f: dict[str, Any], d_ff: int) -> dict[str, Any]:
         if len(keys) == 2 and f[keys[0]] != f[keys[1]]:
             raise ConfigError("num_experts", f"is MixtralConfig's other name of num_local_experts={quote(f[keys[0]])}, "
                                              f"found {quote(f[keys[1]])}")  # fmt: skip
-        n_experts = _size({"num_local_experts": defaults["num_local_experts"]} | f, N_HEADS_MAX, *keys or
-                          ["num_local_experts"])  # fmt: skip
-        top_k = _size({"num_experts_per_tok": defaults["num_experts_per_tok"]} | f, N_HEADS_MAX, "num_experts_per_tok")
+        key = keys[0] if keys else "num_local_experts"
+        n_experts = check_size(key, f[key] if keys else defaults[key], N_HEADS_MAX)
+        top_k = _size(defaults | f, N_HEADS_MAX, "num_experts_per_tok")
         return {"n_experts": n_experts, "top_k": top_k, "norm_topk": True}
     shared = f.get("shared_expert_intermediate_size", defaults["shared_expert_intermediate_size"])
     d_expert = _size(defaults | f, D_FF_MAX, "moe_intermediate_size")
