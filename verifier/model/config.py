@@ -494,9 +494,12 @@ FAMILY_KEYS: dict[str, frozenset[str]] = {
         "decoder_sparse_step",
         "mlp_only_layers",
     },
-    # Phi-3: original_max_position_embeddings is read by longrope only; the dropouts are off at inference
+    # Phi-3: original_max_position_embeddings is read by longrope only; the dropouts are off at inference;
+    # auto_map names the repository's own code, which transformers 5 runs only with trust_remote_code (its
+    # built-in Phi3 otherwise), and every published Phi-3 config.json has it
     "phi3": frozenset(
         {
+            "auto_map",
             "head_dim",
             "sliding_window",
             "attention_bias",
