@@ -858,7 +858,8 @@ def canonical_windows(window: int | None, kinds: tuple[LayerType, ...]) -> tuple
 
 def canonical(config: ModelConfig) -> ModelConfig:
     """`config` in the form `from_hf_dict` reads it back: the same model, written one way (see
-    `canonical_windows`; head_dim None when it is d_model // n_heads, query_scale None when it is d_head)."""
+    `canonical_windows`; head_dim None when it is d_model // n_heads, query_scale and rotary_dim None when
+    they are d_head, d_expert None when it is d_ff)."""
     window, kinds = canonical_windows(config.sliding_window, tuple(map(config.layer_type, range(config.n_layers))))
     query_scale = None if config.query_scale == config.d_head else config.query_scale
     head_dim = None if config.head_dim == config.d_model // config.n_heads else config.head_dim
