@@ -84,3 +84,22 @@ def family_configs(draw: st.DrawFn, families: tuple[str, ...] = ROPE_FAMILIES) -
         rope_theta=draw(st.sampled_from([10000.0, 500000.0]), label="rope_theta"),
         **switches,
     )
+
+
+def transformers_in_memory_shapes(
+    config: ModelConfig, shapes: dict[str, tuple[int, ...]]
+) -> dict[str, tuple[int, ...]]:
+    """Published weight names and shapes as transformers 5 holds them in memory: each layer's routed experts
+    stacked into experts.gate_up_proj [E, 2f, d] and experts.down_proj [E, d, f], Mixtral's block_sparse_moe
+    named mlp (save_pretrained writes the published names back)."""
+    held = {}
+    for name, shape in shapes.items():
+        name = name.replace(".block_sparse_moe.", ".mlp.")
+        prefix, expert, _ = name.partition(".experts.")
+        if not expert or ".shared_expert" in name:
+            held[name] = tuple(shape)
+            continue
+        f, d = config.expert_d_ff, config.d_model
+        held[prefix + ".experts.gate_up_proj"] = (config.n_experts, 2 * f, d)
+        held[prefix + ".experts.down_proj"] = (config.n_experts, d, f)
+    return held

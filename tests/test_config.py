@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests import needs
-from tests.family_configs import family_configs
+from tests.family_configs import family_configs, transformers_in_memory_shapes
 from verifier.formats import CheckpointError
 from verifier.formats.config_json import read_config_json
 from verifier.model.config import (
@@ -209,32 +209,15 @@ def test_each_transformers_default_config_reads_as_transformers_builds_it(family
     config = from_hf_dict(fields)  # every other key absent: the class defaults
     with torch.device("meta"):
         model = transformers.AutoModelForCausalLM.from_config(hf_config)
-    assert {k: tuple(v.shape) for k, v in model.state_dict().items()} == _in_memory(config, weight_shapes(config)) | (
-        {"lm_head.weight": (64, 64)} if config.tie_embeddings else {}
-    )
+    assert {k: tuple(v.shape) for k, v in model.state_dict().items()} == transformers_in_memory_shapes(
+        config, weight_shapes(config)
+    ) | ({"lm_head.weight": (64, 64)} if config.tie_embeddings else {})
     assert [config.window(i) for i in range(3)] == _transformers_windows(hf_config)
     assert (config.norm_eps, config.rope_theta) == (hf_config.rms_norm_eps, hf_config.rope_parameters["rope_theta"])
     assert config.attn_softcap == getattr(hf_config, "attn_logit_softcapping", None)
     assert config.final_softcap == getattr(hf_config, "final_logit_softcapping", None)
     scalar = getattr(hf_config, "query_pre_attn_scalar", None) or config.d_head
     assert (config.query_scale or config.d_head) == scalar  # what q k^T is scaled by the -1/2 power of
-
-
-def _in_memory(config: ModelConfig, shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
-    """Published weight names and shapes as transformers 5 holds them in memory: each layer's routed experts
-    stacked into experts.gate_up_proj [E, 2f, d] and experts.down_proj [E, d, f], Mixtral's block_sparse_moe
-    named mlp (save_pretrained writes the published names back)."""
-    held = {}
-    for name, shape in shapes.items():
-        name = name.replace(".block_sparse_moe.", ".mlp.")
-        prefix, expert, _ = name.partition(".experts.")
-        if not expert or ".shared_expert" in name:
-            held[name] = tuple(shape)
-            continue
-        f, d = config.expert_d_ff, config.d_model
-        held[prefix + ".experts.gate_up_proj"] = (config.n_experts, 2 * f, d)
-        held[prefix + ".experts.down_proj"] = (config.n_experts, d, f)
-    return held
 
 
 def _transformers_windows(hf_config: Any) -> list[int | None]:

@@ -13,7 +13,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tests import needs
-from tests.family_configs import family_configs
+from tests.family_configs import family_configs, transformers_in_memory_shapes
 from verifier.formats import hf
 from verifier.model.config import ROPE_FAMILIES, ConfigError, ModelConfig, RopeScaling, from_hf_dict
 from verifier.model.known_models import UnknownModelError, known_model, known_models
@@ -280,3 +280,24 @@ def test_configs_the_formula_cannot_count_name_the_field(fields: dict, field: st
 def test_an_unknown_name_lists_the_known_ones() -> None:
     with pytest.raises(UnknownModelError, match=r"known models: .*llama-2-7b"):
         known_model("llama-9")
+
+
+@needs.transformers
+@pytest.mark.parametrize(
+    "name", sorted(n for n, m in known_models().items() if m.fields["model_type"] in ROPE_FAMILIES)
+)
+def test_every_published_config_builds_the_weights_the_reference_reads(name: str) -> None:
+    """Two layers of each published config: transformers' model on the meta device holds exactly the weight
+    names and shapes the suite's weight set has (experts stacked as transformers 5 holds them)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    fields = known_model(name).fields | {"num_hidden_layers": 2, "vocab_size": 1000, "pad_token_id": None}
+    fields.pop("layer_types", None)
+    config = from_hf_dict(fields)
+    hf_fields = {k: v for k, v in fields.items() if k != "model_type"}
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(AutoConfig.for_model(fields["model_type"], **hf_fields))
+    held = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    tied = {"lm_head.weight": (1000, config.d_model)} if config.tie_embeddings else {}
+    assert held == transformers_in_memory_shapes(config, weight_shapes(config)) | tied
