@@ -30,7 +30,7 @@ from verifier import extra
 from verifier.formats.hf import build_model
 from verifier.model import stages
 from verifier.model.config import ModelConfig
-from verifier.model.weights import Weights
+from verifier.model.weights import LazyWeights, WeightMap, Weights, weight_shapes
 
 # Where each stage is read: (module path, what). Paths under a layer are relative to it ("" is
 # the layer itself); what is "in" (the first input), "out" (the output), or an output index.
@@ -101,6 +101,61 @@ def _points(config: ModelConfig) -> dict[str, tuple[str, str | int]]:
     return points
 
 
+def _moe_prefix(config: ModelConfig, layer: int) -> str:
+    """Where layer `layer`'s routed experts are stored in the published checkpoint names."""
+    return f"model.layers.{layer}.{'block_sparse_moe' if config.family == 'mixtral' else 'mlp'}."
+
+
+def _expert_names(config: ModelConfig, layer: int, expert: int) -> tuple[str, str, str]:
+    """The published names of one expert's gate, up and down weights (Mixtral's w1, w3, w2)."""
+    x = f"{_moe_prefix(config, layer)}experts.{expert}."
+    if config.family == "mixtral":
+        return x + "w1.weight", x + "w3.weight", x + "w2.weight"
+    return x + "gate_proj.weight", x + "up_proj.weight", x + "down_proj.weight"
+
+
+def live_weights(config: ModelConfig, weights: WeightMap) -> WeightMap:
+    """`weights` (canonical: the published checkpoint names) under the names and shapes of the live
+    `transformers` 5 model's parameters, each made when looked up (one layer's experts at a time).
+
+    transformers 5 converts a MoE checkpoint when it loads one and reverses that when it saves: in
+    memory each MoE layer's block is `mlp` (Mixtral's `block_sparse_moe` too), its router
+    `mlp.gate.weight` [n_experts, d_model], and its experts two stacked tensors,
+    `mlp.experts.gate_up_proj` [n_experts, 2 d_expert, d_model] (each expert's gate rows, then its up
+    rows: `MixtralExperts` chunks the product in two, gate first) and `mlp.experts.down_proj`
+    [n_experts, d_model, d_expert]. Without a shared expert, Qwen2-MoE's block still holds one of size
+    0 (`shared_expert_intermediate_size` 0) and its gate, which multiplies nothing: they are zeros.
+    Every other weight keeps its name.
+    """
+    if config.n_experts == 0:
+        return weights
+    d, moved = config.d_model, set()
+    sources: dict[str, Any] = {}
+    for i in range(config.n_layers):
+        if not config.is_moe_layer(i):
+            continue
+        prefix, live = _moe_prefix(config, i), f"model.layers.{i}.mlp."
+        names = [_expert_names(config, i, e) for e in range(config.n_experts)]
+        moved |= {prefix + "gate.weight", *(n for expert in names for n in expert)}
+        sources[live + "gate.weight"] = ((config.n_experts, d), lambda p=prefix: weights[p + "gate.weight"])
+        f = config.expert_d_ff
+        sources[live + "experts.gate_up_proj"] = (
+            (config.n_experts, 2 * f, d),
+            lambda names=names: np.stack([np.concatenate([weights[g], weights[u]]) for g, u, _ in names]),
+        )
+        sources[live + "experts.down_proj"] = ((config.n_experts, d, f), lambda names=names: np.stack(
+            [weights[down] for _, _, down in names]))  # fmt: skip
+        if config.family == "qwen2_moe" and config.d_shared_expert is None:
+            for name, shape in (("gate_proj", (0, d)), ("up_proj", (0, d)), ("down_proj", (d, 0))):
+                sources[f"{live}shared_expert.{name}.weight"] = (shape, lambda s=shape: np.zeros(s, np.float32))
+            sources[live + "shared_expert_gate.weight"] = ((1, d), lambda: np.zeros((1, d), np.float32))
+    shapes = weight_shapes(config)
+    for name in shapes:
+        if name not in moved:
+            sources[name] = (shapes[name], lambda name=name: weights[name])
+    return LazyWeights({name: shape for name, (shape, _) in sources.items()}, lambda name: sources[name][1]())
+
+
 class TransformersModel:
     """A transformers causal LM behind the suite's model interface."""
 
@@ -110,7 +165,12 @@ class TransformersModel:
 
         self._torch = torch
         self.config = config
-        self.model = build_model(config, weights, dtype=dtype)
+        self.model = build_model(config, live_weights(config, weights), dtype=dtype)
+        if config.n_experts:
+            # Each expert as its own matrix product, the plain math (as eager attention). transformers'
+            # default, "grouped_mm", raises on the CPU where an expert's rows are not a multiple of 16
+            # bytes ("strides should be multiple of 16 bytes", measured: d_model 16, d_expert 24, float32).
+            self.model.set_experts_implementation("eager")
         # The precision class it declares: its weights and activations are in `dtype`.
         self.precision = {torch.bfloat16: "bfloat16", torch.float16: "float16"}.get(dtype, "float32")
         if dtype == torch.float16:
