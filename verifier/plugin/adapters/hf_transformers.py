@@ -22,6 +22,7 @@ and k), and `scores` (q k^T times the attention module's own `scaling`, soft-cap
 from __future__ import annotations
 
 import copy
+import importlib
 from typing import Any
 
 import numpy as np
@@ -86,17 +87,38 @@ _SANDWICH_LAYER: dict[str, tuple[str, str | int]] = {
 }
 
 
-def _points(config: ModelConfig) -> dict[str, tuple[str, str | int]]:
-    """Where each stage of `config`'s trace is read (plus GPT-2's fused "qkv" and the rotary tables)."""
+# Phi-3's fused q/k/v (split as `Phi3Attention` splits it), and Phi-3's and GLM's fused gate/up
+# (split in two halves, gate first, as their MLPs `chunk` it).
+_FUSED_QKV_LAYER: dict[str, tuple[str, str | int]] = {"qkv": ("self_attn.qkv_proj", "out")}
+_FUSED_GATE_UP_LAYER: dict[str, tuple[str, str | int]] = {"mlp_gate_up": ("mlp.gate_up_proj", "out")}
+# A MoE layer: the router's logits [T, n_experts] (its first output), made probabilities as it makes them.
+_MOE_LAYER: dict[str, tuple[str, str | int]] = {"router_logits": ("mlp.gate", 0)}
+_DENSE_MLP_OPS = ("mlp_gate", "mlp_up", "mlp_act")
+
+
+def _layer_points(config: ModelConfig, i: int) -> dict[str, tuple[str, str | int]]:
+    """Where each stage of layer `i` is read, relative to the layer, with what is split or rebuilt
+    from it (GPT-2's and Phi-3's "qkv", the fused "mlp_gate_up", a MoE layer's "router_logits")."""
     if config.family == "gpt2":
-        top, layer, prefix = _GPT2_TOP, _GPT2_LAYER, "transformer.h"
-    else:
-        top, layer, prefix = _LLAMA_TOP, dict(_LLAMA_LAYER), "model.layers"
-        layer |= _QK_NORM_LAYER if config.qk_norm else {}
-        layer |= _SANDWICH_LAYER if config.sandwich_norm else {}
+        return _GPT2_LAYER
+    layer = dict(_LLAMA_LAYER)
+    layer |= _QK_NORM_LAYER if config.qk_norm else {}
+    layer |= _SANDWICH_LAYER if config.sandwich_norm else {}
+    if config.fused_qkv:
+        layer = {op: point for op, point in layer.items() if op not in ("q", "k", "v")} | _FUSED_QKV_LAYER
+    if config.is_moe_layer(i):
+        layer = {op: point for op, point in layer.items() if op not in _DENSE_MLP_OPS} | _MOE_LAYER
+    elif config.fused_gate_up:
+        layer = {op: point for op, point in layer.items() if op not in ("mlp_gate", "mlp_up")} | _FUSED_GATE_UP_LAYER
+    return layer
+
+
+def _points(config: ModelConfig) -> dict[str, tuple[str, str | int]]:
+    """Where each stage of `config`'s trace is read (plus what is split from them, and the rotary tables)."""
+    top, prefix = (_GPT2_TOP, "transformer.h") if config.family == "gpt2" else (_LLAMA_TOP, "model.layers")
     points = dict(top)
     for i in range(config.n_layers):
-        for op, (path, what) in layer.items():
+        for op, (path, what) in _layer_points(config, i).items():
             points[stages.layer_stage(i, op)] = (f"{prefix}.{i}.{path}".rstrip("."), what)
     return points
 
@@ -222,9 +244,34 @@ class TransformersModel:
             for handle in handles:
                 handle.remove()
         captured[stages.LOGITS] = logits
+        self._split_fused(captured)
         self._rebuild_attention(captured)
         order = stages.stage_shapes(self.config, len(tokens))
         return {stage: captured[stage][0].float().numpy() for stage in order}
+
+    def _split_fused(self, captured: dict[str, Any]) -> None:
+        """Phi-3's q, k, v from its fused output (rows q, then k, then v); gate and up from a fused
+        gate/up output (its two halves); a MoE layer's router probabilities [1, T, n_experts], the
+        softmax in float32 as the router computes it (its logits are [T, n_experts], tokens flattened)."""
+        c = self.config
+        for i in range(c.n_layers):
+
+            def stage(op: str, i: int = i) -> str:
+                return stages.layer_stage(i, op)
+
+            if c.fused_qkv:
+                q_rows, kv_rows = c.n_heads * c.d_head, c.n_kv_heads * c.d_head
+                qkv = captured.pop(stage("qkv"))
+                captured[stage("q")], captured[stage("k")], captured[stage("v")] = qkv.split(
+                    [q_rows, kv_rows, kv_rows], dim=-1
+                )
+            if c.is_moe_layer(i):
+                logits = captured.pop(stage("router_logits"))
+                captured[stage("router_probs")] = self._torch.softmax(logits.float(), dim=-1)[None]
+            elif c.fused_gate_up:
+                captured[stage("mlp_gate")], captured[stage("mlp_up")] = captured.pop(stage("mlp_gate_up")).chunk(
+                    2, dim=-1
+                )
 
     def _rebuild_attention(self, captured: dict[str, Any]) -> None:
         """Add q, k, v (and Qwen3's q_norm, k_norm) in heads [1, heads, T, d_head], q_rope / k_rope of the
@@ -245,8 +292,10 @@ class TransformersModel:
                 )
                 q, k = captured[stage("q")], captured[stage("k")]
             else:
-                from transformers.models.llama.modeling_llama import apply_rotary_pos_emb, repeat_kv
-
+                # The family's own RoPE (Phi-3's and GLM's rotate a head's first rotary_dim dims, GLM's
+                # interleaved pairs) and key repetition, from the module that defines its attention.
+                family_code = importlib.import_module(type(attention).__module__)
+                apply_rotary_pos_emb, repeat_kv = family_code.apply_rotary_pos_emb, family_code.repeat_kv
                 for op in ("q", "k", "v"):
                     captured[stage(op)] = _heads(captured[stage(op)], c.d_head)
                 if c.qk_norm:  # [1, T, heads, d_head] as the module normalises it, in heads
