@@ -1,7 +1,10 @@
 """`transformers`' model of each family on the CPU, as a model under test: `GPT2LMHeadModel`,
 `LlamaForCausalLM` (RoPE scaling included), `MistralForCausalLM`, `Qwen2ForCausalLM`,
-`Qwen3ForCausalLM`, `GemmaForCausalLM`, `Gemma2ForCausalLM` (`verifier.model.config.HF_CLASSES`),
-built from `ModelConfig.to_transformers()` with eager attention, in float32 or a narrower class.
+`Qwen3ForCausalLM`, `GemmaForCausalLM`, `Gemma2ForCausalLM`, `MixtralForCausalLM`, `Qwen2MoeForCausalLM`,
+`Phi3ForCausalLM`, `GlmForCausalLM` (`verifier.model.config.HF_CLASSES`), built from
+`ModelConfig.to_transformers()` with eager attention (and eager experts), in float32 or a narrower
+class, holding the canonical weights as transformers 5 holds them in memory (`live_weights`: a MoE
+layer's experts stacked).
 
 The KV cache is transformers' own `DynamicCache`, passed and returned as `cache` (the name since
 transformers 5.24, which deprecates `past_key_values` and drops it in 5.40; an older transformers
@@ -16,7 +19,10 @@ no hook reaches; they are rebuilt from captured tensors with transformers' own c
 q, k, v of GPT-2 (split from `c_attn`'s fused output as `GPT2Attention` splits it), q_rope / k_rope
 of the RoPE families (`apply_rotary_pos_emb` with the captured rotary tables, on Qwen3's normed q
 and k), and `scores` (q k^T times the attention module's own `scaling`, soft-capped by its own
-`attn_logit_softcapping` in Gemma 2).
+`attn_logit_softcapping` in Gemma 2). Phi-3's q, k, v are split from `qkv_proj`'s output, gate and up
+from a fused `gate_up_proj`'s (Phi-3, GLM), and a MoE layer's `router_probs` are the softmax of its
+router's logits; q_rope / k_rope use the family's own `apply_rotary_pos_emb` (Phi-3's and GLM's
+partial rotary, GLM's interleaved pairs).
 """
 
 from __future__ import annotations
