@@ -189,3 +189,27 @@ def test_a_property_about_other_families_or_a_switch_skips_with_the_reason(
     (they ran to Hypothesis' Unsatisfiable before: every drawn config refused); the reference runs them."""
     reason = models.skip_reason(registry.load_spec(spec), ("logits",), families, switch=switch)  # type: ignore[arg-type]
     assert (reason is None) if expected is None else (expected in (reason or "")), reason
+
+
+def plain_moe(config: ModelConfig, weights: Weights) -> Any:
+    """The reference, declaring the MoE families in their plain form (no shared expert, experts of d_ff)."""
+    return NumpyModel(config, weights)
+
+
+plain_moe.constraints = Constraints(families=("mixtral", "qwen2_moe"), switches=())  # type: ignore[attr-defined]
+
+
+def test_a_declaration_without_switches_still_has_a_moe_familys_experts() -> None:
+    """n_experts and top_k are the sizes of a MoE family's MLP: a declaration of its plain form is probed
+    with them (a Mixtral without experts is not a config) and a property about them runs."""
+    declared = Constraints(families=("mixtral", "qwen2_moe"), switches=())
+    mixtral, qwen = probe_config("mixtral", declared), probe_config("qwen2_moe", declared)
+    assert mixtral is not None and (mixtral.n_experts, mixtral.top_k) == (4, 2)
+    assert qwen is not None and (qwen.n_experts, qwen.top_k, qwen.d_shared_expert, qwen.d_expert) == (4, 2, None, None)
+    assert declared.refusal(PROBE_CONFIGS["mixtral"]) is None
+    assert declared.refusal(PROBE_CONFIGS["qwen2_moe"]) == ("declared switches [], not d_expert=12, d_shared_expert=8")
+    support = models.support(ModelSpec("plain_moe", plain_moe, "test"))
+    assert support.why_not("mixtral", ("logits",), switch="top_k") is None
+    assert "runs no qwen2_moe config with d_shared_expert" in (
+        support.why_not("qwen2_moe", ("logits",), switch="d_shared_expert") or ""
+    )
