@@ -162,7 +162,8 @@ def moe(
     p, act = moe_prefix(c, i), _activation(c)
     probs = stage(layer_stage(i, "router_probs"), L.router_probs(h, w[p + "gate.weight"]))
     chosen, weights = route(c, probs, chosen)
-    flat, chosen, weights = h.reshape(-1, d), chosen.reshape(-1, c.top_k), weights.reshape(-1, c.top_k)
+    k = chosen.shape[-1]
+    flat, chosen, weights = h.reshape(-1, d), chosen.reshape(-1, k), weights.reshape(-1, k)
     out = np.zeros_like(flat)
     for e in range(c.n_experts):
         token, slot = np.nonzero(chosen == e)
