@@ -159,7 +159,7 @@ def moe(
     Experts are read one at a time, each for the tokens that chose it; one no token chose is not read.
     """
     B, T, d = h.shape
-    p, act = moe_prefix(c, i), _activation(c)
+    p = moe_prefix(c, i)
     probs = stage(layer_stage(i, "router_probs"), L.router_probs(h, w[p + "gate.weight"]))
     chosen, weights = route(c, probs, chosen)
     k = chosen.shape[-1]
@@ -168,14 +168,18 @@ def moe(
     for e in range(c.n_experts):
         token, slot = np.nonzero(chosen == e)
         if token.size:  # in expert order, as transformers adds them
-            gate, up, down = (w[name].T for name in expert_names(c, i, e))
-            out[token] += weights[token, slot, None] * L.gated_mlp(flat[token], gate, up, down, act)
+            out[token] += weights[token, slot, None] * _expert(w, c, expert_names(c, i, e), flat[token])
     if c.d_shared_expert is not None:
-        s = p + "shared_expert."
-        gate, up, down = (w[f"{s}{x}_proj.weight"].T for x in ("gate", "up", "down"))
-        shared = L.gated_mlp(flat, gate, up, down, act)
-        out += L.sigmoid_gated(shared, flat, w[p + "shared_expert_gate.weight"])
+        names = tuple(f"{p}shared_expert.{x}_proj.weight" for x in ("gate", "up", "down"))
+        out += L.sigmoid_gated(_expert(w, c, names, flat), flat, w[p + "shared_expert_gate.weight"])
     return out.reshape(B, T, d)
+
+
+def _expert(w: WeightMap, c: ModelConfig, names: tuple[str, str, str], x: np.ndarray) -> np.ndarray:
+    """One expert, the gated MLP of the gate, up, down weights `names`, on the tokens x [N, d_model] that
+    chose it -> [N, d_model]. Its weights are let go on return: a streamed pass holds one expert at a time."""
+    gate, up, down = (w[name].T for name in names)
+    return L.gated_mlp(x, gate, up, down, _activation(c))
 
 
 def final_norm(w: WeightMap, c: ModelConfig, x: np.ndarray) -> np.ndarray:
