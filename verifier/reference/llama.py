@@ -170,7 +170,8 @@ def moe(
         if token.size:  # in expert order, as transformers adds them
             out[token] += weights[token, slot, None] * _expert(w, c, expert_names(c, i, e), flat[token])
     if c.d_shared_expert is not None:
-        names = tuple(f"{p}shared_expert.{x}_proj.weight" for x in ("gate", "up", "down"))
+        s = p + "shared_expert."
+        names = (s + "gate_proj.weight", s + "up_proj.weight", s + "down_proj.weight")
         out += L.sigmoid_gated(_expert(w, c, names, flat), flat, w[p + "shared_expert_gate.weight"])
     return out.reshape(B, T, d)
 
