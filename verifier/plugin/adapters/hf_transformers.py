@@ -3,7 +3,7 @@
 `Qwen3ForCausalLM`, `GemmaForCausalLM`, `Gemma2ForCausalLM`, `MixtralForCausalLM`, `Qwen2MoeForCausalLM`,
 `Phi3ForCausalLM`, `GlmForCausalLM` (`verifier.model.config.HF_CLASSES`), built from
 `ModelConfig.to_transformers()` with eager attention (and eager experts), in float32 or a narrower
-class, holding the canonical weights as transformers 5 holds them in memory (`live_weights`: a MoE
+class, holding the canonical weights as transformers 5 holds them in memory (`transformers_state`: a MoE
 layer's experts stacked).
 
 The KV cache is transformers' own `DynamicCache`, passed and returned as `cache` (the name since
@@ -37,7 +37,7 @@ from verifier import extra
 from verifier.formats.hf import build_model
 from verifier.model import stages
 from verifier.model.config import ModelConfig
-from verifier.model.weights import LazyWeights, WeightMap, Weights, weight_shapes
+from verifier.model.weights import LazyWeights, WeightMap, Weights, expert_names, moe_prefix, weight_shapes
 
 # Where each stage is read: (module path, what). Paths under a layer are relative to it ("" is
 # the layer itself); what is "in" (the first input), "out" (the output), or an output index.
@@ -129,22 +129,10 @@ def _points(config: ModelConfig) -> dict[str, tuple[str, str | int]]:
     return points
 
 
-def _moe_prefix(config: ModelConfig, layer: int) -> str:
-    """Where layer `layer`'s routed experts are stored in the published checkpoint names."""
-    return f"model.layers.{layer}.{'block_sparse_moe' if config.family == 'mixtral' else 'mlp'}."
-
-
-def _expert_names(config: ModelConfig, layer: int, expert: int) -> tuple[str, str, str]:
-    """The published names of one expert's gate, up and down weights (Mixtral's w1, w3, w2)."""
-    x = f"{_moe_prefix(config, layer)}experts.{expert}."
-    if config.family == "mixtral":
-        return x + "w1.weight", x + "w3.weight", x + "w2.weight"
-    return x + "gate_proj.weight", x + "up_proj.weight", x + "down_proj.weight"
-
-
-def live_weights(config: ModelConfig, weights: WeightMap) -> WeightMap:
-    """`weights` (canonical: the published checkpoint names) under the names and shapes of the live
-    `transformers` 5 model's parameters, each made when looked up (one layer's experts at a time).
+def transformers_state(config: ModelConfig, weights: WeightMap) -> WeightMap:
+    """`weights` (canonical: the published checkpoint names, `verifier.model.weights`) under the names
+    and shapes of the live `transformers` 5 model's parameters (its `state_dict()`), each made when
+    looked up (one layer's experts at a time).
 
     transformers 5 converts a MoE checkpoint when it loads one and reverses that when it saves: in
     memory each MoE layer's block is `mlp` (Mixtral's `block_sparse_moe` too), its router
@@ -162,8 +150,8 @@ def live_weights(config: ModelConfig, weights: WeightMap) -> WeightMap:
     for i in range(config.n_layers):
         if not config.is_moe_layer(i):
             continue
-        prefix, live = _moe_prefix(config, i), f"model.layers.{i}.mlp."
-        names = [_expert_names(config, i, e) for e in range(config.n_experts)]
+        prefix, live = moe_prefix(config, i), f"model.layers.{i}.mlp."
+        names = [expert_names(config, i, e) for e in range(config.n_experts)]
         moved |= {prefix + "gate.weight", *(n for expert in names for n in expert)}
         sources[live + "gate.weight"] = ((config.n_experts, d), lambda p=prefix: weights[p + "gate.weight"])
         f = config.expert_d_ff
@@ -193,7 +181,7 @@ class TransformersModel:
 
         self._torch = torch
         self.config = config
-        self.model = build_model(config, live_weights(config, weights), dtype=dtype)
+        self.model = build_model(config, transformers_state(config, weights), dtype=dtype)
         if config.n_experts:
             # Each expert as its own matrix product, the plain math (as eager attention). transformers'
             # default, "grouped_mm", raises on the CPU where an expert's rows are not a multiple of 16
