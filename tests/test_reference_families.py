@@ -712,3 +712,25 @@ def test_the_issue27_trace_stages_equal_transformers_modules(family: str, switch
     assert ({"q", "k", "v"} <= ops) == config.fused_qkv and ({"mlp_gate", "mlp_up"} <= ops) == config.fused_gate_up
     for name, value in captured.items():
         np.testing.assert_allclose(trace[name], value, rtol=0, atol=1e-12, err_msg=name)
+
+
+def test_a_trace_takes_routes_as_logits_does() -> None:
+    config = family_configs_example("mixtral", n_experts=4, top_k=2, n_layers=2)
+    model = NumpyModel(config, init_weights(config, seed=13, scale=0.5), np.float64)
+    tokens = np.random.default_rng(11).integers(0, config.vocab_size, 9)
+    routes = {1: _other_choice(model.router_probs(tokens)[1], config.top_k)}
+    trace = model.trace(tokens, routes=routes)
+    np.testing.assert_array_equal(trace[stages.LOGITS], model.logits(tokens, routes=routes))
+    assert not np.array_equal(trace[stages.LOGITS], model.logits(tokens))
+    np.testing.assert_array_equal(trace["layers.1.router_probs"], model.router_probs(tokens)[1])
+
+
+def test_router_probabilities_stay_float32_in_a_bfloat16_pass() -> None:
+    """transformers takes the router's softmax in float32 (`.float()`, dtype=torch.float) whatever the
+    model's dtype: rounded to bfloat16, probabilities 0.3 apart by less than 2^-9 would tie, and the
+    top-k choice would read ties no model has. The stages around it are rounded as before."""
+    config = family_configs_example("qwen2_moe", n_experts=8, top_k=2)
+    trace = NumpyModel(config, init_weights(config, seed=14), np.float32, rounding=R.BFLOAT16).trace(np.arange(12))
+    probs, h = trace["layers.0.router_probs"], trace["layers.0.mlp_norm"]
+    assert not np.array_equal(R.to_bfloat16(probs), probs)
+    np.testing.assert_array_equal(R.to_bfloat16(h), h)
