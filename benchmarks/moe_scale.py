@@ -148,6 +148,7 @@ def _row(name: str, run: dict, r: dict, disk: float) -> str:
 def render(r: dict, command: str) -> str:
     disk = r["bytes"] / r["disk_bps"]
     expert_gib = 3 * 4096 * 14336 * 8 / 2**30
+    larger = ", more than the machine's memory" if r["bytes"] > memory_gib() * 2**30 else ""
     return "\n".join([
         SECTION,
         "",
@@ -155,8 +156,8 @@ def render(r: dict, command: str) -> str:
         f"Command: `{command}` ({time.strftime('%Y-%m-%d')}). Mixtral-8x7B's shape with {r['layers']} of its 32 "
         f"layers (all 32 in float32 are 187 GB, more than the disk holds), seeded weights (scale {SCALE}, "
         f"routers at their own scale), float32 safetensors in {SHARD_BYTES // 2**30} GiB shards written shard by "
-        f"shard in {r['write_seconds']:.0f} s and removed after: {r['bytes'] / 1e9:.1f} GB"
-        f"{', more than the machine' + chr(39) + 's memory' if r['bytes'] > memory_gib() * 2**30 else ''}. Read from disk once: {disk:.1f} s ({r['disk_bps'] / 1e9:.2f} GB/s, the files dropped "
+        f"shard in {r['write_seconds']:.0f} s and removed after: {r['bytes'] / 1e9:.1f} GB{larger}. Read from disk "
+        f"once: {disk:.1f} s ({r['disk_bps'] / 1e9:.2f} GB/s, the files dropped "
         f"from the page cache first, as before each run). Tokens: {r['batch']} x {r['length']}. Each run in a "
         "process of its own, one BLAS thread; the machine is shared (1-minute load average given).",
         "",
