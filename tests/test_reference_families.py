@@ -11,6 +11,7 @@ transformers' code in float64, against the reference written from the math: they
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -647,3 +648,89 @@ def test_initial_routers_vary_across_tokens_and_never_tie_in_float64(d_model: in
             ranked = np.sort(probs, axis=-1)[:, ::-1]
             assert (ranked[:, 1] - ranked[:, 2]).min() > 1e-8
             assert len({tuple(sorted(row)) for row in L.top_k_experts(probs, 2)}) >= 2
+
+
+@needs.transformers
+@pytest.mark.parametrize(("family", "switches"), [
+    ("mixtral", {"n_experts": 4, "top_k": 2}),
+    ("qwen2_moe", {"n_experts": 4, "top_k": 3, "d_expert": 8, "d_shared_expert": 12, "dense_layers": (1,)}),
+    ("phi3", {"rotary_dim": 4, "n_kv_heads": 2}),
+    ("glm", {"rotary_dim": 6, "head_dim": 10, "qkv_bias": True}),
+])  # fmt: skip
+def test_the_issue27_trace_stages_equal_transformers_modules(family: str, switches: dict[str, Any]) -> None:
+    """router_probs (the softmax of transformers' router logits), a MoE layer's mlp_out, q/k/v sliced from
+    the fused qkv_proj, gate/up halves of gate_up_proj, and q_rope/k_rope of partial rotary (rotate-half or
+    interleaved), read from transformers' modules and its own apply_rotary_pos_emb."""
+    import importlib
+
+    config = family_configs_example(family, **{"n_layers": 2, **switches})
+    weights = init_weights(config, seed=12, scale=0.5)
+    tokens = np.random.default_rng(10).integers(0, config.vocab_size, 10)
+    trace = NumpyModel(config, weights, np.float64).trace(tokens)
+    assert list(trace) == list(stages.stage_shapes(config, len(tokens)))
+    model = _transformers_model(config, weights, "float64")
+    captured: dict[str, np.ndarray] = {}
+    T, q_end, kv = len(tokens), config.n_heads * config.d_head, config.n_kv_heads * config.d_head
+    half, n_heads, n_kv = config.d_ff, config.n_heads, config.n_kv_heads
+
+    def heads(x: np.ndarray, n: int) -> np.ndarray:
+        return x.reshape(T, n, -1).transpose(1, 0, 2)
+
+    def keep(path: str, read: Any) -> None:
+        """Capture `read(output as NumPy, batch row 0)` (a {stage: array} dict) from module `path`."""
+        model.get_submodule(path).register_forward_hook(lambda m, a, out: captured.update(read(out[0].numpy())))
+
+    for i in range(config.n_layers):
+        at, layer = functools.partial(stages.layer_stage, i), f"model.layers.{i}."
+        if config.is_moe_layer(i):  # the router returns its logits first
+            keep(layer + "mlp.gate", lambda logits, at=at: {at("router_probs"): L.softmax(logits)})
+        keep(layer + "mlp", lambda out, at=at: {at("mlp_out"): out})
+        if config.fused_qkv:  # rows q, then k, then v
+            q, k, v = (at(op) for op in "qkv")
+            keep(layer + "self_attn.qkv_proj", lambda out, q=q, k=k, v=v: {
+                q: heads(out[:, :q_end], n_heads), k: heads(out[:, q_end : q_end + kv], n_kv),
+                v: heads(out[:, q_end + kv :], n_kv),
+            })  # fmt: skip
+        if config.fused_gate_up:  # the gate's rows first
+            gate, up = at("mlp_gate"), at("mlp_up")
+            keep(layer + "mlp.gate_up_proj", lambda out, g=gate, u=up: {g: out[:, :half], u: out[:, half:]})
+    module = importlib.import_module(type(model).__module__)
+    rotate, calls = module.apply_rotary_pos_emb, []
+
+    def rotated(*args: Any, **kwargs: Any) -> Any:
+        q, k = rotate(*args, **kwargs)
+        i = len(calls)
+        calls.append(i)
+        captured.update({stages.layer_stage(i, "q_rope"): q[0].numpy(), stages.layer_stage(i, "k_rope"): k[0].numpy()})
+        return q, k
+
+    with mock.patch.object(module, "apply_rotary_pos_emb", rotated):
+        logits = _transformers_logits(model, tokens, "float64")
+    np.testing.assert_allclose(trace[stages.LOGITS], logits, rtol=0, atol=1e-12)
+    ops = {stages.split_stage(name)[1] for name in captured}
+    assert {"mlp_out", "q_rope", "k_rope"} <= ops and ("router_probs" in ops) == (config.n_experts > 0)
+    assert ({"q", "k", "v"} <= ops) == config.fused_qkv and ({"mlp_gate", "mlp_up"} <= ops) == config.fused_gate_up
+    for name, value in captured.items():
+        np.testing.assert_allclose(trace[name], value, rtol=0, atol=1e-12, err_msg=name)
+
+
+def test_a_trace_takes_routes_as_logits_does() -> None:
+    config = family_configs_example("mixtral", n_experts=4, top_k=2, n_layers=2)
+    model = NumpyModel(config, init_weights(config, seed=13, scale=0.5), np.float64)
+    tokens = np.random.default_rng(11).integers(0, config.vocab_size, 9)
+    routes = {1: _other_choice(model.router_probs(tokens)[1], config.top_k)}
+    trace = model.trace(tokens, routes=routes)
+    np.testing.assert_array_equal(trace[stages.LOGITS], model.logits(tokens, routes=routes))
+    assert not np.array_equal(trace[stages.LOGITS], model.logits(tokens))
+    np.testing.assert_array_equal(trace["layers.1.router_probs"], model.router_probs(tokens)[1])
+
+
+def test_router_probabilities_stay_float32_in_a_bfloat16_pass() -> None:
+    """transformers takes the router's softmax in float32 (`.float()`, dtype=torch.float) whatever the
+    model's dtype: rounded to bfloat16, probabilities 0.3 apart by less than 2^-9 would tie, and the
+    top-k choice would read ties no model has. The stages around it are rounded as before."""
+    config = family_configs_example("qwen2_moe", n_experts=8, top_k=2)
+    trace = NumpyModel(config, init_weights(config, seed=14), np.float32, rounding=R.BFLOAT16).trace(np.arange(12))
+    probs, h = trace["layers.0.router_probs"], trace["layers.0.mlp_norm"]
+    assert not np.array_equal(R.to_bfloat16(probs), probs)
+    np.testing.assert_array_equal(R.to_bfloat16(h), h)

@@ -182,14 +182,15 @@ class NumpyModel:
         logits, new_cache = self._forward(batch, cache, passing)
         return (logits if np.ndim(tokens) == 2 else logits[0]), new_cache
 
-    def trace(self, tokens: np.ndarray) -> dict[str, np.ndarray]:
-        """Every stage's output for one sequence [T], keyed by stage name, batch axis removed."""
+    def trace(self, tokens: np.ndarray, *, routes: Routes | None = None) -> dict[str, np.ndarray]:
+        """Every stage's output for one sequence [T], keyed by stage name, batch axis removed; `routes`
+        ({layer: [T, top_k]}) as `logits` takes them."""
         record: dict[str, np.ndarray] = {}
-        for group in self.trace_layers(tokens):
+        for group in self.trace_layers(tokens, routes=routes):
             record |= group
         return record
 
-    def trace_layers(self, tokens: np.ndarray) -> Iterator[dict[str, np.ndarray]]:
+    def trace_layers(self, tokens: np.ndarray, *, routes: Routes | None = None) -> Iterator[dict[str, np.ndarray]]:
         """The stages of `trace`, one group at a time: `embed`, then each layer's, then `final_norm`
         and `logits`. Each group is computed when asked for; a consumer that drops it holds one."""
         if np.ndim(tokens) != 1:
@@ -200,7 +201,8 @@ class NumpyModel:
             groups[-1][stage] = value[0]
             return value
 
-        for _ in self._steps(self._check_tokens(tokens, past=0), None, keep):
+        batch = self._check_tokens(tokens, past=0)
+        for _ in self._steps(batch, None, keep, routes=self._check_routes(routes, batch)):
             yield groups.pop()
             groups.append({})
         yield groups.pop()
