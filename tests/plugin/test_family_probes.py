@@ -75,6 +75,15 @@ def test_a_switch_is_on_only_where_it_changes_the_math() -> None:
     assert "query_scale" not in switches_on(gemma2.replace(query_scale=gemma2.d_head))
     every_layer = gemma2.replace(layer_types=("sliding_attention", "sliding_attention"))
     assert switches_on(every_layer)[:3] == ("head_dim", "sliding_window", "attn_softcap")
+    phi3, qwen = PROBE_CONFIGS["phi3"], PROBE_CONFIGS["qwen2_moe"]
+    assert switches_on(phi3.replace(rotary_dim=phi3.d_head)) == ()  # rotating the whole head is full rotary
+    assert switches_on(qwen.replace(d_expert=qwen.d_ff, d_shared_expert=None)) == ()
+    assert switches_on(qwen.replace(n_layers=2, dense_layers=(1,), norm_topk=True)) == (
+        "d_expert",
+        "norm_topk",
+        "d_shared_expert",
+        "dense_layers",
+    )
 
 
 def test_a_declaration_of_plain_llama_refuses_each_switch_by_name() -> None:
