@@ -426,13 +426,16 @@ def test_gemma_s_normaliser_in_bfloat16_is_sqrt_d_model_rounded_as_transformers_
 
 
 @needs.transformers
-@pytest.mark.parametrize("family", ["mistral", "qwen2", "gemma2"])
+@pytest.mark.parametrize("family", ["mistral", "qwen2", "gemma2", "mixtral", "qwen2_moe"])
 def test_left_padding_under_a_window_equals_transformers_and_the_row_alone(family: str) -> None:
+    """Padding positions route too (their outputs are nobody's): a padded row's real tokens equal the row alone."""
     import torch
 
     switches: dict[str, Any] = {"sliding_window": 3}
-    if family != "mistral":
+    if family not in ("mistral", "mixtral"):
         switches["layer_types"] = ("sliding_attention", "full_attention")
+    if family in ("mixtral", "qwen2_moe"):
+        switches |= {"n_experts": 4, "top_k": 2}
     config = family_configs_example(family, **switches, n_layers=2)
     weights = init_weights(config, seed=8, scale=0.5)
     rng = np.random.default_rng(6)
