@@ -117,6 +117,7 @@ def attn_out(w: WeightMap, c: ModelConfig, i: int, attn: np.ndarray) -> np.ndarr
 
 
 def _activation(c: ModelConfig) -> Callable[[np.ndarray], np.ndarray]:
+    """The gate's activation: silu (SwiGLU), or tanh GELU (GeGLU, Gemma)."""
     return L.silu if c.mlp_act == "silu" else L.gelu_tanh
 
 
