@@ -737,3 +737,25 @@ def test_router_probabilities_stay_float32_in_a_bfloat16_pass() -> None:
     probs, h = trace["layers.0.router_probs"], trace["layers.0.mlp_norm"]
     assert not np.array_equal(R.to_bfloat16(probs), probs)
     np.testing.assert_array_equal(R.to_bfloat16(h), h)
+
+
+@pytest.mark.parametrize("rounding", [R.BFLOAT16, R.FLOAT16, R.TF32, R.q8_0_rounding(8, float16_scales=True)])
+def test_one_expert_of_one_is_a_dense_mlp_at_every_precision_bit_for_bit(rounding: R.Rounding) -> None:
+    """A Mixtral layer with a single expert (weight exactly 1) computes what a Llama MLP with the same weights
+    does, rounded the same way: each expert's gate, up and product rounded as a dense layer's stages are."""
+    llama_config = family_configs_example("llama", n_layers=2)
+    mixtral_config = family_configs_example("mixtral", n_layers=2, n_experts=1, top_k=1)
+    dense = init_weights(llama_config, seed=15, scale=0.5)
+    expert = {"gate_proj": "w1", "up_proj": "w3", "down_proj": "w2"}
+    routed = {}
+    for name, array in dense.items():
+        layer, _, rest = name.removeprefix("model.layers.").partition(".")
+        if rest.startswith("mlp."):
+            routed[f"model.layers.{layer}.block_sparse_moe.experts.0.{expert[rest[4:-7]]}.weight"] = array
+            routed[f"model.layers.{layer}.block_sparse_moe.gate.weight"] = np.ones((1, 16), np.float32)
+        else:
+            routed[name] = array
+    tokens = np.arange(10) % llama_config.vocab_size
+    expected = NumpyModel(llama_config, dense, np.float32, rounding=rounding).logits(tokens)
+    found = NumpyModel(mixtral_config, routed, np.float32, rounding=rounding).logits(tokens)
+    np.testing.assert_array_equal(found, expected)

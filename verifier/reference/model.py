@@ -355,7 +355,10 @@ class NumpyModel:
             projected = at("attn_post_norm", f.norm(w, c, i, "attn_post", projected))
         x = at("resid_attn", x + projected)
         h = at("mlp_norm", f.norm(w, c, i, "mlp", x))
-        mlp = llama.moe(w, c, i, h, stage, chosen) if c.is_moe_layer(i) else f.mlp(w, c, i, h, stage)
+        if c.is_moe_layer(i):  # an expert's hidden values rounded as a dense MLP's, not recorded
+            mlp = llama.moe(w, c, i, h, stage, chosen, inner=self._stage(passing))
+        else:
+            mlp = f.mlp(w, c, i, h, stage)
         mlp_out = at("mlp_out", mlp)
         if c.sandwich_norm:
             mlp_out = at("mlp_post_norm", f.norm(w, c, i, "mlp_post", mlp_out))
