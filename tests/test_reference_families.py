@@ -539,7 +539,7 @@ def _swapped_expert_names(c: ModelConfig, i: int, e: int) -> tuple[str, str, str
 
 
 _EXPERTS = {"n_experts": 4, "top_k": 2}
-_GATE_UP, _FUSED_QKV = llama._gate_up, llama._fused_qkv
+_GATE_UP, _FUSED_QKV = llama.gate_up, llama.fused_qkv_split
 # Each new piece of the reference broken on purpose: (family, switches, what breaks, the patch (module,
 # attribute, replacement) or the switches the broken reference runs with instead).
 _BROKEN: dict[str, tuple[str, dict[str, Any], tuple[Any, str, Any] | dict[str, Any]]] = {
@@ -551,9 +551,9 @@ _BROKEN: dict[str, tuple[str, dict[str, Any], tuple[Any, str, Any] | dict[str, A
     "shared expert ungated": (
         "qwen2_moe", {**_EXPERTS, "d_shared_expert": 12}, (L, "sigmoid_gated", lambda out, h, gate: out)
     ),
-    "gate and up swapped in the fused matrix": ("phi3", {}, (llama, "_gate_up", lambda *a: _GATE_UP(*a)[::-1])),
+    "gate and up swapped in the fused matrix": ("phi3", {}, (llama, "gate_up", lambda *a: _GATE_UP(*a)[::-1])),
     "q and k swapped in the fused matrix": (
-        "phi3", {"n_kv_heads": 2}, (llama, "_fused_qkv", lambda *a: [_FUSED_QKV(*a)[i] for i in (1, 0, 2)])
+        "phi3", {"n_kv_heads": 2}, (llama, "fused_qkv_split", lambda *a: [_FUSED_QKV(*a)[i] for i in (1, 0, 2)])
     ),
     "partial rotary rotating the whole head": ("phi3", {"rotary_dim": 4}, {"rotary_dim": None}),
     "interleaved pairs read as rotate-half": ("glm", {}, (L, "apply_rope_interleaved", L.apply_rope)),

@@ -76,7 +76,7 @@ def _projection(w: WeightMap, prefix: str, h: np.ndarray, bias: bool) -> np.ndar
     return L.linear(h, w[prefix + "weight"].T, w[prefix + "bias"] if bias else None)
 
 
-def _fused_qkv(w: WeightMap, c: ModelConfig, prefix: str, h: np.ndarray) -> list[np.ndarray]:
+def fused_qkv_split(w: WeightMap, c: ModelConfig, prefix: str, h: np.ndarray) -> list[np.ndarray]:
     """Phi-3's `qkv_proj` [(n_heads + 2 n_kv_heads) d_head, d_model]: one product, its columns sliced q
     then k then v: [B, T, d_model] -> [B, T, n_heads d_head], 2 x [B, T, n_kv_heads d_head]."""
     q_end = c.n_heads * c.d_head
@@ -96,7 +96,7 @@ def qkv(
     RMSNorm over each head's q and k (Qwen3), then RoPE on q, k (on each head's first rotary_dim dims)."""
     p = f"model.layers.{i}.self_attn."
     if c.fused_qkv:
-        projected = _fused_qkv(w, c, p, h)
+        projected = fused_qkv_split(w, c, p, h)
     else:
         projected = [_projection(w, p + f"{x}_proj.", h, c.qkv_bias) for x in "qkv"]
     q = stage(layer_stage(i, "q"), L.split_heads(projected[0], c.n_heads))
@@ -121,7 +121,7 @@ def _activation(c: ModelConfig) -> Callable[[np.ndarray], np.ndarray]:
     return L.silu if c.mlp_act == "silu" else L.gelu_tanh
 
 
-def _gate_up(w: WeightMap, c: ModelConfig, prefix: str, h: np.ndarray) -> list[np.ndarray]:
+def gate_up(w: WeightMap, c: ModelConfig, prefix: str, h: np.ndarray) -> list[np.ndarray]:
     """h's gate and up projections [B, T, d_ff] each; a fused `gate_up_proj` [2 d_ff, d_model] holds
     the gate's rows first (transformers' `gate, up = x.chunk(2, -1)`)."""
     if c.fused_gate_up:
@@ -133,7 +133,7 @@ def mlp(w: WeightMap, c: ModelConfig, i: int, h: np.ndarray, stage: Stage) -> np
     """A dense layer's down(act(gate(h)) * up(h)), act silu (SwiGLU) or tanh GELU (GeGLU, Gemma):
     [B, T, d_model] -> [B, T, d_ff] -> [B, T, d_model]."""
     p = f"model.layers.{i}.mlp."
-    gate, up = _gate_up(w, c, p, h)
+    gate, up = gate_up(w, c, p, h)
     gate = stage(layer_stage(i, "mlp_gate"), gate)
     up = stage(layer_stage(i, "mlp_up"), up)
     act = stage(layer_stage(i, "mlp_act"), _activation(c)(gate) * up)
