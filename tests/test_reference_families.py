@@ -426,13 +426,16 @@ def test_gemma_s_normaliser_in_bfloat16_is_sqrt_d_model_rounded_as_transformers_
 
 
 @needs.transformers
-@pytest.mark.parametrize("family", ["mistral", "qwen2", "gemma2"])
+@pytest.mark.parametrize("family", ["mistral", "qwen2", "gemma2", "mixtral", "qwen2_moe"])
 def test_left_padding_under_a_window_equals_transformers_and_the_row_alone(family: str) -> None:
+    """Padding positions route too (their outputs are nobody's): a padded row's real tokens equal the row alone."""
     import torch
 
     switches: dict[str, Any] = {"sliding_window": 3}
-    if family != "mistral":
+    if family not in ("mistral", "mixtral"):
         switches["layer_types"] = ("sliding_attention", "full_attention")
+    if family in ("mixtral", "qwen2_moe"):
+        switches |= {"n_experts": 4, "top_k": 2}
     config = family_configs_example(family, **switches, n_layers=2)
     weights = init_weights(config, seed=8, scale=0.5)
     rng = np.random.default_rng(6)
@@ -536,7 +539,7 @@ def _swapped_expert_names(c: ModelConfig, i: int, e: int) -> tuple[str, str, str
 
 
 _EXPERTS = {"n_experts": 4, "top_k": 2}
-_GATE_UP, _FUSED_QKV = llama._gate_up, llama._fused_qkv
+_GATE_UP, _FUSED_QKV = llama.gate_up, llama.fused_qkv_split
 # Each new piece of the reference broken on purpose: (family, switches, what breaks, the patch (module,
 # attribute, replacement) or the switches the broken reference runs with instead).
 _BROKEN: dict[str, tuple[str, dict[str, Any], tuple[Any, str, Any] | dict[str, Any]]] = {
@@ -548,9 +551,9 @@ _BROKEN: dict[str, tuple[str, dict[str, Any], tuple[Any, str, Any] | dict[str, A
     "shared expert ungated": (
         "qwen2_moe", {**_EXPERTS, "d_shared_expert": 12}, (L, "sigmoid_gated", lambda out, h, gate: out)
     ),
-    "gate and up swapped in the fused matrix": ("phi3", {}, (llama, "_gate_up", lambda *a: _GATE_UP(*a)[::-1])),
+    "gate and up swapped in the fused matrix": ("phi3", {}, (llama, "gate_up", lambda *a: _GATE_UP(*a)[::-1])),
     "q and k swapped in the fused matrix": (
-        "phi3", {"n_kv_heads": 2}, (llama, "_fused_qkv", lambda *a: [_FUSED_QKV(*a)[i] for i in (1, 0, 2)])
+        "phi3", {"n_kv_heads": 2}, (llama, "fused_qkv_split", lambda *a: [_FUSED_QKV(*a)[i] for i in (1, 0, 2)])
     ),
     "partial rotary rotating the whole head": ("phi3", {"rotary_dim": 4}, {"rotary_dim": None}),
     "interleaved pairs read as rotate-half": ("glm", {}, (L, "apply_rope_interleaved", L.apply_rope)),
@@ -734,3 +737,25 @@ def test_router_probabilities_stay_float32_in_a_bfloat16_pass() -> None:
     probs, h = trace["layers.0.router_probs"], trace["layers.0.mlp_norm"]
     assert not np.array_equal(R.to_bfloat16(probs), probs)
     np.testing.assert_array_equal(R.to_bfloat16(h), h)
+
+
+@pytest.mark.parametrize("rounding", [R.BFLOAT16, R.FLOAT16, R.TF32, R.q8_0_rounding(8, float16_scales=True)])
+def test_one_expert_of_one_is_a_dense_mlp_at_every_precision_bit_for_bit(rounding: R.Rounding) -> None:
+    """A Mixtral layer with a single expert (weight exactly 1) computes what a Llama MLP with the same weights
+    does, rounded the same way: each expert's gate, up and product rounded as a dense layer's stages are."""
+    llama_config = family_configs_example("llama", n_layers=2)
+    mixtral_config = family_configs_example("mixtral", n_layers=2, n_experts=1, top_k=1)
+    dense = init_weights(llama_config, seed=15, scale=0.5)
+    expert = {"gate_proj": "w1", "up_proj": "w3", "down_proj": "w2"}
+    routed = {}
+    for name, array in dense.items():
+        layer, _, rest = name.removeprefix("model.layers.").partition(".")
+        if rest.startswith("mlp."):
+            routed[f"model.layers.{layer}.block_sparse_moe.experts.0.{expert[rest[4:-7]]}.weight"] = array
+            routed[f"model.layers.{layer}.block_sparse_moe.gate.weight"] = np.ones((1, 16), np.float32)
+        else:
+            routed[name] = array
+    tokens = np.arange(10) % llama_config.vocab_size
+    expected = NumpyModel(llama_config, dense, np.float32, rounding=rounding).logits(tokens)
+    found = NumpyModel(mixtral_config, routed, np.float32, rounding=rounding).logits(tokens)
+    np.testing.assert_array_equal(found, expected)
