@@ -1,8 +1,9 @@
 """The suite's side of the model contract: what a model supports, building it for a case, skipping.
 
 What a model supports is probed once per session and process (`verifier.plugin.contract.probe`):
-its factory is asked for a tiny config of each kind (each family with what it adds turned on; Llama
-also with grouped-query attention and with RoPE scaling), in the shapes it declares
+its factory is asked for a tiny config of each kind (each family with what it adds turned on: a MoE
+family its routed experts, Phi-3 and GLM partial rotary; Llama also with grouped-query attention and
+with RoPE scaling), in the shapes it declares
 (`factory.constraints`) or, if it declares none, the free shape and then the published ones. The
 strategies then draw only configs of the shapes it runs: its declared Constraints, or those the
 probes found (a model that refused the free shape and accepted GPT-2's published one is drawn
@@ -33,6 +34,7 @@ from verifier.model.config import FAMILIES, FAMILY_SWITCHES, Family, ModelConfig
 from verifier.plugin import checkpoint
 from verifier.plugin.contract import (
     FREE_SHAPE,
+    MOE_SIZES,
     PROBE_KINDS,
     CheckedModel,
     Probe,
@@ -85,7 +87,7 @@ class Support:
             what = f"no {'/'.join(families)} config" if family else "none of the probe configs"
             return f"model {self.model!r} runs {what} ({reasons})"
         if switch is not None and not any(
-            switch in FAMILY_SWITCHES[f][1] and (c.switches is None or switch in c.switches)
+            switch in FAMILY_SWITCHES[f][1] and (c.switches is None or switch in c.switches or switch in MOE_SIZES)
             for c in self.constraints
             for f in c.families
             if f in families

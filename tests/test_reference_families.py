@@ -11,6 +11,8 @@ transformers' code in float64, against the reference written from the math: they
 from __future__ import annotations
 
 import contextlib
+import functools
+import re
 from collections.abc import Iterator
 from typing import Any
 from unittest import mock
@@ -26,10 +28,10 @@ from verifier.analysis.divergence import localize
 from verifier.analysis.precision import BFLOAT16
 from verifier.model import stages
 from verifier.model.config import FAMILY_SWITCHES, HF_CLASSES, ROPE_FAMILIES, ModelConfig, RopeScaling
-from verifier.model.weights import LazyWeights, Weights, init_weights
+from verifier.model.weights import LazyWeights, Weights, expert_names, init_weights
 from verifier.plugin.adapters.hf_transformers import transformers_state
 from verifier.properties.oracle import Oracle
-from verifier.reference import NumpyModel, llama
+from verifier.reference import InputError, NumpyModel, llama
 from verifier.reference import layers as L
 from verifier.reference import rounding as R
 
@@ -355,12 +357,18 @@ def test_the_new_trace_stages_equal_the_outputs_of_transformers_modules(
         np.testing.assert_allclose(trace[name], value, rtol=0, atol=1e-12, err_msg=name)
 
 
-@pytest.mark.parametrize("family", ["qwen3", "gemma2"])
-def test_a_streamed_pass_of_a_family_equals_the_resident_one_bit_for_bit(family: str) -> None:
-    switches = {"qkv_bias": True, "o_bias": True, "head_dim": 10, "sliding_window": 3}
-    if family == "gemma2":
-        switches |= {"attn_softcap": 2.0, "final_softcap": 4.0, "query_scale": 9}
-    config = family_configs_example(family, **switches).replace(n_layers=2)
+_ATTENTION_SWITCHES = {"qkv_bias": True, "o_bias": True, "head_dim": 10, "sliding_window": 3}
+
+
+@pytest.mark.parametrize(("family", "switches"), [
+    ("qwen3", _ATTENTION_SWITCHES),
+    ("gemma2", {**_ATTENTION_SWITCHES, "attn_softcap": 2.0, "final_softcap": 4.0, "query_scale": 9}),
+    ("qwen2_moe", {"n_experts": 3, "top_k": 2, "d_expert": 8, "d_shared_expert": 12, "dense_layers": (0,)}),
+    ("phi3", {"rotary_dim": 4, "sliding_window": 3}),
+    ("glm", {"rotary_dim": 6, "qkv_bias": True, "head_dim": 10}),
+])  # fmt: skip
+def test_a_streamed_pass_of_a_family_equals_the_resident_one_bit_for_bit(family: str, switches: dict[str, Any]) -> None:
+    config = family_configs_example(family, **{"n_layers": 2, **switches})
     weights = init_weights(config, seed=5, scale=0.5)
     lookups: list[str] = []
     lazy = LazyWeights({n: w.shape for n, w in weights.items()}, lambda n: lookups.append(n) or weights[n])
@@ -375,12 +383,23 @@ def test_a_streamed_pass_of_a_family_equals_the_resident_one_bit_for_bit(family:
     assert set(weights) <= set(lookups), "the streamed pass read every weight, the new ones included"
 
 
+_BIASED_HEADS = {"head_dim": 12, "qkv_bias": True, "o_bias": True}
+
+
 @needs.transformers
-@pytest.mark.parametrize("family", ["qwen3", "gemma", "gemma2"])
-def test_transformers_in_bfloat16_agrees_with_the_oracle_within_the_bfloat16_class(family: str) -> None:
-    switches = {"head_dim": 12, "qkv_bias": True, "o_bias": True}
-    if family == "gemma2":
-        switches |= {"sliding_window": 5, "attn_softcap": 3.0, "final_softcap": 5.0, "query_scale": 20}
+@pytest.mark.parametrize(("family", "switches"), [
+    ("qwen3", _BIASED_HEADS),
+    ("gemma", _BIASED_HEADS),
+    ("gemma2", {**_BIASED_HEADS, "sliding_window": 5, "attn_softcap": 3.0, "final_softcap": 5.0, "query_scale": 20}),
+    ("mixtral", {"n_experts": 4, "top_k": 2}),
+    ("qwen2_moe", {"n_experts": 4, "top_k": 2, "d_expert": 16, "d_shared_expert": 24}),
+    ("phi3", {"rotary_dim": 4}),
+    ("glm", {"rotary_dim": 6, "qkv_bias": True}),
+])  # fmt: skip
+def test_transformers_in_bfloat16_agrees_with_the_oracle_within_the_bfloat16_class(
+    family: str, switches: dict[str, Any]
+) -> None:
+    """At a seed whose routers meet no near-tie at bfloat16 (the near-tie rule is the oracle's, in properties)."""
     config = family_configs_example(family, **switches).replace(n_layers=2, d_model=48)
     weights = init_weights(config, seed=6, scale=0.3)
     tokens = np.random.default_rng(5).integers(0, config.vocab_size, 20)
@@ -407,13 +426,16 @@ def test_gemma_s_normaliser_in_bfloat16_is_sqrt_d_model_rounded_as_transformers_
 
 
 @needs.transformers
-@pytest.mark.parametrize("family", ["mistral", "qwen2", "gemma2"])
+@pytest.mark.parametrize("family", ["mistral", "qwen2", "gemma2", "mixtral", "qwen2_moe"])
 def test_left_padding_under_a_window_equals_transformers_and_the_row_alone(family: str) -> None:
+    """Padding positions route too (their outputs are nobody's): a padded row's real tokens equal the row alone."""
     import torch
 
     switches: dict[str, Any] = {"sliding_window": 3}
-    if family != "mistral":
+    if family not in ("mistral", "mixtral"):
         switches["layer_types"] = ("sliding_attention", "full_attention")
+    if family in ("mixtral", "qwen2_moe"):
+        switches |= {"n_experts": 4, "top_k": 2}
     config = family_configs_example(family, **switches, n_layers=2)
     weights = init_weights(config, seed=8, scale=0.5)
     rng = np.random.default_rng(6)
@@ -494,3 +516,246 @@ def test_the_trace_has_every_stage_of_the_switches_and_its_stages_meet_every_wei
         assert ("q_norm" in ops and "k_norm" in ops) == config.qk_norm
         assert ("attn_post_norm" in ops and "mlp_post_norm" in ops) == config.sandwich_norm
         assert ("router_probs" in ops) == config.is_moe_layer(i) != ("mlp_gate" in ops)
+
+
+def _float64_error(config: ModelConfig, weights: Weights, tokens: np.ndarray, reference: ModelConfig) -> float:
+    """How far the float64 reference of `reference` (a config, or a broken reference under a patch) is
+    from transformers' float64 model of `config`, relative to the largest logit."""
+    found = _transformers_logits(_transformers_model(config, weights, "float64"), tokens, "float64")
+    return _relative_error(NumpyModel(reference, weights, np.float64).logits(tokens), found)
+
+
+def _top_1(probs: np.ndarray, k: int) -> np.ndarray:
+    return np.argsort(-probs, axis=-1, kind="stable")[..., :1]
+
+
+def _router_over_tokens(h: np.ndarray, router: np.ndarray) -> np.ndarray:
+    return L.softmax(L.linear(h, router.T), axis=-2)
+
+
+def _swapped_expert_names(c: ModelConfig, i: int, e: int) -> tuple[str, str, str]:
+    gate, up, down = expert_names(c, i, e)
+    return up, gate, down
+
+
+_EXPERTS = {"n_experts": 4, "top_k": 2}
+_GATE_UP, _FUSED_QKV = llama.gate_up, llama.fused_qkv_split
+# Each new piece of the reference broken on purpose: (family, switches, what breaks, the patch (module,
+# attribute, replacement) or the switches the broken reference runs with instead).
+_BROKEN: dict[str, tuple[str, dict[str, Any], tuple[Any, str, Any] | dict[str, Any]]] = {
+    "top-1 instead of top-2": ("mixtral", _EXPERTS, (L, "top_k_experts", _top_1)),
+    "no renormalisation where Mixtral renormalises": ("mixtral", _EXPERTS, (L, "renormalise", lambda w: w)),
+    "renormalised where Qwen2-MoE does not": ("qwen2_moe", _EXPERTS, {"norm_topk": True}),
+    "router softmax over tokens": ("mixtral", _EXPERTS, (L, "router_probs", _router_over_tokens)),
+    "an expert's gate and up swapped (w1, w3)": ("mixtral", _EXPERTS, (llama, "expert_names", _swapped_expert_names)),
+    "shared expert ungated": (
+        "qwen2_moe", {**_EXPERTS, "d_shared_expert": 12}, (L, "sigmoid_gated", lambda out, h, gate: out)
+    ),
+    "gate and up swapped in the fused matrix": ("phi3", {}, (llama, "gate_up", lambda *a: _GATE_UP(*a)[::-1])),
+    "q and k swapped in the fused matrix": (
+        "phi3", {"n_kv_heads": 2}, (llama, "fused_qkv_split", lambda *a: [_FUSED_QKV(*a)[i] for i in (1, 0, 2)])
+    ),
+    "partial rotary rotating the whole head": ("phi3", {"rotary_dim": 4}, {"rotary_dim": None}),
+    "interleaved pairs read as rotate-half": ("glm", {}, (L, "apply_rope_interleaved", L.apply_rope)),
+    "GLM's partial rotary rotating the whole head": ("glm", {"rotary_dim": 4}, {"rotary_dim": None}),
+}  # fmt: skip
+
+
+@needs.transformers
+@pytest.mark.parametrize("broken", list(_BROKEN))
+def test_each_new_piece_of_the_reference_broken_on_purpose_is_caught_by_transformers(broken: str) -> None:
+    family, switches, breaking = _BROKEN[broken]
+    config = family_configs_example(family, **switches).replace(n_layers=2)
+    weights = init_weights(config, seed=10, scale=0.5)
+    tokens = np.random.default_rng(8).integers(0, config.vocab_size, 20)
+    assert _float64_error(config, weights, tokens, config) <= FLOAT64_AGREEMENT  # the intact reference
+    if isinstance(breaking, dict):
+        error = _float64_error(config, weights, tokens, config.replace(**breaking))
+    else:
+        module, name, replacement = breaking
+        with mock.patch.object(module, name, replacement):
+            error = _float64_error(config, weights, tokens, config)
+    assert error > 1e-4, f"{broken}: the broken reference is within {error:.2g} of transformers"
+
+
+def _other_choice(probs: np.ndarray, k: int) -> np.ndarray:
+    """Each token's top k experts with its k-th replaced by its (k+1)-th: the other side of a near-tie."""
+    ranked = np.argsort(-probs, axis=-1, kind="stable")
+    return np.concatenate([ranked[..., : k - 1], ranked[..., k : k + 1]], axis=-1)
+
+
+@needs.transformers
+@pytest.mark.parametrize(("family", "switches"), [
+    ("mixtral", {"n_experts": 4, "top_k": 2}),
+    ("qwen2_moe", {"n_experts": 5, "top_k": 3, "d_shared_expert": 12, "d_expert": 8, "dense_layers": (1,)}),
+    ("qwen2_moe", {"n_experts": 3, "top_k": 1, "norm_topk": True}),
+])  # fmt: skip
+def test_routes_compute_the_oracle_of_another_choice_as_transformers_forced_to_it(
+    family: str, switches: dict[str, Any]
+) -> None:
+    """`routes` makes each layer use the other side of every token's k-th / (k+1)-th split; transformers'
+    routers forced to the same experts (their own probabilities, renormalised where the family does) agree."""
+    import torch
+
+    config = family_configs_example(family, **{"n_layers": 3, **switches})
+    weights = init_weights(config, seed=11, scale=0.5)
+    tokens = np.random.default_rng(9).integers(0, config.vocab_size, 16)
+    model = NumpyModel(config, weights, np.float64)
+    routes: dict[int, np.ndarray] = {}
+    for layer in [i for i in range(config.n_layers) if config.is_moe_layer(i)]:  # each sees the earlier overrides
+        routes[layer] = _other_choice(model.router_probs(tokens, routes=routes)[layer], config.top_k)
+    expected = model.logits(tokens, routes=routes)
+    own = {i: L.top_k_experts(p, config.top_k) for i, p in model.router_probs(tokens).items()}
+    np.testing.assert_array_equal(model.logits(tokens, routes=own), model.logits(tokens))
+    assert _relative_error(expected, model.logits(tokens)) > 1e-4, "the other choice changes the logits"
+
+    hf = _transformers_model(config, weights, "float64")
+
+    def force(module: Any, args: Any, output: Any, layer: int) -> tuple[Any, Any, Any]:
+        logits = output[0]
+        chosen = torch.from_numpy(routes[layer].reshape(-1, config.top_k))
+        scores = torch.softmax(logits, dim=-1).gather(-1, chosen)
+        return logits, scores / scores.sum(-1, keepdim=True) if config.norm_topk else scores, chosen
+
+    for layer in routes:
+        hf.model.layers[layer].mlp.gate.register_forward_hook(lambda m, a, o, layer=layer: force(m, a, o, layer))
+    assert _relative_error(_transformers_logits(hf, tokens, "float64"), expected) <= FLOAT64_AGREEMENT
+
+
+@pytest.mark.parametrize(
+    ("routes", "message"),
+    [
+        ({1: np.zeros((6, 2), int)}, "layer 1 is not a MoE layer"),
+        ({0: np.zeros((5, 2), int)}, "shape (5, 2) is not [B, T, top_k] = (1, 6, 2)"),
+        ({0: np.full((6, 2), 4)}, "expert indices must be integers in [0, 4)"),
+        ({0: np.zeros((6, 2), int)}, "a token chooses the same expert twice"),
+    ],
+)
+def test_routes_that_cannot_be_a_choice_are_refused_naming_the_layer(routes: dict[int, Any], message: str) -> None:
+    config = family_configs_example("qwen2_moe", n_experts=4, top_k=2, dense_layers=(1,), n_layers=2)
+    model = NumpyModel(config, init_weights(config), np.float64)
+    with pytest.raises(InputError, match=re.escape(message)):
+        model.logits(np.arange(6), routes=routes)
+
+
+@pytest.mark.parametrize("d_model", [16, 64, 256])
+def test_initial_routers_vary_across_tokens_and_never_tie_in_float64(d_model: int) -> None:
+    """Router rows of norm ~2 (`init_weights`): the k-th and (k+1)-th probabilities of every token stay
+    far apart in float64 rounding (measured: smallest gap 1e-4 over 60 layers of 30 tokens), and the
+    tokens of a sequence choose different expert sets in every layer (2 to 14 of them over 30 tokens: at
+    d_model 256 a later layer's inputs share much of their direction, ~0.8 correlation, measured)."""
+    config = family_configs_example("mixtral", n_experts=8, top_k=2, n_layers=2).replace(d_model=d_model)
+    for seed in range(5):
+        model = NumpyModel(config, init_weights(config, seed=seed, scale=0.02), np.float64)
+        for probs in model.router_probs(np.random.default_rng(seed).integers(0, config.vocab_size, 30)).values():
+            ranked = np.sort(probs, axis=-1)[:, ::-1]
+            assert (ranked[:, 1] - ranked[:, 2]).min() > 1e-8
+            assert len({tuple(sorted(row)) for row in L.top_k_experts(probs, 2)}) >= 2
+
+
+@needs.transformers
+@pytest.mark.parametrize(("family", "switches"), [
+    ("mixtral", {"n_experts": 4, "top_k": 2}),
+    ("qwen2_moe", {"n_experts": 4, "top_k": 3, "d_expert": 8, "d_shared_expert": 12, "dense_layers": (1,)}),
+    ("phi3", {"rotary_dim": 4, "n_kv_heads": 2}),
+    ("glm", {"rotary_dim": 6, "head_dim": 10, "qkv_bias": True}),
+])  # fmt: skip
+def test_the_issue27_trace_stages_equal_transformers_modules(family: str, switches: dict[str, Any]) -> None:
+    """router_probs (the softmax of transformers' router logits), a MoE layer's mlp_out, q/k/v sliced from
+    the fused qkv_proj, gate/up halves of gate_up_proj, and q_rope/k_rope of partial rotary (rotate-half or
+    interleaved), read from transformers' modules and its own apply_rotary_pos_emb."""
+    import importlib
+
+    config = family_configs_example(family, **{"n_layers": 2, **switches})
+    weights = init_weights(config, seed=12, scale=0.5)
+    tokens = np.random.default_rng(10).integers(0, config.vocab_size, 10)
+    trace = NumpyModel(config, weights, np.float64).trace(tokens)
+    assert list(trace) == list(stages.stage_shapes(config, len(tokens)))
+    model = _transformers_model(config, weights, "float64")
+    captured: dict[str, np.ndarray] = {}
+    T, q_end, kv = len(tokens), config.n_heads * config.d_head, config.n_kv_heads * config.d_head
+    half, n_heads, n_kv = config.d_ff, config.n_heads, config.n_kv_heads
+
+    def heads(x: np.ndarray, n: int) -> np.ndarray:
+        return x.reshape(T, n, -1).transpose(1, 0, 2)
+
+    def keep(path: str, read: Any) -> None:
+        """Capture `read(output as NumPy, batch row 0)` (a {stage: array} dict) from module `path`."""
+        model.get_submodule(path).register_forward_hook(lambda m, a, out: captured.update(read(out[0].numpy())))
+
+    for i in range(config.n_layers):
+        at, layer = functools.partial(stages.layer_stage, i), f"model.layers.{i}."
+        if config.is_moe_layer(i):  # the router returns its logits first
+            keep(layer + "mlp.gate", lambda logits, at=at: {at("router_probs"): L.softmax(logits)})
+        keep(layer + "mlp", lambda out, at=at: {at("mlp_out"): out})
+        if config.fused_qkv:  # rows q, then k, then v
+            q, k, v = (at(op) for op in "qkv")
+            keep(layer + "self_attn.qkv_proj", lambda out, q=q, k=k, v=v: {
+                q: heads(out[:, :q_end], n_heads), k: heads(out[:, q_end : q_end + kv], n_kv),
+                v: heads(out[:, q_end + kv :], n_kv),
+            })  # fmt: skip
+        if config.fused_gate_up:  # the gate's rows first
+            gate, up = at("mlp_gate"), at("mlp_up")
+            keep(layer + "mlp.gate_up_proj", lambda out, g=gate, u=up: {g: out[:, :half], u: out[:, half:]})
+    module = importlib.import_module(type(model).__module__)
+    rotate, calls = module.apply_rotary_pos_emb, []
+
+    def rotated(*args: Any, **kwargs: Any) -> Any:
+        q, k = rotate(*args, **kwargs)
+        i = len(calls)
+        calls.append(i)
+        captured.update({stages.layer_stage(i, "q_rope"): q[0].numpy(), stages.layer_stage(i, "k_rope"): k[0].numpy()})
+        return q, k
+
+    with mock.patch.object(module, "apply_rotary_pos_emb", rotated):
+        logits = _transformers_logits(model, tokens, "float64")
+    np.testing.assert_allclose(trace[stages.LOGITS], logits, rtol=0, atol=1e-12)
+    ops = {stages.split_stage(name)[1] for name in captured}
+    assert {"mlp_out", "q_rope", "k_rope"} <= ops and ("router_probs" in ops) == (config.n_experts > 0)
+    assert ({"q", "k", "v"} <= ops) == config.fused_qkv and ({"mlp_gate", "mlp_up"} <= ops) == config.fused_gate_up
+    for name, value in captured.items():
+        np.testing.assert_allclose(trace[name], value, rtol=0, atol=1e-12, err_msg=name)
+
+
+def test_a_trace_takes_routes_as_logits_does() -> None:
+    config = family_configs_example("mixtral", n_experts=4, top_k=2, n_layers=2)
+    model = NumpyModel(config, init_weights(config, seed=13, scale=0.5), np.float64)
+    tokens = np.random.default_rng(11).integers(0, config.vocab_size, 9)
+    routes = {1: _other_choice(model.router_probs(tokens)[1], config.top_k)}
+    trace = model.trace(tokens, routes=routes)
+    np.testing.assert_array_equal(trace[stages.LOGITS], model.logits(tokens, routes=routes))
+    assert not np.array_equal(trace[stages.LOGITS], model.logits(tokens))
+    np.testing.assert_array_equal(trace["layers.1.router_probs"], model.router_probs(tokens)[1])
+
+
+def test_router_probabilities_stay_float32_in_a_bfloat16_pass() -> None:
+    """transformers takes the router's softmax in float32 (`.float()`, dtype=torch.float) whatever the
+    model's dtype: rounded to bfloat16, probabilities 0.3 apart by less than 2^-9 would tie, and the
+    top-k choice would read ties no model has. The stages around it are rounded as before."""
+    config = family_configs_example("qwen2_moe", n_experts=8, top_k=2)
+    trace = NumpyModel(config, init_weights(config, seed=14), np.float32, rounding=R.BFLOAT16).trace(np.arange(12))
+    probs, h = trace["layers.0.router_probs"], trace["layers.0.mlp_norm"]
+    assert not np.array_equal(R.to_bfloat16(probs), probs)
+    np.testing.assert_array_equal(R.to_bfloat16(h), h)
+
+
+@pytest.mark.parametrize("rounding", [R.BFLOAT16, R.FLOAT16, R.TF32, R.q8_0_rounding(8, float16_scales=True)])
+def test_one_expert_of_one_is_a_dense_mlp_at_every_precision_bit_for_bit(rounding: R.Rounding) -> None:
+    """A Mixtral layer with a single expert (weight exactly 1) computes what a Llama MLP with the same weights
+    does, rounded the same way: each expert's gate, up and product rounded as a dense layer's stages are."""
+    llama_config = family_configs_example("llama", n_layers=2)
+    mixtral_config = family_configs_example("mixtral", n_layers=2, n_experts=1, top_k=1)
+    dense = init_weights(llama_config, seed=15, scale=0.5)
+    expert = {"gate_proj": "w1", "up_proj": "w3", "down_proj": "w2"}
+    routed = {}
+    for name, array in dense.items():
+        layer, _, rest = name.removeprefix("model.layers.").partition(".")
+        if rest.startswith("mlp."):
+            routed[f"model.layers.{layer}.block_sparse_moe.experts.0.{expert[rest[4:-7]]}.weight"] = array
+            routed[f"model.layers.{layer}.block_sparse_moe.gate.weight"] = np.ones((1, 16), np.float32)
+        else:
+            routed[name] = array
+    tokens = np.arange(10) % llama_config.vocab_size
+    expected = NumpyModel(llama_config, dense, np.float32, rounding=rounding).logits(tokens)
+    found = NumpyModel(mixtral_config, routed, np.float32, rounding=rounding).logits(tokens)
+    np.testing.assert_array_equal(found, expected)

@@ -204,7 +204,7 @@ def test_models_lists_the_registered_models_with_their_origin_and_probes_one(
     assert {"numpy  (built-in)", "transformers  (built-in)", "llama2c  (built-in)"} <= set(lines), lines
     assert main(["models", "numpy"]) == 0
     out = capsys.readouterr().out
-    every_family = "gpt2, llama, llama-gqa, llama3, mistral, qwen2, qwen3, gemma, gemma2"
+    every_family = "gpt2, llama, llama-gqa, llama3, mistral, qwen2, qwen3, gemma, gemma2, mixtral, qwen2_moe, phi3, glm"
     assert f"numpy  (built-in)\n  {every_family}: logits, decode, trace, attention_mask; precision float32" in out, out
     assert "llama2c" not in out  # named: the others are neither listed nor probed
     assert main(["models", "nope"]) == 2

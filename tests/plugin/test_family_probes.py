@@ -40,6 +40,10 @@ def test_each_probe_turns_on_what_its_family_adds() -> None:
         "qwen3": ("head_dim",),
         "gemma": ("head_dim",),
         "gemma2": ("head_dim", "sliding_window", "layer_types", "attn_softcap", "final_softcap", "query_scale"),
+        "mixtral": (),  # its routed experts are the family's MLP, sizes not switches; its renormalisation fixed
+        "qwen2_moe": ("d_expert", "d_shared_expert"),  # as Qwen1.5-MoE: no renormalisation
+        "phi3": ("rotary_dim",),  # its fused q/k/v and gate/up are the family's, fixed
+        "glm": ("head_dim", "qkv_bias", "rotary_dim"),  # its fused gate/up and interleaved pairs fixed
     }
     c = PROBE_CONFIGS
     # Each switch where ignoring it changes the output: a window the probe's positions pass, a head_dim
@@ -53,6 +57,15 @@ def test_each_probe_turns_on_what_its_family_adds() -> None:
     assert g2.sandwich_norm and [g2.window(i) for i in range(g2.n_layers)] == [g2.sliding_window, None]
     assert g2.sliding_window < g2.n_ctx and g2.query_scale != g2.d_head
     assert all(c[k].n_kv_heads < c[k].n_heads for k in ("llama-gqa", "llama3", "mistral", "qwen2", "qwen3", "gemma2"))
+    # A router that chooses (top-2 of 4 experts); Qwen2-MoE's experts narrower than its dense d_ff.
+    for k in ("mixtral", "qwen2_moe"):
+        assert (c[k].n_experts, c[k].top_k) == (4, 2) and all(c[k].is_moe_layer(i) for i in range(c[k].n_layers))
+    assert c["mixtral"].norm_topk and not c["qwen2_moe"].norm_topk and c["qwen2_moe"].expert_d_ff < c["qwen2_moe"].d_ff
+    assert c["phi3"].fused_qkv and c["phi3"].fused_gate_up and c["glm"].fused_gate_up and not c["glm"].fused_qkv
+    # Partial rotary, and GLM's interleaved pairs on a rotated part of two pairs (with one, (0, 1) is
+    # both rotate-half's pair and the interleaved one: the convention would not show).
+    assert c["phi3"].rotated_dims < c["phi3"].d_head and c["glm"].rotated_dims < c["glm"].d_head
+    assert c["glm"].rope_pairs == "interleaved" and c["glm"].rotated_dims >= 4
 
 
 def test_a_switch_is_on_only_where_it_changes_the_math() -> None:
@@ -62,6 +75,15 @@ def test_a_switch_is_on_only_where_it_changes_the_math() -> None:
     assert "query_scale" not in switches_on(gemma2.replace(query_scale=gemma2.d_head))
     every_layer = gemma2.replace(layer_types=("sliding_attention", "sliding_attention"))
     assert switches_on(every_layer)[:3] == ("head_dim", "sliding_window", "attn_softcap")
+    phi3, qwen = PROBE_CONFIGS["phi3"], PROBE_CONFIGS["qwen2_moe"]
+    assert switches_on(phi3.replace(rotary_dim=phi3.d_head)) == ()  # rotating the whole head is full rotary
+    assert switches_on(qwen.replace(d_expert=qwen.d_ff, d_shared_expert=None)) == ()
+    assert switches_on(qwen.replace(n_layers=2, dense_layers=(1,), norm_topk=True)) == (
+        "d_expert",
+        "norm_topk",
+        "d_shared_expert",
+        "dense_layers",
+    )
 
 
 def test_a_declaration_of_plain_llama_refuses_each_switch_by_name() -> None:
@@ -90,6 +112,10 @@ PLAIN_LLAMA_REFUSALS = {
     "qwen3": "not the qwen3 family",
     "gemma": "not the gemma family",
     "gemma2": "not the gemma2 family",
+    "mixtral": "not the mixtral family",
+    "qwen2_moe": "not the qwen2_moe family",
+    "phi3": "not the phi3 family",
+    "glm": "not the glm family",
 }
 
 
@@ -157,7 +183,7 @@ def test_a_port_that_ignores_the_switches_fails_the_oracle_on_each_switched_prob
             "examples.fixed_gpt2:build",
             strategies.WINDOW_FAMILIES,
             "sliding_window",
-            "runs no mistral/qwen2/qwen3/gemma2 config",
+            "runs no mistral/qwen2/qwen3/gemma2/mixtral/qwen2_moe/phi3 config",
         ),
         ("examples.llama2c_style:build", strategies.SCALING_FAMILIES, "rope_scaling", "config with rope_scaling"),
         ("examples.llama2c_style:build", strategies.QK_NORM_FAMILIES, None, "runs no qwen3 config"),
@@ -172,3 +198,27 @@ def test_a_property_about_other_families_or_a_switch_skips_with_the_reason(
     (they ran to Hypothesis' Unsatisfiable before: every drawn config refused); the reference runs them."""
     reason = models.skip_reason(registry.load_spec(spec), ("logits",), families, switch=switch)  # type: ignore[arg-type]
     assert (reason is None) if expected is None else (expected in (reason or "")), reason
+
+
+def plain_moe(config: ModelConfig, weights: Weights) -> Any:
+    """The reference, declaring the MoE families in their plain form (no shared expert, experts of d_ff)."""
+    return NumpyModel(config, weights)
+
+
+plain_moe.constraints = Constraints(families=("mixtral", "qwen2_moe"), switches=())  # type: ignore[attr-defined]
+
+
+def test_a_declaration_without_switches_still_has_a_moe_familys_experts() -> None:
+    """n_experts and top_k are the sizes of a MoE family's MLP: a declaration of its plain form is probed
+    with them (a Mixtral without experts is not a config) and a property about them runs."""
+    declared = Constraints(families=("mixtral", "qwen2_moe"), switches=())
+    mixtral, qwen = probe_config("mixtral", declared), probe_config("qwen2_moe", declared)
+    assert mixtral is not None and (mixtral.n_experts, mixtral.top_k) == (4, 2)
+    assert qwen is not None and (qwen.n_experts, qwen.top_k, qwen.d_shared_expert, qwen.d_expert) == (4, 2, None, None)
+    assert declared.refusal(PROBE_CONFIGS["mixtral"]) is None
+    assert declared.refusal(PROBE_CONFIGS["qwen2_moe"]) == ("declared switches [], not d_expert=12, d_shared_expert=8")
+    support = models.support(ModelSpec("plain_moe", plain_moe, "test"))
+    assert support.why_not("mixtral", ("logits",), switch="top_k") is None
+    assert "runs no qwen2_moe config with d_shared_expert" in (
+        support.why_not("qwen2_moe", ("logits",), switch="d_shared_expert") or ""
+    )

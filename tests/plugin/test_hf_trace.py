@@ -55,6 +55,14 @@ FREE_SWITCHES = {
     "gemma2 without a window or caps": PROBE_CONFIGS["gemma2"].replace(
         sliding_window=None, layer_types=(), attn_softcap=None, final_softcap=None, n_layers=1
     ),
+    "mixtral top-1 of 3, windowed, llama3 scaling": PROBE_CONFIGS["mixtral"].replace(
+        n_experts=3, top_k=1, sliding_window=5, rope_scaling=RopeScaling("llama3", 4.0, original_n_ctx=4)
+    ),
+    "qwen2_moe renormalised, no shared expert, a dense layer": PROBE_CONFIGS["qwen2_moe"].replace(
+        n_layers=2, norm_topk=True, d_shared_expert=None, dense_layers=(0,)
+    ),
+    "phi3 fully rotary, windowed": PROBE_CONFIGS["phi3"].replace(rotary_dim=None, sliding_window=5),
+    "glm unbiased, fully rotary": PROBE_CONFIGS["glm"].replace(qkv_bias=False, rotary_dim=None),
 }
 
 

@@ -9,6 +9,7 @@ import logging
 import re
 import tomllib
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ from tests.plugin.project import ROOT
 from verifier import extra
 from verifier.analysis import tolerance
 from verifier.extra import ExtraMissing
+from verifier.formats.hf import model_class
 from verifier.model.weights import init_weights
 from verifier.plugin.adapters import hf_transformers
 from verifier.plugin.contract import PROBE_CONFIGS, build_checked
@@ -165,3 +167,38 @@ def test_every_family_agrees_with_the_oracle_in_its_class(precision: str, kind: 
         padded = model.logits(tokens, attention_mask=mask)
         rows = oracle.logits(tokens[0, 3:]).compare(padded[0, 3:]), oracle.logits(tokens[1]).compare(padded[1])
         assert all(c.ok for c in rows), rows
+
+
+# Configs whose stored weights transformers 5 converts on load: routed experts (Mixtral's w1/w3/w2
+# under block_sparse_moe; Qwen2-MoE's with a shared expert and a dense layer, and without a shared
+# expert), and the fused layouts (loaded as they are).
+CONVERTED = {
+    "mixtral": PROBE_CONFIGS["mixtral"].replace(n_layers=2),
+    "qwen2_moe shared, dense layer 1": PROBE_CONFIGS["qwen2_moe"].replace(n_layers=2, dense_layers=(1,)),
+    "qwen2_moe without a shared expert": PROBE_CONFIGS["qwen2_moe"].replace(d_shared_expert=None, top_k=1),
+    "phi3": PROBE_CONFIGS["phi3"],
+    "glm": PROBE_CONFIGS["glm"],
+}
+
+
+@needs.transformers
+@pytest.mark.parametrize("name", CONVERTED)
+def test_the_model_holds_what_transformers_loads_from_the_published_names(name: str, tmp_path: Path) -> None:
+    """The adapter stacks canonical weights (the published checkpoint names) into the live model as
+    transformers' own loader does: `from_pretrained` on a directory holding them under those names
+    gives the same parameters, bit for bit (but the gate of Qwen2-MoE's absent shared expert, which
+    multiplies an output of size 0: the loader leaves it random)."""
+    import torch
+    from safetensors.numpy import save_file
+
+    config = CONVERTED[name]
+    weights = init_weights(config, seed=4)
+    config.to_transformers().save_pretrained(tmp_path)
+    save_file({n: np.ascontiguousarray(w, dtype=np.float32) for n, w in weights.items()},
+              tmp_path / "model.safetensors", metadata={"format": "pt"})  # fmt: skip
+    loaded = model_class(config).from_pretrained(tmp_path, dtype=torch.float32).state_dict()
+    built = hf_transformers.build(config, weights).model.state_dict()
+    assert set(built) == set(loaded)
+    unused = {n for n in loaded if config.d_shared_expert is None and "shared_expert" in n}
+    assert all(loaded[n].numel() == 0 for n in unused if not n.endswith("shared_expert_gate.weight"))
+    assert [n for n in loaded if n not in unused and not torch.equal(loaded[n], built[n])] == []

@@ -202,9 +202,10 @@ def test_models_probes_a_factory_of_your_own(capsys: pytest.CaptureFixture[str])
         + "  llama, llama-gqa, llama3: unsupported (this example implements GPT-2 only, not 'llama')\n"
         + "".join(
             f"  {kind}: unsupported (this example implements GPT-2 only, not {kind!r})\n"
-            for kind in ("mistral", "qwen2", "qwen3", "gemma", "gemma2")
+            for kind in ("mistral", "qwen2", "qwen3", "gemma", "gemma2", "mixtral", "qwen2_moe", "phi3", "glm")
         )
-        + "  runs: gpt2; not llama, llama-gqa, llama3, mistral, qwen2, qwen3, gemma, gemma2\n"
+        + "  runs: gpt2; not llama, llama-gqa, llama3, mistral, qwen2, qwen3, gemma, gemma2, mixtral, qwen2_moe, "
+        "phi3, glm\n"
     ), out
 
 
@@ -223,9 +224,11 @@ def test_models_imports_a_factory_from_the_current_directory_as_check_does(
         "own_factory_in_cwd:build_bfloat16)\n"
         f"  declares: {shape}\n"
         f"  gpt2: logits (on {shape}); precision bfloat16\n"
-        + f"  llama, llama-gqa, llama3, mistral, qwen2, qwen3, gemma, gemma2: unsupported (not among its declared "
+        + "  llama, llama-gqa, llama3, mistral, qwen2, qwen3, gemma, gemma2, mixtral, qwen2_moe, phi3, glm: "
+        f"unsupported (not among its declared "
         f"constraints ({shape}))\n"
-        + "  runs: gpt2; not llama, llama-gqa, llama3, mistral, qwen2, qwen3, gemma, gemma2\n"
+        + "  runs: gpt2; not llama, llama-gqa, llama3, mistral, qwen2, qwen3, gemma, gemma2, mixtral, qwen2_moe, "
+        "phi3, glm\n"
     ), out
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from verifier.model.config import ModelConfig
-from verifier.model.weights import CLASSIFIER, EMBEDDING, weight_shapes
+from verifier.model.weights import CLASSIFIER, EMBEDDING, moe_prefix, weight_shapes
 
 EMBED = "embed"
 FINAL_NORM = "final_norm"
@@ -177,14 +177,12 @@ _FUSED_GATE_UP_WEIGHTS = {op: ("mlp.gate_up_proj.weight",) for op in ("mlp_gate"
 def _moe_weights(config: ModelConfig, layer: int, op: str) -> tuple[str, ...]:
     """A MoE layer's router (`router_probs`) and experts and shared expert (`mlp_out`), relative to the
     layer's prefix: every weight of its block but the router is met by `mlp_out`."""
-    block = "block_sparse_moe." if config.family == "mixtral" else "mlp."
-    if op == "router_probs":
-        return (block + "gate.weight",)
-    if op != "mlp_out":
-        return ()
-    prefix = f"model.layers.{layer}."
-    names = [name.removeprefix(prefix) for name in weight_shapes(config) if name.startswith(prefix + block)]
-    return tuple(name for name in names if name != block + "gate.weight")
+    block = moe_prefix(config, layer)
+    router = block + "gate.weight"
+    names = [router] if op == "router_probs" else []
+    if op == "mlp_out":
+        names = [name for name in weight_shapes(config) if name.startswith(block) and name != router]
+    return tuple(name.removeprefix(f"model.layers.{layer}.") for name in names)
 
 
 def _layer_weights(config: ModelConfig, layer: int, op: str) -> tuple[str, ...]:

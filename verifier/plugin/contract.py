@@ -363,12 +363,21 @@ PROBE_KINDS: dict[str, tuple[Family, int, int]] = {
     "qwen3": ("qwen3", 4, 2),
     "gemma": ("gemma", 4, 1),
     "gemma2": ("gemma2", 4, 2),
+    "mixtral": ("mixtral", 4, 2),
+    "qwen2_moe": ("qwen2_moe", 4, 2),
+    "phi3": ("phi3", 4, 2),
+    "glm": ("glm", 4, 2),
 }
 # What each kind turns on beyond its family's fixed switches (Qwen2's q/k/v biases, Qwen3's q/k norm,
 # Gemma's GeGLU, 1 + w norms and embedding scale come with the family): the switches its published
 # checkpoints use, each where ignoring it changes the output, so that a factory that cannot run them
 # refuses (or fails the properties) instead of passing as the plain Llama. "window" stands for the
-# window W: smaller than the probe's n_ctx. head_dim 6 is not d_model / n_heads = 4.
+# window W: smaller than the probe's n_ctx. head_dim 6 is not d_model / n_heads = 4. A MoE kind always
+# has its experts (4, top-2: a router that chooses), whatever a declaration's switches: they are the
+# family's MLP, not a switch of it (`MOE_SIZES`). Qwen2-MoE's as Qwen1.5-MoE's: experts narrower than
+# the dense d_ff, a shared expert, no renormalisation. Partial rotary rotates half of each head; GLM's
+# heads are 8 wide so that its interleaved pairs differ from rotate-half ones (a rotated part of 2 dims
+# has one pair, the same in both).
 PROBE_SWITCHES: dict[str, dict[str, Any]] = {
     "llama3": {"rope_scaling": "llama3"},
     "mistral": {"sliding_window": "window"},
@@ -382,7 +391,13 @@ PROBE_SWITCHES: dict[str, dict[str, Any]] = {
         "final_softcap": 3.0,
         "query_scale": 8,
     },
+    "mixtral": {"n_experts": 4, "top_k": 2},
+    "qwen2_moe": {"n_experts": 4, "top_k": 2, "d_expert": 12, "d_shared_expert": 8},
+    "phi3": {"rotary_dim": 2},
+    "glm": {"head_dim": 8, "rotary_dim": 4, "qkv_bias": True},
 }
+# The switches of a MoE kind every probe config has: without them it is not a config of its family.
+MOE_SIZES = ("n_experts", "top_k")
 
 FREE_SHAPE = Constraints()
 # The shapes probed, in order, for a factory that declares no Constraints: a model runs a kind if it
@@ -406,7 +421,7 @@ def _probe_switches(kind: str, n_ctx: int, shape: Constraints) -> dict[str, Any]
     it names none)."""
     found: dict[str, Any] = {}
     for name, value in PROBE_SWITCHES.get(kind, {}).items():
-        if shape.switches is not None and name not in shape.switches:
+        if shape.switches is not None and name not in shape.switches and name not in MOE_SIZES:
             continue
         if value == "window":  # a window the probe's positions exceed
             value = max(1, min(4, n_ctx - 1))

@@ -142,6 +142,14 @@ def switches_on(config: ModelConfig) -> tuple[str, ...]:
         "attn_softcap": config.attn_softcap is not None,
         "final_softcap": config.final_softcap is not None,
         "query_scale": config.query_scale is not None and config.query_scale != config.d_head,
+        # A MoE family's experts and top-k are its MLP's sizes, as d_ff is a dense MLP's: never a switch on.
+        "n_experts": False,
+        "top_k": False,
+        "d_expert": config.d_expert is not None and config.d_expert != config.d_ff,
+        "norm_topk": config.norm_topk,
+        "d_shared_expert": config.d_shared_expert is not None,
+        "dense_layers": bool(config.dense_layers),
+        "rotary_dim": config.rotated_dims != config.d_head,
     }
     return tuple(name for name in SWITCHES if name in free and on[name])
 
@@ -164,9 +172,12 @@ class Constraints:
     that the suite draws only those (no property filters its examples away). Unset fields allow
     any value; a tuple of Constraints declares a model that runs the configs of any of them.
 
-    - `families`: the families it runs ("gpt2", "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2").
+    - `families`: the families it runs ("gpt2", "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2",
+      "mixtral", "qwen2_moe", "phi3", "glm").
     - `switches`: the free switches of those families it runs (names of SWITCHES: "rope_scaling",
-      "qkv_bias", "sliding_window", ...); None runs every one, () the families' plain form only.
+      "qkv_bias", "sliding_window", "rotary_dim", "d_shared_expert", ...); None runs every one, () the
+      families' plain form only (a MoE family's plain form has its routed experts: n_experts and top_k
+      are sizes, never refused by `switches`).
     - `d_ff`: the MLP width as a function of d_model: `gpt2_d_ff` (4 x d_model), `llama2c_hidden_dim`
       (llama2.c model.py's rule, multiple_of 32), or `functools.partial(llama2c_hidden_dim, multiple_of=256)`.
     - `tie_embeddings`: True for a tied-only classifier, False for an untied-only one.

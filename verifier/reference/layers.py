@@ -238,13 +238,6 @@ def renormalise(weights: np.ndarray) -> np.ndarray:
     return weights / weights.sum(axis=-1, keepdims=True)
 
 
-def gated_mlp(
-    h: np.ndarray, gate: np.ndarray, up: np.ndarray, down: np.ndarray, act: Callable[[np.ndarray], np.ndarray]
-) -> np.ndarray:
-    """down(act(h W_gate) * (h W_up)) with [d_in, d_out] matrices: [N, d_model] -> [N, d_model]."""
-    return linear(act(linear(h, gate)) * linear(h, up), down)
-
-
 def sigmoid_gated(out: np.ndarray, h: np.ndarray, gate: np.ndarray) -> np.ndarray:
     """Qwen2-MoE's shared-expert gate: out * sigmoid(h w_s^T). out, h: [N, d]; gate: [1, d_model] -> [N, d]."""
     return out * sigmoid(linear(h, gate.T))

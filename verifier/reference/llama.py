@@ -16,7 +16,7 @@ from verifier.model.config import ModelConfig
 from verifier.model.stages import layer_stage
 from verifier.model.weights import WeightMap, expert_names, moe_prefix
 from verifier.reference import layers as L
-from verifier.reference.recorder import RopeTables, Stage
+from verifier.reference.recorder import RopeTables, Stage, passing
 
 # The RMSNorm weight before attention and before the MLP, by `which`; with Gemma 2's sandwich norms
 # `post_attention_layernorm` follows attention and `pre_feedforward_layernorm` precedes the MLP.
@@ -76,7 +76,7 @@ def _projection(w: WeightMap, prefix: str, h: np.ndarray, bias: bool) -> np.ndar
     return L.linear(h, w[prefix + "weight"].T, w[prefix + "bias"] if bias else None)
 
 
-def _fused_qkv(w: WeightMap, c: ModelConfig, prefix: str, h: np.ndarray) -> list[np.ndarray]:
+def fused_qkv_split(w: WeightMap, c: ModelConfig, prefix: str, h: np.ndarray) -> list[np.ndarray]:
     """Phi-3's `qkv_proj` [(n_heads + 2 n_kv_heads) d_head, d_model]: one product, its columns sliced q
     then k then v: [B, T, d_model] -> [B, T, n_heads d_head], 2 x [B, T, n_kv_heads d_head]."""
     q_end = c.n_heads * c.d_head
@@ -96,7 +96,7 @@ def qkv(
     RMSNorm over each head's q and k (Qwen3), then RoPE on q, k (on each head's first rotary_dim dims)."""
     p = f"model.layers.{i}.self_attn."
     if c.fused_qkv:
-        projected = _fused_qkv(w, c, p, h)
+        projected = fused_qkv_split(w, c, p, h)
     else:
         projected = [_projection(w, p + f"{x}_proj.", h, c.qkv_bias) for x in "qkv"]
     q = stage(layer_stage(i, "q"), L.split_heads(projected[0], c.n_heads))
@@ -117,10 +117,11 @@ def attn_out(w: WeightMap, c: ModelConfig, i: int, attn: np.ndarray) -> np.ndarr
 
 
 def _activation(c: ModelConfig) -> Callable[[np.ndarray], np.ndarray]:
+    """The gate's activation: silu (SwiGLU), or tanh GELU (GeGLU, Gemma)."""
     return L.silu if c.mlp_act == "silu" else L.gelu_tanh
 
 
-def _gate_up(w: WeightMap, c: ModelConfig, prefix: str, h: np.ndarray) -> list[np.ndarray]:
+def gate_up(w: WeightMap, c: ModelConfig, prefix: str, h: np.ndarray) -> list[np.ndarray]:
     """h's gate and up projections [B, T, d_ff] each; a fused `gate_up_proj` [2 d_ff, d_model] holds
     the gate's rows first (transformers' `gate, up = x.chunk(2, -1)`)."""
     if c.fused_gate_up:
@@ -132,7 +133,7 @@ def mlp(w: WeightMap, c: ModelConfig, i: int, h: np.ndarray, stage: Stage) -> np
     """A dense layer's down(act(gate(h)) * up(h)), act silu (SwiGLU) or tanh GELU (GeGLU, Gemma):
     [B, T, d_model] -> [B, T, d_ff] -> [B, T, d_model]."""
     p = f"model.layers.{i}.mlp."
-    gate, up = _gate_up(w, c, p, h)
+    gate, up = gate_up(w, c, p, h)
     gate = stage(layer_stage(i, "mlp_gate"), gate)
     up = stage(layer_stage(i, "mlp_up"), up)
     act = stage(layer_stage(i, "mlp_act"), _activation(c)(gate) * up)
@@ -150,31 +151,50 @@ def route(c: ModelConfig, probs: np.ndarray, chosen: np.ndarray | None = None) -
 
 
 def moe(
-    w: WeightMap, c: ModelConfig, i: int, h: np.ndarray, stage: Stage, chosen: np.ndarray | None = None
+    w: WeightMap,
+    c: ModelConfig,
+    i: int,
+    h: np.ndarray,
+    stage: Stage,
+    chosen: np.ndarray | None = None,
+    inner: Stage = passing,
 ) -> np.ndarray:
     """A MoE layer: [B, T, d_model] -> [B, T, d_model], the router's chosen experts' gated MLPs weighted
     (`route`), plus Qwen2-MoE's shared expert times sigmoid(h w_s^T). `chosen` [B, T, top_k] overrides
-    the router's choice (see `NumpyModel.logits`'s `routes`).
+    the router's choice (see `NumpyModel.logits`'s `routes`). `inner(stage, value)` rounds each expert's
+    gate, up and product as a dense layer's mlp_gate, mlp_up and mlp_act stages are rounded (at a narrower
+    precision; they are not stages of a MoE layer, so nothing records them).
 
     Experts are read one at a time, each for the tokens that chose it; one no token chose is not read.
     """
     B, T, d = h.shape
-    p, act = moe_prefix(c, i), _activation(c)
+    p = moe_prefix(c, i)
     probs = stage(layer_stage(i, "router_probs"), L.router_probs(h, w[p + "gate.weight"]))
     chosen, weights = route(c, probs, chosen)
-    flat, chosen, weights = h.reshape(-1, d), chosen.reshape(-1, c.top_k), weights.reshape(-1, c.top_k)
+    k = chosen.shape[-1]
+    flat, chosen, weights = h.reshape(-1, d), chosen.reshape(-1, k), weights.reshape(-1, k)
     out = np.zeros_like(flat)
     for e in range(c.n_experts):
         token, slot = np.nonzero(chosen == e)
         if token.size:  # in expert order, as transformers adds them
-            gate, up, down = (w[name].T for name in expert_names(c, i, e))
-            out[token] += weights[token, slot, None] * L.gated_mlp(flat[token], gate, up, down, act)
+            out[token] += weights[token, slot, None] * _expert(w, c, i, expert_names(c, i, e), flat[token], inner)
     if c.d_shared_expert is not None:
         s = p + "shared_expert."
-        gate, up, down = (w[f"{s}{x}_proj.weight"].T for x in ("gate", "up", "down"))
-        shared = L.gated_mlp(flat, gate, up, down, act)
-        out += L.sigmoid_gated(shared, flat, w[p + "shared_expert_gate.weight"])
+        names = (s + "gate_proj.weight", s + "up_proj.weight", s + "down_proj.weight")
+        out += L.sigmoid_gated(_expert(w, c, i, names, flat, inner), flat, w[p + "shared_expert_gate.weight"])
     return out.reshape(B, T, d)
+
+
+def _expert(
+    w: WeightMap, c: ModelConfig, i: int, names: tuple[str, str, str], x: np.ndarray, inner: Stage
+) -> np.ndarray:
+    """One expert of layer i, down(act(x W_gate^T) * (x W_up^T)) with the gate, up, down weights `names`, on
+    the tokens x [N, d_model] that chose it -> [N, d_model], rounded by `inner` as `moe` says. Its weights
+    are let go on return: a streamed pass holds one expert at a time."""
+    gate_w, up_w, down_w = (w[name].T for name in names)
+    gate = inner(layer_stage(i, "mlp_gate"), L.linear(x, gate_w))
+    up = inner(layer_stage(i, "mlp_up"), L.linear(x, up_w))
+    return L.linear(inner(layer_stage(i, "mlp_act"), _activation(c)(gate) * up), down_w)
 
 
 def final_norm(w: WeightMap, c: ModelConfig, x: np.ndarray) -> np.ndarray:

@@ -11,8 +11,13 @@ Weights come from any mapping of canonical names to arrays. Each weight is conve
 model's dtype by one mapping (`_Converted`) and looked up where the layer uses it. A resident
 model converts them all once; a streaming one (`stream=True`) converts each when the pass reaches
 it and drops it after, so a model read from a memory-mapped file holds one weight matrix (in
-float64 for the oracle) plus activations and the KV cache, whatever its size. Both run the same
-code on the same converted arrays, so their outputs are bit for bit the same.
+float64 for the oracle) plus activations and the KV cache, whatever its size; a mixture-of-experts
+layer reads its experts one at a time (`llama.moe`). Both run the same code on the same converted
+arrays, so their outputs are bit for bit the same.
+
+A MoE model's expert choice can be overridden (`routes`, {layer: [B, T, top_k] expert indices}) in
+`logits`, `router_probs` and `trace`: where the router's k-th and (k+1)-th probabilities nearly tie,
+the oracle computes the logits of either choice.
 
 With a `rounding` (`verifier.reference.rounding`) the model runs at a narrower precision: float32
 arithmetic, its weights and the outputs of the stages the rounding names rounded to the format.
@@ -182,14 +187,15 @@ class NumpyModel:
         logits, new_cache = self._forward(batch, cache, passing)
         return (logits if np.ndim(tokens) == 2 else logits[0]), new_cache
 
-    def trace(self, tokens: np.ndarray) -> dict[str, np.ndarray]:
-        """Every stage's output for one sequence [T], keyed by stage name, batch axis removed."""
+    def trace(self, tokens: np.ndarray, *, routes: Routes | None = None) -> dict[str, np.ndarray]:
+        """Every stage's output for one sequence [T], keyed by stage name, batch axis removed; `routes`
+        ({layer: [T, top_k]}) as `logits` takes them."""
         record: dict[str, np.ndarray] = {}
-        for group in self.trace_layers(tokens):
+        for group in self.trace_layers(tokens, routes=routes):
             record |= group
         return record
 
-    def trace_layers(self, tokens: np.ndarray) -> Iterator[dict[str, np.ndarray]]:
+    def trace_layers(self, tokens: np.ndarray, *, routes: Routes | None = None) -> Iterator[dict[str, np.ndarray]]:
         """The stages of `trace`, one group at a time: `embed`, then each layer's, then `final_norm`
         and `logits`. Each group is computed when asked for; a consumer that drops it holds one."""
         if np.ndim(tokens) != 1:
@@ -200,7 +206,8 @@ class NumpyModel:
             groups[-1][stage] = value[0]
             return value
 
-        for _ in self._steps(self._check_tokens(tokens, past=0), None, keep):
+        batch = self._check_tokens(tokens, past=0)
+        for _ in self._steps(batch, None, keep, routes=self._check_routes(routes, batch)):
             yield groups.pop()
             groups.append({})
         yield groups.pop()
@@ -353,7 +360,10 @@ class NumpyModel:
             projected = at("attn_post_norm", f.norm(w, c, i, "attn_post", projected))
         x = at("resid_attn", x + projected)
         h = at("mlp_norm", f.norm(w, c, i, "mlp", x))
-        mlp = llama.moe(w, c, i, h, stage, chosen) if c.is_moe_layer(i) else f.mlp(w, c, i, h, stage)
+        if c.is_moe_layer(i):  # an expert's hidden values rounded as a dense MLP's, not recorded
+            mlp = llama.moe(w, c, i, h, stage, chosen, inner=self._stage(passing))
+        else:
+            mlp = f.mlp(w, c, i, h, stage)
         mlp_out = at("mlp_out", mlp)
         if c.sandwich_norm:
             mlp_out = at("mlp_post_norm", f.norm(w, c, i, "mlp_post", mlp_out))

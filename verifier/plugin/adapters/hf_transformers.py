@@ -1,7 +1,10 @@
 """`transformers`' model of each family on the CPU, as a model under test: `GPT2LMHeadModel`,
 `LlamaForCausalLM` (RoPE scaling included), `MistralForCausalLM`, `Qwen2ForCausalLM`,
-`Qwen3ForCausalLM`, `GemmaForCausalLM`, `Gemma2ForCausalLM` (`verifier.model.config.HF_CLASSES`),
-built from `ModelConfig.to_transformers()` with eager attention, in float32 or a narrower class.
+`Qwen3ForCausalLM`, `GemmaForCausalLM`, `Gemma2ForCausalLM`, `MixtralForCausalLM`, `Qwen2MoeForCausalLM`,
+`Phi3ForCausalLM`, `GlmForCausalLM` (`verifier.model.config.HF_CLASSES`), built from
+`ModelConfig.to_transformers()` with eager attention (and eager experts), in float32 or a narrower
+class, holding the canonical weights as transformers 5 holds them in memory (`transformers_state`: a MoE
+layer's experts stacked).
 
 The KV cache is transformers' own `DynamicCache`, passed and returned as `cache` (the name since
 transformers 5.24, which deprecates `past_key_values` and drops it in 5.40; an older transformers
@@ -16,13 +19,16 @@ no hook reaches; they are rebuilt from captured tensors with transformers' own c
 q, k, v of GPT-2 (split from `c_attn`'s fused output as `GPT2Attention` splits it), q_rope / k_rope
 of the RoPE families (`apply_rotary_pos_emb` with the captured rotary tables, on Qwen3's normed q
 and k), and `scores` (q k^T times the attention module's own `scaling`, soft-capped by its own
-`attn_logit_softcapping` in Gemma 2).
+`attn_logit_softcapping` in Gemma 2). Phi-3's q, k, v are split from `qkv_proj`'s output, gate and up
+from a fused `gate_up_proj`'s (Phi-3, GLM), and a MoE layer's `router_probs` are the softmax of its
+router's logits; q_rope / k_rope use the family's own `apply_rotary_pos_emb` (Phi-3's and GLM's
+partial rotary, GLM's interleaved pairs).
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+import importlib
 from typing import Any
 
 import numpy as np
@@ -31,7 +37,7 @@ from verifier import extra
 from verifier.formats.hf import build_model
 from verifier.model import stages
 from verifier.model.config import ModelConfig
-from verifier.model.weights import Weights, expert_names, moe_prefix
+from verifier.model.weights import LazyWeights, WeightMap, Weights, expert_names, moe_prefix, weight_shapes
 
 # Where each stage is read: (module path, what). Paths under a layer are relative to it ("" is
 # the layer itself); what is "in" (the first input), "out" (the output), or an output index.
@@ -87,38 +93,83 @@ _SANDWICH_LAYER: dict[str, tuple[str, str | int]] = {
 }
 
 
-def _points(config: ModelConfig) -> dict[str, tuple[str, str | int]]:
-    """Where each stage of `config`'s trace is read (plus GPT-2's fused "qkv" and the rotary tables)."""
+# Phi-3's fused q/k/v (split as `Phi3Attention` splits it), and Phi-3's and GLM's fused gate/up
+# (split in two halves, gate first, as their MLPs `chunk` it).
+_FUSED_QKV_LAYER: dict[str, tuple[str, str | int]] = {"qkv": ("self_attn.qkv_proj", "out")}
+_FUSED_GATE_UP_LAYER: dict[str, tuple[str, str | int]] = {"mlp_gate_up": ("mlp.gate_up_proj", "out")}
+# A MoE layer: the router's logits [T, n_experts] (its first output), made probabilities as it makes them.
+_MOE_LAYER: dict[str, tuple[str, str | int]] = {"router_logits": ("mlp.gate", 0)}
+_DENSE_MLP_OPS = ("mlp_gate", "mlp_up", "mlp_act")
+
+
+def _layer_points(config: ModelConfig, i: int) -> dict[str, tuple[str, str | int]]:
+    """Where each stage of layer `i` is read, relative to the layer, with what is split or rebuilt
+    from it (GPT-2's and Phi-3's "qkv", the fused "mlp_gate_up", a MoE layer's "router_logits")."""
     if config.family == "gpt2":
-        top, layer, prefix = _GPT2_TOP, _GPT2_LAYER, "transformer.h"
-    else:
-        top, layer, prefix = _LLAMA_TOP, dict(_LLAMA_LAYER), "model.layers"
-        layer |= _QK_NORM_LAYER if config.qk_norm else {}
-        layer |= _SANDWICH_LAYER if config.sandwich_norm else {}
+        return _GPT2_LAYER
+    layer = dict(_LLAMA_LAYER)
+    layer |= _QK_NORM_LAYER if config.qk_norm else {}
+    layer |= _SANDWICH_LAYER if config.sandwich_norm else {}
+    if config.fused_qkv:
+        layer = {op: point for op, point in layer.items() if op not in ("q", "k", "v")} | _FUSED_QKV_LAYER
+    if config.is_moe_layer(i):
+        layer = {op: point for op, point in layer.items() if op not in _DENSE_MLP_OPS} | _MOE_LAYER
+    elif config.fused_gate_up:
+        layer = {op: point for op, point in layer.items() if op not in ("mlp_gate", "mlp_up")} | _FUSED_GATE_UP_LAYER
+    return layer
+
+
+def _points(config: ModelConfig) -> dict[str, tuple[str, str | int]]:
+    """Where each stage of `config`'s trace is read (plus what is split from them, and the rotary tables)."""
+    top, prefix = (_GPT2_TOP, "transformer.h") if config.family == "gpt2" else (_LLAMA_TOP, "model.layers")
     points = dict(top)
     for i in range(config.n_layers):
-        for op, (path, what) in layer.items():
+        for op, (path, what) in _layer_points(config, i).items():
             points[stages.layer_stage(i, op)] = (f"{prefix}.{i}.{path}".rstrip("."), what)
     return points
 
 
-def transformers_state(config: ModelConfig, weights: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Canonical weights (published checkpoint names, `verifier.model.weights`) as a live transformers 5
-    model's `state_dict()` holds them, for `load_state_dict`: a MoE layer's block is `mlp.` (Mixtral's
-    `block_sparse_moe.` too) and its experts are stacked, `mlp.experts.gate_up_proj` [E, 2 f, d] (each
-    expert's gate rows then up rows, as `MixtralExperts` chunks them) and `mlp.experts.down_proj` [E, d, f].
-    transformers converts this way when it loads a checkpoint and back when it saves one; every other
-    weight keeps its name."""
-    state = dict(weights)
+def transformers_state(config: ModelConfig, weights: WeightMap) -> WeightMap:
+    """`weights` (canonical: the published checkpoint names, `verifier.model.weights`) under the names
+    and shapes of the live `transformers` 5 model's parameters (its `state_dict()`), each made when
+    looked up (one layer's experts at a time).
+
+    transformers 5 converts a MoE checkpoint when it loads one and reverses that when it saves: in
+    memory each MoE layer's block is `mlp` (Mixtral's `block_sparse_moe` too), its router
+    `mlp.gate.weight` [n_experts, d_model], and its experts two stacked tensors,
+    `mlp.experts.gate_up_proj` [n_experts, 2 d_expert, d_model] (each expert's gate rows, then its up
+    rows: `MixtralExperts` chunks the product in two, gate first) and `mlp.experts.down_proj`
+    [n_experts, d_model, d_expert]. Without a shared expert, Qwen2-MoE's block still holds one of size
+    0 (`shared_expert_intermediate_size` 0) and its gate, which multiplies nothing: they are zeros.
+    Every other weight keeps its name.
+    """
+    if config.n_experts == 0:
+        return weights
+    d, moved = config.d_model, set()
+    sources: dict[str, Any] = {}
     for i in range(config.n_layers):
         if not config.is_moe_layer(i):
             continue
-        block, hf = moe_prefix(config, i), f"model.layers.{i}.mlp."
-        experts = [[state.pop(name) for name in expert_names(config, i, e)] for e in range(config.n_experts)]
-        state[hf + "experts.gate_up_proj"] = np.stack([np.concatenate([gate, up]) for gate, up, _ in experts])
-        state[hf + "experts.down_proj"] = np.stack([down for _, _, down in experts])
-        state[hf + "gate.weight"] = state.pop(block + "gate.weight")
-    return state
+        prefix, live = moe_prefix(config, i), f"model.layers.{i}.mlp."
+        names = [expert_names(config, i, e) for e in range(config.n_experts)]
+        moved |= {prefix + "gate.weight", *(n for expert in names for n in expert)}
+        sources[live + "gate.weight"] = ((config.n_experts, d), lambda p=prefix: weights[p + "gate.weight"])
+        f = config.expert_d_ff
+        sources[live + "experts.gate_up_proj"] = (
+            (config.n_experts, 2 * f, d),
+            lambda names=names: np.stack([np.concatenate([weights[g], weights[u]]) for g, u, _ in names]),
+        )
+        sources[live + "experts.down_proj"] = ((config.n_experts, d, f), lambda names=names: np.stack(
+            [weights[down] for _, _, down in names]))  # fmt: skip
+        if config.family == "qwen2_moe" and config.d_shared_expert is None:
+            for name, shape in (("gate_proj", (0, d)), ("up_proj", (0, d)), ("down_proj", (d, 0))):
+                sources[f"{live}shared_expert.{name}.weight"] = (shape, lambda s=shape: np.zeros(s, np.float32))
+            sources[live + "shared_expert_gate.weight"] = ((1, d), lambda: np.zeros((1, d), np.float32))
+    shapes = weight_shapes(config)
+    for name in shapes:
+        if name not in moved:
+            sources[name] = (shapes[name], lambda name=name: weights[name])
+    return LazyWeights({name: shape for name, (shape, _) in sources.items()}, lambda name: sources[name][1]())
 
 
 class TransformersModel:
@@ -130,7 +181,12 @@ class TransformersModel:
 
         self._torch = torch
         self.config = config
-        self.model = build_model(config, weights, dtype=dtype)
+        self.model = build_model(config, transformers_state(config, weights), dtype=dtype)
+        if config.n_experts:
+            # Each expert as its own matrix product, the plain math (as eager attention). transformers'
+            # default, "grouped_mm", raises on the CPU where an expert's rows are not a multiple of 16
+            # bytes ("strides should be multiple of 16 bytes", measured: d_model 16, d_expert 24, float32).
+            self.model.set_experts_implementation("eager")
         # The precision class it declares: its weights and activations are in `dtype`.
         self.precision = {torch.bfloat16: "bfloat16", torch.float16: "float16"}.get(dtype, "float32")
         if dtype == torch.float16:
@@ -182,9 +238,34 @@ class TransformersModel:
             for handle in handles:
                 handle.remove()
         captured[stages.LOGITS] = logits
+        self._split_fused(captured)
         self._rebuild_attention(captured)
         order = stages.stage_shapes(self.config, len(tokens))
         return {stage: captured[stage][0].float().numpy() for stage in order}
+
+    def _split_fused(self, captured: dict[str, Any]) -> None:
+        """Phi-3's q, k, v from its fused output (rows q, then k, then v); gate and up from a fused
+        gate/up output (its two halves); a MoE layer's router probabilities [1, T, n_experts], the
+        softmax in float32 as the router computes it (its logits are [T, n_experts], tokens flattened)."""
+        c = self.config
+        for i in range(c.n_layers):
+
+            def stage(op: str, i: int = i) -> str:
+                return stages.layer_stage(i, op)
+
+            if c.fused_qkv:
+                q_rows, kv_rows = c.n_heads * c.d_head, c.n_kv_heads * c.d_head
+                qkv = captured.pop(stage("qkv"))
+                captured[stage("q")], captured[stage("k")], captured[stage("v")] = qkv.split(
+                    [q_rows, kv_rows, kv_rows], dim=-1
+                )
+            if c.is_moe_layer(i):
+                logits = captured.pop(stage("router_logits"))
+                captured[stage("router_probs")] = self._torch.softmax(logits.float(), dim=-1)[None]
+            elif c.fused_gate_up:
+                captured[stage("mlp_gate")], captured[stage("mlp_up")] = captured.pop(stage("mlp_gate_up")).chunk(
+                    2, dim=-1
+                )
 
     def _rebuild_attention(self, captured: dict[str, Any]) -> None:
         """Add q, k, v (and Qwen3's q_norm, k_norm) in heads [1, heads, T, d_head], q_rope / k_rope of the
@@ -205,8 +286,10 @@ class TransformersModel:
                 )
                 q, k = captured[stage("q")], captured[stage("k")]
             else:
-                from transformers.models.llama.modeling_llama import apply_rotary_pos_emb, repeat_kv
-
+                # The family's own RoPE (Phi-3's and GLM's rotate a head's first rotary_dim dims, GLM's
+                # interleaved pairs) and key repetition, from the module that defines its attention.
+                family_code = importlib.import_module(type(attention).__module__)
+                apply_rotary_pos_emb, repeat_kv = family_code.apply_rotary_pos_emb, family_code.repeat_kv
                 for op in ("q", "k", "v"):
                     captured[stage(op)] = _heads(captured[stage(op)], c.d_head)
                 if c.qk_norm:  # [1, T, heads, d_head] as the module normalises it, in heads
