@@ -40,7 +40,7 @@ FAMILY_EXAMPLES: dict[str, ModelConfig] = {
     ),
     "mixtral": _BASE.replace(family="mixtral", n_experts=4, top_k=2, norm_topk=True, rope_theta=1e6),
     "qwen2_moe": _BASE.replace(
-        family="qwen2_moe", qkv_bias=True, n_experts=4, top_k=2, d_expert=32, d_shared_expert=48,
+        family="qwen2_moe", qkv_bias=True, n_experts=4, top_k=2, d_expert=32, d_shared_expert=64,
         dense_layers=(1,), norm_eps=1e-6,
     ),
     "phi3": _BASE.replace(family="phi3", fused_qkv=True, fused_gate_up=True, rotary_dim=8),
