@@ -369,6 +369,12 @@ def test_mixtral_is_llama_with_each_layer_s_experts_stacked_as_the_converter_mer
     checkpoint = load_checkpoint(tmp_path / "m.gguf")
     assert checkpoint.config == config
     if tensor_type == "Q8_0":  # each expert's rows quantized as its own: the stack dequantized row by row
+        types = {t.name: t.tensor_type.name for t in reader.tensors}
+        assert (types["blk.0.ffn_gate_inp.weight"], types["blk.0.ffn_up_exps.weight"]) == ("F32", "Q8_0")
+        np.testing.assert_array_equal(  # the router as llama.cpp's quantizer leaves it: exact
+            checkpoint.weights["model.layers.0.block_sparse_moe.gate.weight"],
+            weights["model.layers.0.block_sparse_moe.gate.weight"],
+        )
         for name, w in weights.items():
             if w.ndim == 2:
                 assert np.abs(checkpoint.weights[name] - w).max() <= np.abs(w).max() / 127, name

@@ -1,8 +1,9 @@
 """GGUF, llama.cpp's file format, written from the canonical weights and read back, with the `gguf` package.
 
 The architectures llama.cpp has for the suite's families: `gpt2` (learned positions, fused qkv,
-LayerNorm and GELU), `llama` (Llama and Mistral: RMSNorm, RoPE, SwiGLU, grouped-query attention),
-`qwen2`, `qwen3`, `gemma` and `gemma2`. Tensors are named as llama.cpp names them
+LayerNorm and GELU), `llama` (Llama, Mistral and Mixtral: RMSNorm, RoPE, SwiGLU, grouped-query
+attention, routed experts), `qwen2`, `qwen3`, `gemma`, `gemma2`, `qwen2moe` (routed experts and a
+shared expert) and `phi3` (fused layouts, partial rotary). Tensors are named as llama.cpp names them
 (`blk.0.attn_q.weight`) and laid out as it reads them, which `convert_hf_to_gguf.py` does for the
 same `transformers` weights: GPT-2's `Conv1D` matrices are transposed to [d_out, d_in]; the q/k
 rows (and biases) of `llama` go from rotate-half to the interleaved pairs its RoPE rotates (the
@@ -20,7 +21,9 @@ architecture cannot hold (`unsupported`) is refused by name. A Mistral without a
 
 `write_gguf(path, config, weights, tensor_type=...)` writes every matrix in `tensor_type` (`F32`,
 or `Q8_0`: blocks of 32 int8 values with a float16 scale, which needs rows that are a multiple of
-32 long); 1-D tensors (norm gains, biases) stay F32, as llama.cpp's quantizer leaves them. The
+32 long); 1-D tensors (norm gains, biases) and MoE routers stay F32, as llama.cpp's quantizer leaves them.
+A MoE layer's experts are stacked per matrix, [n_experts, rows, columns] (`ffn_gate_exps`, ...), as
+the converter merges them; Phi-3's fused q/k/v and gate/up are stored fused, as llama.cpp's phi3 reads them. The
 canonical weights carry no vocabulary, so the file gets placeholder pieces `<0>`, `<1>`, ... (for
 programs driven by token ids). `read_gguf` reads such a file, or any GGUF of these architectures
 whose tensors are F32, F16, BF16 or Q8_0, back into the canonical weights (quantized ones dequantized);
@@ -142,6 +145,9 @@ ARCHITECTURES = {"gpt2": "gpt2", "llama": "llama", "mistral": "llama", "qwen2": 
                  "gemma": "gemma", "gemma2": "gemma2", "mixtral": "llama", "qwen2_moe": "qwen2moe",
                  "phi3": "phi3"}  # fmt: skip
 _INTERLEAVED = ("llama", "mistral", "mixtral")  # the families whose q/k rows llama.cpp's RoPE wants interleaved
+# Routers stay F32 in a quantized file, as llama.cpp's quantizer leaves `ffn_gate_inp` (a token's expert
+# choice flips on small changes of its logits) and the converter the router-like shared expert gate.
+_KEPT_F32 = ("ffn_gate_inp.weight", "ffn_gate_inp_shexp.weight")
 _EXPERT = "expert "  # how an expert's matrix is stored: "expert {e}", row e of the layer's stacked tensor
 # What each architecture has no tensor or key for (llama.cpp would refuse or ignore it): the writer refuses.
 _NO_BIAS = ("qwen3", "gemma", "gemma2")
@@ -292,7 +298,7 @@ def write_gguf(path: str | Path, config: ModelConfig, weights: Weights, *, tenso
                 if len(stacks[stored]) < config.n_experts:
                     continue
                 array = np.stack(stacks.pop(stored))
-            if array.ndim == 1 or qtype == gguf.GGMLQuantizationType.F32:
+            if array.ndim == 1 or qtype == gguf.GGMLQuantizationType.F32 or stored.endswith(_KEPT_F32):
                 writer.add_tensor(stored, array)
                 continue
             if array.shape[-1] % 32:
