@@ -23,9 +23,11 @@ from verifier.model.config import ModelConfig, RopeScaling
 from verifier.model.weights import init_weights
 from verifier.properties.strategies import configs
 
-# Every example llama.cpp's architectures hold; Qwen2-MoE's without its dense layer (llama.cpp routes every layer).
+# Every example llama.cpp's architectures hold; Qwen2-MoE's without its dense layer (llama.cpp routes every
+# layer), GLM's with square attention (n_heads * d_head = d_model, as chatglm's attn_output is).
 GGUF_EXAMPLES = {name: c for name, c in FAMILY_EXAMPLES.items() if gguf_format.unsupported(c) is None} | {
-    "qwen2_moe": FAMILY_EXAMPLES["qwen2_moe"].replace(dense_layers=())
+    "qwen2_moe": FAMILY_EXAMPLES["qwen2_moe"].replace(dense_layers=()),
+    "glm": FAMILY_EXAMPLES["glm"].replace(head_dim=None),
 }
 IDS = list(GGUF_EXAMPLES)
 EXAMPLES = [GGUF_EXAMPLES[name] for name in IDS]
@@ -443,9 +445,9 @@ def test_phi3_keeps_its_fused_matrices_and_stores_the_rotated_dims(tmp_path: Pat
     [
         (FAMILY_EXAMPLES["qwen2_moe"], "qwen2moe architecture routes every layer"),
         (GGUF_EXAMPLES["qwen2_moe"].replace(d_shared_expert=None), "requires the shared expert"),
-        (FAMILY_EXAMPLES["glm"], "no llama.cpp architecture for glm"),
+        (FAMILY_EXAMPLES["glm"], "chatglm architecture has n_heads \\* head_dim == d_model"),
     ],
-    ids=["qwen2_moe dense layer", "qwen2_moe no shared expert", "glm"],
+    ids=["qwen2_moe dense layer", "qwen2_moe no shared expert", "glm head_dim"],
 )
 def test_what_no_architecture_holds_among_the_new_families_is_refused(
     tmp_path: Path, config: ModelConfig, message: str
@@ -453,6 +455,21 @@ def test_what_no_architecture_holds_among_the_new_families_is_refused(
     with pytest.raises(CheckpointError, match=message):
         write_gguf(tmp_path / "m.gguf", config, init_weights(config))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_glm_is_chatglm_with_q_and_k_as_they_are_and_gate_up_fused(tmp_path: Path) -> None:
+    """convert_hf_to_gguf.py writes GlmForCausalLM as chatglm, whose RoPE (llama.cpp's NORM type) pairs
+    (2i, 2i + 1) of the first rope.dimension_count dims, as GLM computes on the stored rows: q/k kept
+    as they are (not permuted as for Llama), gate_up_proj as ffn_up."""
+    config = GGUF_EXAMPLES["glm"]
+    weights = init_weights(config, seed=3)
+    write_gguf(tmp_path / "m.gguf", config, weights)
+    t = stored(tmp_path / "m.gguf")
+    np.testing.assert_array_equal(t["blk.0.attn_q.weight"], weights["model.layers.0.self_attn.q_proj.weight"])
+    np.testing.assert_array_equal(t["blk.0.attn_k.bias"], weights["model.layers.0.self_attn.k_proj.bias"])
+    np.testing.assert_array_equal(t["blk.1.ffn_up.weight"], weights["model.layers.1.mlp.gate_up_proj.weight"])
+    meta = fields(tmp_path / "m.gguf")
+    assert (meta["general.architecture"], meta["chatglm.rope.dimension_count"]) == ("chatglm", 8)
 
 
 def test_partial_rope_outside_phi3_is_a_named_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

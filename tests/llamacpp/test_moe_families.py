@@ -1,5 +1,5 @@
 """llama.cpp on the issue-27 families it runs (Mixtral as `llama` with experts, Qwen2-MoE as
-`qwen2moe`, Phi-3 as `phi3`), against `transformers` in float64: what agrees, and what llama.cpp
+`qwen2moe`, Phi-3 as `phi3`, GLM as `chatglm`), against `transformers` in float64: what agrees, and what llama.cpp
 computes otherwise, each difference measured (printed with -s) and pinned to its cause, never under
 a widened tolerance. The bound is test_families.py's: float32 against float64, 1e-5 * (1 + max |logit|).
 
@@ -8,6 +8,8 @@ written by hand (`published_config_json`): it converts the experts to its stacke
 neither the suite's config writer nor its model builder stands between.
 
 Measured with llama-cpp-python 0.3.36 (this file's configs, seed 3, scale 0.2, 100 tokens):
+- glm as llama.cpp's chatglm (interleaved pairs on a quarter of each head, and on the whole head;
+  q/k/v biases; gate_up fused): agrees, 7e-6 to 9e-6 (bound 7e-5 to 8e-5).
 - mixtral (top-2 of 4, renormalised), qwen2_moe (top-2 of 4, not renormalised, a shared expert of
   another size, experts smaller than d_ff), phi3 (fused q/k/v and gate/up; half of each head rotated,
   and the whole head; tied): agree, 8e-6 to 2e-5 on logits up to 5-7 (bound 7e-5 to 9e-5).
@@ -20,7 +22,8 @@ Measured with llama-cpp-python 0.3.36 (this file's configs, seed 3, scale 0.2, 1
   mixtral 79 of 80 tokens, qwen2_moe 80 of 80, phi3 78 of 80 (the rate test_families.py asks: 0.8).
 - Refused, with the reason: Qwen2-MoE with a dense layer (mlp_only_layers) or without a shared
   expert (llama.cpp itself refuses both files: "check_tensor_dims: tensor 'blk.1.ffn_gate_inp.weight'
-  not found", and the same of ffn_gate_inp_shexp), and GLM (the writer has no chatglm architecture).
+  not found", and the same of ffn_gate_inp_shexp), and GLM whose n_heads * head_dim is not d_model
+  (chatglm's attn_output is square: "tensor 'blk.0.attn_output.weight' has wrong shape").
 """
 
 from __future__ import annotations
@@ -82,6 +85,8 @@ AGREEING = {
     "phi3 partial rotary": F["phi3"],
     "phi3 whole head": F["phi3"].replace(rotary_dim=None),
     "phi3 tied": F["phi3"].replace(tie_embeddings=True),
+    "glm": F["glm"].replace(head_dim=None),  # interleaved pairs on a quarter of each head, q/k/v biases
+    "glm whole head": F["glm"].replace(head_dim=None, rotary_dim=None),
 }
 
 
@@ -138,9 +143,9 @@ def test_llama_cpp_ignores_the_sliding_window_of_phi3_and_mixtral(config: ModelC
     [
         (F["qwen2_moe"], "qwen2moe architecture routes every layer"),
         (QWEN2_MOE.replace(d_shared_expert=None), "requires the shared expert"),
-        (F["glm"], "no llama.cpp architecture for glm"),
+        (F["glm"], "chatglm architecture has n_heads \\* head_dim == d_model"),
     ],
-    ids=["qwen2_moe dense layer", "qwen2_moe no shared expert", "glm"],
+    ids=["qwen2_moe dense layer", "qwen2_moe no shared expert", "glm head_dim"],
 )
 def test_what_llama_cpp_cannot_hold_among_the_new_families_is_unsupported_with_the_reason(
     config: ModelConfig, reason: str
@@ -163,6 +168,14 @@ def test_without_the_refusal_llama_cpp_itself_refuses_these_qwen2moe_files(
         llamacpp.build(config, init_weights(config))
 
 
+def test_without_the_refusal_llama_cpp_itself_refuses_a_glm_file_whose_attention_is_not_square(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(gguf_format, "unsupported", lambda config: None)
+    with pytest.raises(RuntimeError, match="tensor 'blk.0.attn_output.weight' has wrong shape"):
+        llamacpp.build(F["glm"], init_weights(F["glm"]))
+
+
 def test_the_suite_draws_the_new_families_for_llama_cpp_only_where_it_can_hold_them() -> None:
     from verifier.plugin.interface import declared_constraints
 
@@ -173,7 +186,7 @@ def test_the_suite_draws_the_new_families_for_llama_cpp_only_where_it_can_hold_t
         return any(shape.refusal(config) is None for shape in shapes)
 
     assert all(drawn(config) for config in AGREEING.values())
-    assert not drawn(F["qwen2_moe"]) and not drawn(F["glm"])
+    assert not drawn(F["qwen2_moe"]) and not drawn(F["glm"])  # a dense layer; GLM's attention not square
 
 
 def test_the_trace_names_a_moe_layer_s_router_and_not_its_shared_expert_s_mlp() -> None:

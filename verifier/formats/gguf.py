@@ -143,7 +143,7 @@ _ROPE_TOP = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weigh
 # Mixtral is `llama` with experts, as the converter writes it.
 ARCHITECTURES = {"gpt2": "gpt2", "llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3",
                  "gemma": "gemma", "gemma2": "gemma2", "mixtral": "llama", "qwen2_moe": "qwen2moe",
-                 "phi3": "phi3"}  # fmt: skip
+                 "phi3": "phi3", "glm": "chatglm"}  # fmt: skip
 _INTERLEAVED = ("llama", "mistral", "mixtral")  # the families whose q/k rows llama.cpp's RoPE wants interleaved
 # Routers stay F32 in a quantized file, as llama.cpp's quantizer leaves `ffn_gate_inp` (a token's expert
 # choice flips on small changes of its logits) and the converter the router-like shared expert gate.
@@ -238,11 +238,8 @@ def llama3_rope_factors(config: ModelConfig) -> np.ndarray:
 def unsupported(config: ModelConfig) -> str | None:
     """Why llama.cpp's architecture for `config` cannot hold it (no tensor or key for a switch), or None."""
     family = config.family
-    if family not in ARCHITECTURES:
-        return (
-            f"the suite's GGUF writer has no llama.cpp architecture for {family} (llama.cpp's converter writes "
-            "GlmForCausalLM as its chatglm architecture, which this writer does not write)"
-        )
+    if family == "glm" and config.n_heads * config.d_head != config.d_model:
+        return "llama.cpp's chatglm architecture has n_heads * head_dim == d_model (its attn_output is square)"
     if config.dense_layers:
         return f"llama.cpp's {ARCHITECTURES[family]} architecture routes every layer: it has no dense layers"
     if family == "qwen2_moe" and config.d_shared_expert is None:
@@ -529,6 +526,7 @@ _FAMILY: dict[str, Family] = {
     "gemma2": "gemma2",
     "qwen2moe": "qwen2_moe",
     "phi3": "phi3",
+    "chatglm": "glm",
 }
 # llama.cpp's gemma2 soft-caps with these where the file stores no cap (its hparams' defaults).
 _GEMMA2_DEFAULT_CAPS = {"attn_softcap": 50.0, "final_softcap": 30.0}
@@ -724,7 +722,7 @@ def _config(path: Path, reader: Any) -> tuple[ModelConfig, list[str]]:
             fields |= _switches(path, reader, arch, fields, findings)
             d_head = fields.get("head_dim") or fields["d_model"] // fields["n_heads"]
             rot = _int_field(path, reader, f"{arch}.rope.dimension_count", d_head)
-            if rot != d_head and arch != "phi3":
+            if rot != d_head and arch not in ("phi3", "chatglm"):
                 raise CheckpointError(path, f"metadata {arch}.rope.dimension_count",
                                       f"partial RoPE is not implemented for llama.cpp's {arch}",
                                       expected=d_head, found=rot)  # fmt: skip

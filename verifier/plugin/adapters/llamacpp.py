@@ -20,7 +20,8 @@ nothing but llama.cpp's own arithmetic stands between it and the reference.
   tensor read is checked against ggml's own byte count.
 
 The families run through llama.cpp's architectures as `verifier.formats.gguf` writes them (llama,
-mistral and mixtral as `llama`, qwen2, qwen3, gemma, gemma2, qwen2_moe as `qwen2moe`, phi3). What
+mistral and mixtral as `llama`, qwen2, qwen3, gemma, gemma2, qwen2_moe as `qwen2moe`, phi3, glm as
+`chatglm`). What
 llama.cpp cannot hold is refused
 (`Unsupported`, with the reason): attention biases in qwen3 and gemma (it leaves some unused and
 refuses the file), an
@@ -33,7 +34,8 @@ reads ggml's float16 GELU table, as its GPT-2 GELU does; its Gemma 2 scales quer
 its phi3 ignores Phi-3's window as its `llama` ignores Mixtral's; its qwen2moe never renormalises
 the top-k probabilities (it computes `norm_topk_prob` false whatever the file's expert_weights_norm
 says). Refused: Qwen2-MoE with dense layers (`mlp_only_layers`; qwen2moe routes every layer) or
-without its shared expert (qwen2moe requires its tensors), and GLM (no architecture the writer writes).
+without its shared expert (qwen2moe requires its tensors), GLM whose n_heads * head_dim is not d_model
+(chatglm's attention output is square).
 
 `build_q8_0` runs a file whose matrices are Q8_0 and declares the precision class `q8_0`
 (`verifier.analysis.precision`: llama.cpp's blocks of 32 with float16 scales, its matrix products'
@@ -401,7 +403,7 @@ def _runnable(config: ModelConfig) -> None:
 # the rest of what `verifier.formats.gguf.unsupported` refuses (biases of qwen3 and gemma, ...) filtered.
 SHAPES = (
     Constraints(
-        families=("gpt2", "llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "phi3"),
+        families=("gpt2", "llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "phi3", "glm"),
         supports=lambda c: _unsupported(c) is None,
     ),
     Constraints(families=("gemma", "gemma2"), tie_embeddings=True, supports=lambda c: _unsupported(c) is None),
