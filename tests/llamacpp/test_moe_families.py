@@ -172,7 +172,7 @@ def test_without_the_refusal_llama_cpp_itself_refuses_a_glm_file_whose_attention
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(gguf_format, "unsupported", lambda config: None)
-    with pytest.raises(RuntimeError, match="tensor 'blk.0.attn_output.weight' has wrong shape"):
+    with pytest.raises(RuntimeError, match=r"tensor 'blk\.0\.attn_output\.weight' has wrong shape"):
         llamacpp.build(F["glm"], init_weights(F["glm"]))
 
 
