@@ -27,6 +27,7 @@ from verifier.analysis.precision import BFLOAT16
 from verifier.model import stages
 from verifier.model.config import FAMILY_SWITCHES, HF_CLASSES, ROPE_FAMILIES, ModelConfig, RopeScaling
 from verifier.model.weights import LazyWeights, Weights, init_weights
+from verifier.plugin.adapters.hf_transformers import transformers_state
 from verifier.properties.oracle import Oracle
 from verifier.reference import NumpyModel, llama
 from verifier.reference import layers as L
@@ -60,7 +61,9 @@ def family_configs(draw: st.DrawFn, family: str, T: int) -> ModelConfig:
         else:
             switches["rope_scaling"] = RopeScaling("linear", factor)
     if "qkv_bias" in free:
-        switches["qkv_bias"] = switches["o_bias"] = draw(st.booleans(), label="attention bias")
+        switches["qkv_bias"] = draw(st.booleans(), label="attention bias")
+        if "o_bias" in free:  # attention_bias biases o too, but for GLM
+            switches["o_bias"] = switches["qkv_bias"]
     if "sliding_window" in free and draw(st.booleans(), label="windowed"):
         switches["sliding_window"] = draw(st.integers(1, T - 1), label="window")
         if "layer_types" in free:
@@ -71,6 +74,7 @@ def family_configs(draw: st.DrawFn, family: str, T: int) -> ModelConfig:
             switches[cap] = draw(st.sampled_from([1.0, 5.0, 30.0]), label=f"{cap} value")
     if "query_scale" in free and draw(st.booleans(), label="query_scale"):
         switches["query_scale"] = draw(st.integers(1, 64), label="query_pre_attn_scalar")
+    switches |= draw(_issue27_switches(free, n_layers, switches.get("head_dim", 8)))
     return ModelConfig(
         family=family,  # type: ignore[arg-type]
         vocab_size=40,
@@ -85,6 +89,61 @@ def family_configs(draw: st.DrawFn, family: str, T: int) -> ModelConfig:
         rope_theta=draw(st.sampled_from([10000.0, 500000.0]), label="rope_theta"),
         **switches,
     )
+
+
+@st.composite
+def _issue27_switches(draw: st.DrawFn, free: tuple[str, ...], n_layers: int, d_head: int) -> dict[str, Any]:
+    """Routed experts (several, top_k of them, renormalised or not, a shared expert, dense layers) and
+    partial rotary, where the family leaves them free."""
+    switches: dict[str, Any] = {}
+    if "n_experts" in free:
+        switches["n_experts"] = draw(st.integers(2, 6), label="n_experts")
+        switches["top_k"] = draw(st.integers(1, min(3, switches["n_experts"])), label="top_k")
+    if "d_expert" in free and draw(st.booleans(), label="own d_expert"):
+        switches["d_expert"] = draw(st.sampled_from([8, 16]), label="d_expert")
+    if "norm_topk" in free:
+        switches["norm_topk"] = draw(st.booleans(), label="norm_topk")
+    if "d_shared_expert" in free and draw(st.booleans(), label="shared expert"):
+        switches["d_shared_expert"] = draw(st.sampled_from([6, 20]), label="d_shared_expert")
+    if "dense_layers" in free:
+        switches["dense_layers"] = tuple(draw(st.lists(st.sampled_from(range(n_layers)), unique=True, max_size=1)))
+    if "rotary_dim" in free and draw(st.booleans(), label="partial rotary"):
+        switches["rotary_dim"] = draw(st.sampled_from(range(2, d_head, 2)), label="rotary_dim")
+    return switches
+
+
+def _hf_fields(config: ModelConfig) -> dict[str, Any]:
+    """The transformers config fields of `config`: `to_hf_dict()`'s, with issue 27's families' fields set
+    here from transformers' config classes (MixtralConfig, Qwen2MoeConfig, Phi3Config, GlmConfig), so that
+    this test checks the reference, not the config translation (tests/test_config.py does)."""
+    fields = config.to_hf_dict()
+    del fields["architectures"], fields["model_type"]
+    c, family = config, config.family
+    if family == "mixtral":
+        fields |= {"num_local_experts": c.n_experts, "num_experts_per_tok": c.top_k, "sliding_window": c.sliding_window}
+    if family == "qwen2_moe":
+        fields |= {
+            "num_experts": c.n_experts,
+            "num_experts_per_tok": c.top_k,
+            "moe_intermediate_size": c.expert_d_ff,
+            "shared_expert_intermediate_size": c.d_shared_expert or 0,  # 0: a shared expert that adds 0
+            "norm_topk_prob": c.norm_topk,
+            "mlp_only_layers": list(c.dense_layers),
+            "decoder_sparse_step": 1,
+            "qkv_bias": True,
+            "use_sliding_window": c.sliding_window is not None,
+            "sliding_window": c.sliding_window,
+            "max_window_layers": c.n_layers,
+            "layer_types": [c.layer_type(i) for i in range(c.n_layers)],
+        }
+    if family in ("phi3", "glm"):
+        factor = c.rotated_dims / c.d_head
+        assert int(c.d_head * factor) == c.rotated_dims  # transformers' rotary dims: int(head_dim * factor)
+        fields["rope_parameters"] = {**fields["rope_parameters"], "partial_rotary_factor": factor}
+        fields |= {"pad_token_id": None, "sliding_window": c.sliding_window}
+    if family == "glm":
+        fields |= {"attention_bias": c.qkv_bias, "head_dim": c.d_head}
+    return fields
 
 
 @contextlib.contextmanager
@@ -114,13 +173,18 @@ def _transformers_model(config: ModelConfig, weights: Weights, dtype: str) -> An
     model_class = getattr(transformers, HF_CLASSES[config.family][1])
     context = _float64_transformers() if dtype == "float64" else contextlib.nullcontext()
     with context:
-        model = model_class._from_config(
-            config.to_transformers(), dtype=getattr(torch, dtype), attn_implementation="eager"
-        )
+        hf_config = getattr(transformers, HF_CLASSES[config.family][0])(**_hf_fields(config))
+        # Eager experts: transformers' default grouped_mm experts take no float64 (a per-expert loop either way).
+        moe = {"experts_implementation": "eager"} if config.n_experts else {}
+        model = model_class._from_config(hf_config, dtype=getattr(torch, dtype), attn_implementation="eager", **moe)
     stored = np.float64 if dtype == "float64" else np.float32
-    state = {name: torch.from_numpy(np.asarray(w, stored)).to(getattr(torch, dtype)) for name, w in weights.items()}
+    live = transformers_state(config, weights)
+    state = {name: torch.from_numpy(np.asarray(w, stored)).to(getattr(torch, dtype)) for name, w in live.items()}
     missing, unexpected = model.load_state_dict(state, strict=False)
-    assert not unexpected and set(missing) <= ({"lm_head.weight"} if config.tie_embeddings else set())
+    absent = {"lm_head.weight"} if config.tie_embeddings else set()
+    if config.family == "qwen2_moe" and config.d_shared_expert is None:  # its size-0 shared expert adds 0
+        absent |= {name for name in model.state_dict() if ".shared_expert" in name}
+    assert not unexpected and set(missing) <= absent
     return model.eval()
 
 
@@ -425,6 +489,8 @@ def test_the_trace_has_every_stage_of_the_switches_and_its_stages_meet_every_wei
     assert list(trace) == list(stages.stage_shapes(config, 6))
     met = [name for stage in trace for name in stages.stage_weights(config, stage)]
     assert sorted(set(met)) == sorted(weights), "a weight no stage meets, or a stage meeting no such weight"
-    ops = stages.layer_ops(config)
-    assert ("q_norm" in ops and "k_norm" in ops) == config.qk_norm
-    assert ("attn_post_norm" in ops and "mlp_post_norm" in ops) == config.sandwich_norm
+    for i in range(config.n_layers):
+        ops = stages.layer_ops(config, i)
+        assert ("q_norm" in ops and "k_norm" in ops) == config.qk_norm
+        assert ("attn_post_norm" in ops and "mlp_post_norm" in ops) == config.sandwich_norm
+        assert ("router_probs" in ops) == config.is_moe_layer(i) != ("mlp_gate" in ops)

@@ -145,7 +145,7 @@ def test_a_trace_streams_one_layer_at_a_time_and_localizes_as_the_whole_trace() 
     groups = list(oracle.trace_layers(tokens))
     assert [list(g) for g in groups] == [
         [stages.EMBED],
-        *([stages.layer_stage(i, op) for op in stages.layer_ops(config)] for i in range(config.n_layers)),
+        *([stages.layer_stage(i, op) for op in stages.layer_ops(config, i)] for i in range(config.n_layers)),
         [stages.FINAL_NORM, stages.LOGITS],
     ]
     broken = dict(NumpyModel(config, weights).trace(tokens))

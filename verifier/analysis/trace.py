@@ -69,6 +69,7 @@ _LAYER_OPS = {
         "resid_mlp": "x + MLP",
         "attn_post_norm": "RMSNorm: x / rms(x) * g",
         "mlp_post_norm": "RMSNorm: x / rms(x) * g",
+        "router_probs": "router: softmax(h @ W_r^T) over experts",
     },
 }
 _PER_HEAD = frozenset({"q", "k", "v", "q_norm", "k_norm", "q_rope", "k_rope", "scores", "probs"})
@@ -99,6 +100,16 @@ def _llama_operation(config: ModelConfig, layer: int, op: str) -> str:
         text = f"sliding window ({c.window(layer)} keys), softmax over keys"
     if op == "mlp_act" and c.mlp_act == "gelu_tanh":
         text = "gelu_tanh(gate) * up (GeGLU)"
+    if op in ("q", "k", "v") and c.fused_qkv:
+        text += " (rows of the fused qkv_proj)"
+    if op in ("q_rope", "k_rope"):
+        r = c.rotated_dims
+        text = "RoPE: rotate pairs " + ("(2i, 2i + 1)" if c.rope_pairs == "interleaved" else f"(i, i + {r}/2)")
+        text += f" of the first {r} dims, the other {c.d_head - r} pass" if r < c.d_head else ""
+    if op == "mlp_out" and c.is_moe_layer(layer):
+        weighting = "renormalised" if c.norm_topk else "probability"
+        text = f"top-{c.top_k} of {c.n_experts} experts' SwiGLU, {weighting}-weighted sum"
+        text += " + sigmoid-gated shared expert" if c.d_shared_expert is not None else ""
     return text
 
 
@@ -429,7 +440,7 @@ def render(life: Life) -> str:
         ("stage", "shape", "operation", "weights met", "values"),
         ("tokens", format_shape([len(life.tokens)]), "token ids", "", ""),
     ]
-    first_op, last_op = stages.layer_ops(c)[0], stages.layer_ops(c)[-1]
+    first_op, last_op = stages.layer_ops(c, 0)[0], stages.layer_ops(c, 0)[-1]  # the same in every layer
     for step in life.steps:
         layer, op = stages.split_stage(step.stage)
         if op == first_op:
