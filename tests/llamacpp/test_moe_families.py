@@ -12,7 +12,9 @@ Measured with llama-cpp-python 0.3.36 (this file's configs, seed 3, scale 0.2, 1
   q/k/v biases; gate_up fused): agrees, 7e-6 to 9e-6 (bound 7e-5 to 8e-5).
 - mixtral (top-2 of 4, renormalised), qwen2_moe (top-2 of 4, not renormalised, a shared expert of
   another size, experts smaller than d_ff), phi3 (fused q/k/v and gate/up; half of each head rotated,
-  and the whole head; tied): agree, 8e-6 to 2e-5 on logits up to 5-7 (bound 7e-5 to 9e-5).
+  and the whole head; tied): agree, 8e-6 to 2e-5 on logits up to 5-7 (bound 7e-5 to 9e-5); the
+  suite's float64 oracle passes them, and no traced stage is off (a MoE layer's router_probs
+  traced from llama.cpp's ffn_moe_probs).
 - qwen2_moe with norm_topk_prob true: llama.cpp's qwen2moe never renormalises (its graph passes
   no weight normalisation, whatever qwen2moe.expert_weights_norm says): 3.1 off on logits, and
   within the bound of the same model without renormalisation.
@@ -47,6 +49,7 @@ from verifier.model.config import ModelConfig
 from verifier.model.weights import Weights, init_weights
 from verifier.plugin.adapters import llamacpp
 from verifier.plugin.interface import Unsupported
+from verifier.properties.oracle import Oracle
 
 pytestmark = needs.transformers
 
@@ -103,6 +106,14 @@ def test_the_new_families_llama_cpp_computes_as_transformers_agree(name: str, tm
     first, cache = model.decode(TOKENS[:60])
     rest, _ = model.decode(TOKENS[60:], cache)
     assert np.abs(np.concatenate([first, rest]) - expected).max() <= bound(expected)
+    # And the suite's own verdict: the float64 oracle's comparison, and no traced stage off.
+    oracle = Oracle(config, weights)
+    comparison = oracle.logits(TOKENS).compare(got)
+    assert comparison.ok, f"error / tolerance {comparison.ratio:.3g}"
+    trace = model.trace(TOKENS)
+    assert ("layers.0.router_probs" in trace) == bool(config.n_experts)  # llama.cpp's ffn_moe_probs
+    divergence = oracle.localize(trace, TOKENS)
+    assert divergence.first is None, divergence.describe()
 
 
 def test_llama_cpp_s_qwen2moe_never_renormalises_the_top_k_probabilities(tmp_path: Path) -> None:
