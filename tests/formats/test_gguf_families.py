@@ -479,3 +479,26 @@ def test_partial_rope_outside_phi3_is_a_named_error(tmp_path: Path, monkeypatch:
     )  # fmt: skip
     with pytest.raises(CheckpointError, match=r"qwen2\.rope\.dimension_count: partial RoPE is not implemented"):
         load_checkpoint(path)
+
+
+@pytest.mark.parametrize(
+    ("patches", "message"),
+    [
+        (
+            {"add_expert_count": lambda self, value: self.add_uint32("llama.expert_count", 4096)},
+            r"metadata llama\.expert_count: is not the number of experts blk\.0's ffn_gate_exps\.weight stacks "
+            r"\(expected 4, found 4096\)",
+        ),
+        (
+            {"add_expert_used_count": lambda self, value: self.add_uint32("llama.expert_used_count", 5)},
+            r"metadata llama\.expert_used_count: must be at most n_experts=4",
+        ),
+    ],
+    ids=["expert count not stored", "top k above the count"],
+)  # fmt: skip
+def test_expert_metadata_the_tensors_or_the_config_refuse_is_named_by_its_gguf_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, patches: dict, message: str
+) -> None:
+    path = _write_with(tmp_path, monkeypatch, GGUF_EXAMPLES["mixtral"], **patches)
+    with pytest.raises(CheckpointError, match=message):
+        load_checkpoint(path)

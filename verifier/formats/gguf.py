@@ -624,6 +624,13 @@ def _expert_switches(path: Path, reader: Any, arch: str, fields: dict[str, Any],
         "n_experts": _int_field(path, reader, gguf.Keys.LLM.EXPERT_COUNT.format(arch=arch)),
         "top_k": _int_field(path, reader, gguf.Keys.LLM.EXPERT_USED_COUNT.format(arch=arch)),
     }
+    # Checked against the stored experts before any per-expert work (the canonical names are n_layers *
+    # n_experts * 3: a count the file does not hold must not be enumerated).
+    stacked = next((t for t in reader.tensors if t.name == "blk.0.ffn_gate_exps.weight"), None)
+    held = None if stacked is None or len(stacked.shape) != 3 else int(stacked.shape[2])
+    if held != switches["n_experts"]:
+        raise CheckpointError(path, f"metadata {arch}.expert_count", "is not the number of experts blk.0's "
+                              "ffn_gate_exps.weight stacks", expected=held, found=switches["n_experts"])  # fmt: skip
     if arch != "qwen2moe":
         return switches
     d_expert = _int_field(path, reader, gguf.Keys.LLM.EXPERT_FEED_FORWARD_LENGTH.format(arch=arch))
