@@ -88,7 +88,9 @@ def published_config_json(config: ModelConfig) -> dict[str, Any]:
             "mlp_only_layers": list(config.dense_layers),
             "decoder_sparse_step": 1,
             "qkv_bias": config.qkv_bias,
-            "use_sliding_window": False,
+            "use_sliding_window": config.sliding_window is not None,
+            "sliding_window": config.sliding_window,
+            "layer_types": [config.layer_type(i) for i in range(config.n_layers)],
         }
     if config.family == "phi3":
         fields["sliding_window"] = config.sliding_window

@@ -31,7 +31,7 @@ is run, so that the suite reports the difference (tests/llamacpp/test_families.p
 its `llama`, qwen2 and qwen3 ignore the sliding window (full causal attention); its Gemma GeGLU
 reads ggml's float16 GELU table, as its GPT-2 GELU does; its Gemma 2 scales queries by
 1/sqrt(d_head) unless the model has 46 layers (Gemma-2-27B), whatever `query_pre_attn_scalar` says;
-its phi3 ignores Phi-3's window as its `llama` ignores Mixtral's; its qwen2moe never renormalises
+its phi3, qwen2moe and `llama` ignore Phi-3's, Qwen2-MoE's and Mixtral's windows; its qwen2moe never renormalises
 the top-k probabilities (it computes `norm_topk_prob` false whatever the file's expert_weights_norm
 says). Refused: Qwen2-MoE with dense layers (`mlp_only_layers`; qwen2moe routes every layer) or
 without its shared expert (qwen2moe requires its tensors), GLM whose n_heads * head_dim is not d_model
