@@ -296,14 +296,16 @@ def _family(config: ModelConfig) -> str:
 
 def same_model(a: ModelConfig, b: ModelConfig) -> bool:
     """The same model, whichever of its equal spellings each config uses (head_dim None or d_model /
-    n_heads, query_scale None or d_head, a window no layer uses or none, layer_types empty or all sliding;
-    Mistral without a window is Llama, as llama.cpp's `llama` architecture stores both)."""
-    spelled = ("family", "head_dim", "query_scale", "sliding_window", "layer_types")
+    n_heads, query_scale None or d_head, rotary_dim None or d_head, d_expert None or d_ff, a window no
+    layer uses or none, layer_types empty or all sliding; Mistral without a window is Llama, as
+    llama.cpp's `llama` architecture stores both)."""
+    spelled = ("family", "head_dim", "query_scale", "sliding_window", "layer_types", "rotary_dim", "d_expert")
     fields = [f for f in a.to_dict() if f not in spelled]
     return (
         _family(a) == _family(b)
         and all(getattr(a, f) == getattr(b, f) for f in fields)
         and (a.d_head, a.attention_scale) == (b.d_head, b.attention_scale)
+        and (a.rotated_dims, a.expert_d_ff) == (b.rotated_dims, b.expert_d_ff)
         and [a.window(i) for i in range(a.n_layers)] == [b.window(i) for i in range(b.n_layers)]
     )
 
