@@ -73,6 +73,14 @@ def published_config_json(config: ModelConfig) -> dict[str, Any]:
         "eos_token_id": 2,
         "pad_token_id": 0,
     }
+    scaling = config.rope_scaling
+    if scaling is not None and scaling.kind == "linear":
+        fields["rope_parameters"] |= {"rope_type": "linear", "factor": scaling.factor}
+    if scaling is not None and scaling.kind == "llama3":
+        fields["rope_parameters"] |= {
+            "rope_type": "llama3", "factor": scaling.factor, "low_freq_factor": scaling.low_freq_factor,
+            "high_freq_factor": scaling.high_freq_factor, "original_max_position_embeddings": scaling.original_n_ctx,
+        }  # fmt: skip
     if config.rotary_dim is not None:
         fields["rope_parameters"]["partial_rotary_factor"] = config.rotary_dim / config.d_head
     if config.family == "mixtral":

@@ -447,9 +447,10 @@ def test_phi3_keeps_its_fused_matrices_and_stores_the_rotated_dims(tmp_path: Pat
     [
         (FAMILY_EXAMPLES["qwen2_moe"], "qwen2moe architecture routes every layer"),
         (GGUF_EXAMPLES["qwen2_moe"].replace(d_shared_expert=None), "requires the shared expert"),
+        (GGUF_EXAMPLES["qwen2_moe"].replace(tie_embeddings=True), "qwen2moe architecture requires output.weight"),
         (FAMILY_EXAMPLES["glm"], "chatglm architecture has n_heads \\* head_dim == d_model"),
     ],
-    ids=["qwen2_moe dense layer", "qwen2_moe no shared expert", "glm head_dim"],
+    ids=["qwen2_moe dense layer", "qwen2_moe no shared expert", "qwen2_moe tied", "glm head_dim"],
 )
 def test_what_no_architecture_holds_among_the_new_families_is_refused(
     tmp_path: Path, config: ModelConfig, message: str

@@ -10,8 +10,9 @@ neither the suite's config writer nor its model builder stands between.
 Measured with llama-cpp-python 0.3.36 (this file's configs, seed 3, scale 0.2, 100 tokens):
 - glm as llama.cpp's chatglm (interleaved pairs on a quarter of each head, and on the whole head;
   q/k/v biases; gate_up fused): agrees, 7e-6 to 9e-6 (bound 7e-5 to 8e-5).
-- mixtral (top-2 of 4, renormalised), qwen2_moe (top-2 of 4, not renormalised, a shared expert of
-  another size, experts smaller than d_ff), phi3 (fused q/k/v and gate/up; half of each head rotated,
+- mixtral (top-2 of 4, renormalised; with Llama 3 RoPE scaling and tied too), qwen2_moe (top-2 of 4,
+  not renormalised, a shared expert of another size, experts smaller than d_ff; top-1 with linear
+  RoPE scaling too), phi3 (fused q/k/v and gate/up; half of each head rotated,
   and the whole head; tied): agree, 8e-6 to 2e-5 on logits up to 5-7 (bound 7e-5 to 9e-5); the
   suite's float64 oracle passes them, and no traced stage is off (a MoE layer's router_probs
   traced from llama.cpp's ffn_moe_probs).
@@ -21,10 +22,10 @@ Measured with llama-cpp-python 0.3.36 (this file's configs, seed 3, scale 0.2, 1
 - phi3, mixtral and qwen2_moe with a sliding window: llama.cpp ignores it; positions before W agree,
   from W on 8 to 8.7 off, and equal full causal attention.
 - Q8_0 files (routers F32): greedy continuations agree with transformers on the dequantized weights,
-  mixtral 79 of 80 tokens, qwen2_moe 80 of 80, phi3 78 of 80 (the rate test_families.py asks: 0.8).
-- Refused, with the reason: Qwen2-MoE with a dense layer (mlp_only_layers) or without a shared
-  expert (llama.cpp itself refuses both files: "check_tensor_dims: tensor 'blk.1.ffn_gate_inp.weight'
-  not found", and the same of ffn_gate_inp_shexp), and GLM whose n_heads * head_dim is not d_model
+  mixtral 78 of 80 tokens, qwen2_moe 79 of 80, phi3 78 of 80 (the rate test_families.py asks: 0.8).
+- Refused, with the reason: Qwen2-MoE with a dense layer (mlp_only_layers), without a shared expert
+  or tied (llama.cpp itself refuses those files: "check_tensor_dims: tensor 'blk.1.ffn_gate_inp.weight'
+  not found", and the same of ffn_gate_inp_shexp and output.weight), and GLM whose n_heads * head_dim is not d_model
   (chatglm's attn_output is square: "tensor 'blk.0.attn_output.weight' has wrong shape").
 """
 
@@ -45,7 +46,7 @@ from tests.formats.families import FAMILY_EXAMPLES as F
 from tests.formats.families import published_config_json
 from verifier.formats import gguf as gguf_format
 from verifier.formats.hf_dir import write_hf_dir
-from verifier.model.config import ModelConfig
+from verifier.model.config import ModelConfig, RopeScaling
 from verifier.model.weights import Weights, init_weights
 from verifier.plugin.adapters import llamacpp
 from verifier.plugin.interface import Unsupported
@@ -85,6 +86,8 @@ def run(config: ModelConfig) -> tuple[Weights, llamacpp.LlamaCppModel]:
 AGREEING = {
     "mixtral": F["mixtral"],
     "qwen2_moe": QWEN2_MOE,
+    "mixtral llama3 rope, tied": F["mixtral"].replace(rope_scaling=F["llama3"].rope_scaling, tie_embeddings=True),
+    "qwen2_moe top-1, linear rope": QWEN2_MOE.replace(top_k=1, rope_scaling=RopeScaling("linear", 4.0)),
     "phi3 partial rotary": F["phi3"],
     "phi3 whole head": F["phi3"].replace(rotary_dim=None),
     "phi3 tied": F["phi3"].replace(tie_embeddings=True),
@@ -158,9 +161,10 @@ def test_llama_cpp_ignores_the_sliding_window_of_phi3_mixtral_and_qwen2_moe(
     [
         (F["qwen2_moe"], "qwen2moe architecture routes every layer"),
         (QWEN2_MOE.replace(d_shared_expert=None), "requires the shared expert"),
+        (QWEN2_MOE.replace(tie_embeddings=True), "qwen2moe architecture requires output.weight"),
         (F["glm"], "chatglm architecture has n_heads \\* head_dim == d_model"),
     ],
-    ids=["qwen2_moe dense layer", "qwen2_moe no shared expert", "glm head_dim"],
+    ids=["qwen2_moe dense layer", "qwen2_moe no shared expert", "qwen2_moe tied", "glm head_dim"],
 )
 def test_what_llama_cpp_cannot_hold_among_the_new_families_is_unsupported_with_the_reason(
     config: ModelConfig, reason: str
@@ -171,13 +175,18 @@ def test_what_llama_cpp_cannot_hold_among_the_new_families_is_unsupported_with_t
 
 @pytest.mark.parametrize(
     ("config", "missing"),
-    [(F["qwen2_moe"], "blk.1.ffn_gate_inp.weight"), (QWEN2_MOE.replace(d_shared_expert=None), "ffn_gate_inp_shexp")],
-    ids=["dense layer", "no shared expert"],
+    [
+        (F["qwen2_moe"], "blk.1.ffn_gate_inp.weight"),
+        (QWEN2_MOE.replace(d_shared_expert=None), "ffn_gate_inp_shexp"),
+        (QWEN2_MOE.replace(tie_embeddings=True), "output.weight"),
+    ],
+    ids=["dense layer", "no shared expert", "tied"],
 )
 def test_without_the_refusal_llama_cpp_itself_refuses_these_qwen2moe_files(
     config: ModelConfig, missing: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Why they are refused: llama.cpp's qwen2moe loads a router in every layer and the shared expert."""
+    """Why they are refused: llama.cpp's qwen2moe loads a router in every layer, the shared expert and
+    output.weight."""
     monkeypatch.setattr(gguf_format, "unsupported", lambda config: None)
     with pytest.raises(RuntimeError, match=f"tensor '[^']*{missing}[^']*' not found"):
         llamacpp.build(config, init_weights(config))

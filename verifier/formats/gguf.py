@@ -244,6 +244,8 @@ def unsupported(config: ModelConfig) -> str | None:
         return f"llama.cpp's {ARCHITECTURES[family]} architecture routes every layer: it has no dense layers"
     if family == "qwen2_moe" and config.d_shared_expert is None:
         return "llama.cpp's qwen2moe architecture requires the shared expert (its ffn_*_shexp tensors)"
+    if family == "qwen2_moe" and config.tie_embeddings:
+        return "llama.cpp's qwen2moe architecture requires output.weight: it cannot tie the classifier"
     if family in _NO_BIAS and (config.qkv_bias or config.o_bias):  # measured: tests/llamacpp/test_families.py
         return (
             f"llama.cpp's {family} architecture does not load every q/k/v/o bias (it refuses such a file: "

@@ -33,8 +33,8 @@ reads ggml's float16 GELU table, as its GPT-2 GELU does; its Gemma 2 scales quer
 1/sqrt(d_head) unless the model has 46 layers (Gemma-2-27B), whatever `query_pre_attn_scalar` says;
 its phi3, qwen2moe and `llama` ignore Phi-3's, Qwen2-MoE's and Mixtral's windows; its qwen2moe never renormalises
 the top-k probabilities (it computes `norm_topk_prob` false whatever the file's expert_weights_norm
-says). Refused: Qwen2-MoE with dense layers (`mlp_only_layers`; qwen2moe routes every layer) or
-without its shared expert (qwen2moe requires its tensors), GLM whose n_heads * head_dim is not d_model
+says). Refused: Qwen2-MoE with dense layers (`mlp_only_layers`; qwen2moe routes every layer), without
+its shared expert or tied (qwen2moe requires those tensors), GLM whose n_heads * head_dim is not d_model
 (chatglm's attention output is square).
 
 `build_q8_0` runs a file whose matrices are Q8_0 and declares the precision class `q8_0`
