@@ -145,8 +145,9 @@ ARCHITECTURES = {"gpt2": "gpt2", "llama": "llama", "mistral": "llama", "qwen2": 
                  "gemma": "gemma", "gemma2": "gemma2", "mixtral": "llama", "qwen2_moe": "qwen2moe",
                  "phi3": "phi3", "glm": "chatglm"}  # fmt: skip
 _INTERLEAVED = ("llama", "mistral", "mixtral")  # the families whose q/k rows llama.cpp's RoPE wants interleaved
-# Routers stay F32 in a quantized file, as llama.cpp's quantizer leaves `ffn_gate_inp` (a token's expert
-# choice flips on small changes of its logits) and the converter the router-like shared expert gate.
+# Routers stay F32 in a quantized file, as convert_hf_to_gguf.py keeps FFN_GATE_INP and FFN_GATE_INP_SHEXP
+# ("conditions should closely match those in llama_model_quantize_internal"): a token's expert choice
+# flips on small changes of its router logits.
 _KEPT_F32 = ("ffn_gate_inp.weight", "ffn_gate_inp_shexp.weight")
 _EXPERT = "expert "  # how an expert's matrix is stored: "expert {e}", row e of the layer's stacked tensor
 # What each architecture has no tensor or key for (llama.cpp would refuse or ignore it): the writer refuses.
