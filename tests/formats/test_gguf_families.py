@@ -505,3 +505,15 @@ def test_expert_metadata_the_tensors_or_the_config_refuse_is_named_by_its_gguf_k
     path = _write_with(tmp_path, monkeypatch, GGUF_EXAMPLES["mixtral"], **patches)
     with pytest.raises(CheckpointError, match=message):
         load_checkpoint(path)
+
+
+def test_a_qwen2moe_file_without_expert_weights_norm_reads_as_llama_cpp_runs_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """convert_hf_to_gguf.py's Qwen2MoeModel writes no expert_weights_norm: read as no renormalisation,
+    what llama.cpp's qwen2moe computes (tests/llamacpp/test_moe_families.py), with a finding."""
+    config = GGUF_EXAMPLES["qwen2_moe"].replace(norm_topk=True)
+    path = _write_with(tmp_path, monkeypatch, config, add_expert_weights_norm=lambda self, value: None)
+    checkpoint = load_checkpoint(path)
+    assert checkpoint.config == config.replace(norm_topk=False)
+    assert any("qwen2moe.expert_weights_norm is not stored; false assumed" in f for f in checkpoint.findings)

@@ -550,7 +550,7 @@ def _switches(path: Path, reader: Any, arch: str, fields: dict[str, Any], findin
         family = "mistral"
     switches: dict[str, Any] = {"family": family, **FAMILY_SWITCHES[family][0]}
     if family in ("mixtral", "qwen2_moe"):
-        switches |= _expert_switches(path, reader, arch, fields, tensors)
+        switches |= _expert_switches(path, reader, arch, fields, tensors, findings)
     if f"{arch}.attention.key_length" in reader.fields:  # absent: d_model / n_heads, which must divide
         key_length = _int_field(path, reader, f"{arch}.attention.key_length")
         if key_length != fields["d_model"] // fields["n_heads"] or fields["d_model"] % fields["n_heads"]:
@@ -621,7 +621,9 @@ def _switches(path: Path, reader: Any, arch: str, fields: dict[str, Any], findin
     return switches
 
 
-def _expert_switches(path: Path, reader: Any, arch: str, fields: dict[str, Any], tensors: set[str]) -> dict[str, Any]:
+def _expert_switches(
+    path: Path, reader: Any, arch: str, fields: dict[str, Any], tensors: set[str], findings: list[str]
+) -> dict[str, Any]:
     """A MoE file's experts: their count, how many a token uses, Qwen2-MoE's sizes and renormalisation."""
     switches: dict[str, Any] = {
         "n_experts": _int_field(path, reader, gguf.Keys.LLM.EXPERT_COUNT.format(arch=arch)),
@@ -642,7 +644,10 @@ def _expert_switches(path: Path, reader: Any, arch: str, fields: dict[str, Any],
         switches["d_shared_expert"] = _int_field(
             path, reader, gguf.Keys.LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH.format(arch=arch)
         )
-    norm = _field(path, reader, gguf.Keys.LLM.EXPERT_WEIGHTS_NORM.format(arch=arch), False)
+    norm_key = gguf.Keys.LLM.EXPERT_WEIGHTS_NORM.format(arch=arch)
+    if norm_key not in reader.fields:  # the converter writes none for Qwen2-MoE
+        findings.append(f"{norm_key} is not stored; false assumed (llama.cpp's qwen2moe never renormalises)")
+    norm = _field(path, reader, norm_key, False)
     if not isinstance(norm, (bool, np.bool_)):
         raise CheckpointError(path, f"metadata {arch}.expert_weights_norm", "must be a bool", found=norm)
     switches["norm_topk"] = bool(norm)
