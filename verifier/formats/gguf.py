@@ -3,7 +3,8 @@
 The architectures llama.cpp has for the suite's families: `gpt2` (learned positions, fused qkv,
 LayerNorm and GELU), `llama` (Llama, Mistral and Mixtral: RMSNorm, RoPE, SwiGLU, grouped-query
 attention, routed experts), `qwen2`, `qwen3`, `gemma`, `gemma2`, `qwen2moe` (routed experts and a
-shared expert) and `phi3` (fused layouts, partial rotary). Tensors are named as llama.cpp names them
+shared expert), `phi3` (fused layouts, partial rotary) and `chatglm` (GLM: its RoPE pairs adjacent
+dims of a partial rotary, as GLM computes on its stored rows). Tensors are named as llama.cpp names them
 (`blk.0.attn_q.weight`) and laid out as it reads them, which `convert_hf_to_gguf.py` does for the
 same `transformers` weights: GPT-2's `Conv1D` matrices are transposed to [d_out, d_in]; the q/k
 rows (and biases) of `llama` go from rotate-half to the interleaved pairs its RoPE rotates (the
