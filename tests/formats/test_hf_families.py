@@ -171,7 +171,7 @@ def _writer_blocked(config: ModelConfig) -> pytest.MarkDecorator:
         ours, theirs = config.to_transformers().to_dict(), hf_config(config).to_dict()
     except Exception as e:  # transformers refusing the config we write
         return pytest.mark.xfail(reason=f"to_hf_dict's {config.family} config.json: {e!r}", strict=True)
-    wrong = [key for key in HF_KEYS if ours.get(key) != theirs.get(key)]
+    wrong = [key for key in HF_KEYS if key in theirs and ours.get(key) != theirs[key]]
     return pytest.mark.xfail(bool(wrong), reason=f"to_hf_dict does not write the {config.family} {wrong} yet",
                              strict=True)  # fmt: skip
 
@@ -189,8 +189,8 @@ def test_transformers_reads_our_directory_of_every_family_to_the_same_config_and
     assert type(model).__name__ == config.to_hf_dict()["architectures"][0]
     expected = hf_config(config).to_dict()
     got = model.config.to_dict()
-    for key in HF_KEYS:
-        assert got.get(key) == expected.get(key), key
+    for key in HF_KEYS:  # the keys its config class has (Phi-3's has no head_dim: hidden_size / heads)
+        assert got.get(key) == expected.get(key) or key not in expected, key
     _same_weights_in_transformers(config, model, weights)
 
 
