@@ -22,7 +22,7 @@ Measured with llama-cpp-python 0.3.36 (this file's configs, seed 3, scale 0.2, 1
 - phi3, mixtral and qwen2_moe with a sliding window: llama.cpp ignores it; positions before W agree,
   from W on 8 to 8.7 off, and equal full causal attention.
 - Q8_0 files (routers F32): greedy continuations agree with transformers on the dequantized weights,
-  mixtral 78 of 80 tokens, qwen2_moe 79 of 80, phi3 78 of 80 (the rate test_families.py asks: 0.8).
+  mixtral 78 of 80 tokens, qwen2_moe 79 of 80, phi3 78 of 80, glm 78 of 80 (the rate test_families.py asks: 0.8).
 - Refused, with the reason: Qwen2-MoE with a dense layer (mlp_only_layers), without a shared expert
   or tied (llama.cpp itself refuses those files: "check_tensor_dims: tensor 'blk.1.ffn_gate_inp.weight'
   not found", and the same of ffn_gate_inp_shexp and output.weight), and GLM whose n_heads * head_dim is not d_model
@@ -241,7 +241,7 @@ class _Transformers:
             return self.model(torch.from_numpy(np.asarray(tokens))[None]).logits[0].numpy()
 
 
-@pytest.mark.parametrize("name", ["mixtral", "qwen2_moe", "phi3 partial rotary"])
+@pytest.mark.parametrize("name", ["mixtral", "qwen2_moe", "phi3 partial rotary", "glm"])
 def test_q8_0_files_of_the_new_families_are_judged_by_greedy_agreement_on_the_dequantized_weights(
     name: str, tmp_path: Path
 ) -> None:
