@@ -517,3 +517,30 @@ def test_a_qwen2moe_file_without_expert_weights_norm_reads_as_llama_cpp_runs_it(
     checkpoint = load_checkpoint(path)
     assert checkpoint.config == config.replace(norm_topk=False)
     assert any("qwen2moe.expert_weights_norm is not stored; false assumed" in f for f in checkpoint.findings)
+
+
+_G = GGUF_EXAMPLES
+VARIANTS = {
+    "mixtral window tied llama3": _G["mixtral"].replace(
+        sliding_window=8, tie_embeddings=True, rope_scaling=FAMILY_EXAMPLES["llama3"].rope_scaling
+    ),
+    "mixtral top-1 of 3": _G["mixtral"].replace(n_experts=3, top_k=1),
+    "qwen2_moe experts of d_ff, renormalised, top-1": _G["qwen2_moe"].replace(d_expert=96, norm_topk=True, top_k=1),
+    "qwen2_moe windows by layer": _G["qwen2_moe"].replace(
+        sliding_window=8, layer_types=("sliding_attention", "full_attention")
+    ),
+    "phi3 whole head, window": _G["phi3"].replace(rotary_dim=16, sliding_window=8),
+    "glm whole head, no bias": _G["glm"].replace(rotary_dim=16, qkv_bias=False),
+}
+
+
+@pytest.mark.parametrize("config", list(VARIANTS.values()), ids=list(VARIANTS))
+def test_the_new_families_switches_read_back_as_the_same_model(tmp_path: Path, config: ModelConfig) -> None:
+    """What the drawn round trip above covers once the strategies draw these families, spelled out."""
+    weights = init_weights(config, seed=1)
+    write_gguf(tmp_path / "m.gguf", config, weights)
+    checkpoint = load_checkpoint(tmp_path / "m.gguf")
+    assert same_model(checkpoint.config, config), (checkpoint.config, config)
+    assert checkpoint.config.family == config.family
+    for name, w in weights.items():
+        np.testing.assert_array_equal(checkpoint.weights[name], w, err_msg=name)
