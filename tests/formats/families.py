@@ -3,11 +3,19 @@
 Sizes are small but not degenerate: d_head 16 spans the three bands of Llama 3's RoPE scaling
 (original context 64: wavelengths 6.3 high, 19.9 and 62.8 between, the rest low), windows are
 shorter than the context, Gemma 2 alternates sliding and global layers as its checkpoints do.
+The MoE examples route 2 of 4 experts (Qwen2-MoE with its shared expert, a smaller expert size and a
+dense layer), Phi-3 and GLM rotate half of each head (GLM's pairs interleaved).
+
+`published_config_json` writes the config.json of the issue-27 families by hand, under the keys
+their `transformers` config classes read (MixtralConfig, Qwen2MoeConfig, Phi3Config, GlmConfig),
+so that a test can build `transformers`' own model of an example without the suite's config writer.
 """
 
 from __future__ import annotations
 
-from verifier.model.config import ModelConfig, RopeScaling
+from typing import Any
+
+from verifier.model.config import HF_CLASSES, ModelConfig, RopeScaling
 
 _BASE = ModelConfig(
     family="llama", vocab_size=96, n_ctx=128, d_model=64, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=96,
@@ -30,4 +38,72 @@ FAMILY_EXAMPLES: dict[str, ModelConfig] = {
         tie_embeddings=True, sliding_window=8, layer_types=("sliding_attention", "full_attention"),
         attn_softcap=50.0, final_softcap=30.0, norm_eps=1e-6,
     ),
+    "mixtral": _BASE.replace(family="mixtral", n_experts=4, top_k=2, norm_topk=True, rope_theta=1e6),
+    "qwen2_moe": _BASE.replace(
+        family="qwen2_moe", qkv_bias=True, n_experts=4, top_k=2, d_expert=32, d_shared_expert=64,
+        dense_layers=(1,), norm_eps=1e-6,
+    ),
+    "phi3": _BASE.replace(family="phi3", fused_qkv=True, fused_gate_up=True, rotary_dim=8),
+    "glm": _BASE.replace(
+        family="glm", fused_gate_up=True, rope_pairs="interleaved", rotary_dim=8, qkv_bias=True, head_dim=32,
+        norm_eps=1e-6,
+    ),
 }  # fmt: skip
+# The examples of the families issue 27 adds.
+NEW_FAMILIES = ("mixtral", "qwen2_moe", "phi3", "glm")
+
+
+def published_config_json(config: ModelConfig) -> dict[str, Any]:
+    """The config.json of a mixtral, qwen2_moe, phi3 or glm config, keys as `transformers` 5.24 reads them."""
+    fields: dict[str, Any] = {
+        "architectures": [HF_CLASSES[config.family][1]],
+        "model_type": config.family,
+        "vocab_size": config.vocab_size,
+        "max_position_embeddings": config.n_ctx,
+        "hidden_size": config.d_model,
+        "num_hidden_layers": config.n_layers,
+        "num_attention_heads": config.n_heads,
+        "num_key_value_heads": config.n_kv_heads,
+        "intermediate_size": config.d_ff,
+        "rms_norm_eps": config.norm_eps,
+        "tie_word_embeddings": config.tie_embeddings,
+        "hidden_act": "silu",
+        "rope_parameters": {"rope_type": "default", "rope_theta": config.rope_theta},
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+        "pad_token_id": 0,
+    }
+    scaling = config.rope_scaling
+    if scaling is not None and scaling.kind == "linear":
+        fields["rope_parameters"] |= {"rope_type": "linear", "factor": scaling.factor}
+    if scaling is not None and scaling.kind == "llama3":
+        fields["rope_parameters"] |= {
+            "rope_type": "llama3", "factor": scaling.factor, "low_freq_factor": scaling.low_freq_factor,
+            "high_freq_factor": scaling.high_freq_factor, "original_max_position_embeddings": scaling.original_n_ctx,
+        }  # fmt: skip
+    if config.rotary_dim is not None:
+        fields["rope_parameters"]["partial_rotary_factor"] = config.rotary_dim / config.d_head
+    if config.family == "mixtral":
+        fields |= {"num_local_experts": config.n_experts, "num_experts_per_tok": config.top_k,
+                   "sliding_window": config.sliding_window, "head_dim": config.d_head}  # fmt: skip
+    if config.family == "qwen2_moe":
+        fields |= {
+            "num_experts": config.n_experts,
+            "num_experts_per_tok": config.top_k,
+            "moe_intermediate_size": config.expert_d_ff,
+            "shared_expert_intermediate_size": config.d_shared_expert or 0,
+            "norm_topk_prob": config.norm_topk,
+            "mlp_only_layers": list(config.dense_layers),
+            "decoder_sparse_step": 1,
+            "qkv_bias": config.qkv_bias,
+            "use_sliding_window": config.sliding_window is not None,
+            "sliding_window": config.sliding_window,
+            "layer_types": [config.layer_type(i) for i in range(config.n_layers)],
+        }
+    if config.family == "phi3":
+        fields["sliding_window"] = config.sliding_window
+        fields["partial_rotary_factor"] = config.rotated_dims / config.d_head
+    if config.family == "glm":
+        fields |= {"head_dim": config.d_head, "attention_bias": config.qkv_bias}
+        fields["rope_parameters"]["partial_rotary_factor"] = config.rotated_dims / config.d_head
+    return fields

@@ -23,8 +23,14 @@ from verifier.model.config import ModelConfig, RopeScaling
 from verifier.model.weights import init_weights
 from verifier.properties.strategies import configs
 
-IDS = list(FAMILY_EXAMPLES)
-EXAMPLES = [FAMILY_EXAMPLES[name] for name in IDS]
+# Every example llama.cpp's architectures hold; Qwen2-MoE's without its dense layer (llama.cpp routes every
+# layer), GLM's with square attention (n_heads * d_head = d_model, as chatglm's attn_output is).
+GGUF_EXAMPLES = {name: c for name, c in FAMILY_EXAMPLES.items() if gguf_format.unsupported(c) is None} | {
+    "qwen2_moe": FAMILY_EXAMPLES["qwen2_moe"].replace(dense_layers=()),
+    "glm": FAMILY_EXAMPLES["glm"].replace(head_dim=None),
+}
+IDS = list(GGUF_EXAMPLES)
+EXAMPLES = [GGUF_EXAMPLES[name] for name in IDS]
 
 
 def stored(path: Path) -> dict[str, np.ndarray]:
@@ -290,14 +296,16 @@ def _family(config: ModelConfig) -> str:
 
 def same_model(a: ModelConfig, b: ModelConfig) -> bool:
     """The same model, whichever of its equal spellings each config uses (head_dim None or d_model /
-    n_heads, query_scale None or d_head, a window no layer uses or none, layer_types empty or all sliding;
-    Mistral without a window is Llama, as llama.cpp's `llama` architecture stores both)."""
-    spelled = ("family", "head_dim", "query_scale", "sliding_window", "layer_types")
+    n_heads, query_scale None or d_head, rotary_dim None or d_head, d_expert None or d_ff, a window no
+    layer uses or none, layer_types empty or all sliding; Mistral without a window is Llama, as
+    llama.cpp's `llama` architecture stores both)."""
+    spelled = ("family", "head_dim", "query_scale", "sliding_window", "layer_types", "rotary_dim", "d_expert")
     fields = [f for f in a.to_dict() if f not in spelled]
     return (
         _family(a) == _family(b)
         and all(getattr(a, f) == getattr(b, f) for f in fields)
         and (a.d_head, a.attention_scale) == (b.d_head, b.attention_scale)
+        and (a.rotated_dims, a.expert_d_ff) == (b.rotated_dims, b.expert_d_ff)
         and [a.window(i) for i in range(a.n_layers)] == [b.window(i) for i in range(b.n_layers)]
     )
 
@@ -336,3 +344,203 @@ def test_bfloat16_files_as_the_converter_keeps_them_read_back_exactly(
     expected = torch.from_numpy(weights[matrix]).bfloat16().float().numpy()
     np.testing.assert_array_equal(checkpoint.weights[matrix], expected)
     assert not np.array_equal(expected, weights[matrix])  # the rounding happened
+
+
+def _stacked(weights: dict[str, np.ndarray], layer: str, n_experts: int, name: str) -> np.ndarray:
+    return np.stack([weights[f"{layer}.experts.{e}.{name}.weight"] for e in range(n_experts)])
+
+
+@pytest.mark.parametrize("tensor_type", ["F32", "Q8_0"])
+def test_mixtral_is_llama_with_each_layer_s_experts_stacked_as_the_converter_merges_them(
+    tmp_path: Path, tensor_type: str
+) -> None:
+    """convert_hf_to_gguf.py's LlamaModel stacks block_sparse_moe.experts.{e}.w1/w3/w2 into
+    ffn_gate_exps/ffn_up_exps/ffn_down_exps [n_experts, rows, columns] (GGUF lists the axes reversed),
+    the router is ffn_gate_inp, q/k are interleaved as for Llama, and the counts are llama.expert_*."""
+    config = GGUF_EXAMPLES["mixtral"]
+    weights = init_weights(config, seed=3)
+    write_gguf(tmp_path / "m.gguf", config, weights, tensor_type=tensor_type)
+    meta = fields(tmp_path / "m.gguf")
+    assert (meta["general.architecture"], meta["llama.expert_count"], meta["llama.expert_used_count"]) == (
+        "llama",
+        4,
+        2,
+    )
+    reader = gguf.GGUFReader(tmp_path / "m.gguf")
+    shapes = {t.name: [int(n) for n in t.shape] for t in reader.tensors}
+    assert shapes["blk.1.ffn_gate_exps.weight"] == [config.d_model, config.d_ff, 4]  # ne: fastest axis first
+    assert shapes["blk.1.ffn_down_exps.weight"] == [config.d_ff, config.d_model, 4]
+    checkpoint = load_checkpoint(tmp_path / "m.gguf")
+    assert checkpoint.config == config
+    if tensor_type == "Q8_0":  # each expert's rows quantized as its own: the stack dequantized row by row
+        types = {t.name: t.tensor_type.name for t in reader.tensors}
+        assert (types["blk.0.ffn_gate_inp.weight"], types["blk.0.ffn_up_exps.weight"]) == ("F32", "Q8_0")
+        np.testing.assert_array_equal(  # the router as llama.cpp's quantizer leaves it: exact
+            checkpoint.weights["model.layers.0.block_sparse_moe.gate.weight"],
+            weights["model.layers.0.block_sparse_moe.gate.weight"],
+        )
+        for name, w in weights.items():
+            if w.ndim == 2:
+                assert np.abs(checkpoint.weights[name] - w).max() <= np.abs(w).max() / 127, name
+        return
+    t = stored(tmp_path / "m.gguf")
+    layer = "model.layers.1.block_sparse_moe"
+    for gguf_name, hf_name in (("ffn_gate_exps", "w1"), ("ffn_up_exps", "w3"), ("ffn_down_exps", "w2")):
+        np.testing.assert_array_equal(t[f"blk.1.{gguf_name}.weight"], _stacked(weights, layer, 4, hf_name))
+    np.testing.assert_array_equal(t["blk.1.ffn_gate_inp.weight"], weights[f"{layer}.gate.weight"])
+    q = weights["model.layers.0.self_attn.q_proj.weight"].reshape(config.n_heads, config.d_head, -1)
+    got = t["blk.0.attn_q.weight"].reshape(config.n_heads, config.d_head, -1)
+    np.testing.assert_array_equal(got[:, 1::2], q[:, config.d_head // 2 :])  # row 2i + 1 is HF's i + d/2
+
+
+def test_qwen2_moe_is_qwen2moe_with_stacked_experts_and_its_shared_expert_under_shexp_names(tmp_path: Path) -> None:
+    config = GGUF_EXAMPLES["qwen2_moe"]
+    weights = init_weights(config, seed=3)
+    write_gguf(tmp_path / "m.gguf", config, weights)
+    meta = fields(tmp_path / "m.gguf")
+    assert meta["general.architecture"] == "qwen2moe"
+    assert (meta["qwen2moe.expert_count"], meta["qwen2moe.expert_used_count"]) == (4, 2)
+    assert meta["qwen2moe.expert_feed_forward_length"] == config.d_expert
+    assert meta["qwen2moe.expert_shared_feed_forward_length"] == config.d_shared_expert
+    assert meta["qwen2moe.feed_forward_length"] == config.d_ff
+    t = stored(tmp_path / "m.gguf")
+    layer = "model.layers.0.mlp"
+    for gguf_name, hf_name in (
+        ("ffn_gate_exps", "gate_proj"),
+        ("ffn_up_exps", "up_proj"),
+        ("ffn_down_exps", "down_proj"),
+    ):
+        np.testing.assert_array_equal(t[f"blk.0.{gguf_name}.weight"], _stacked(weights, layer, 4, hf_name))
+        shared = f"blk.0.{gguf_name.replace('exps', 'shexp')}.weight"
+        np.testing.assert_array_equal(t[shared], weights[f"{layer}.shared_expert.{hf_name}.weight"])
+    np.testing.assert_array_equal(t["blk.0.ffn_gate_inp.weight"], weights[f"{layer}.gate.weight"])
+    np.testing.assert_array_equal(t["blk.0.ffn_gate_inp_shexp.weight"], weights[f"{layer}.shared_expert_gate.weight"])
+    np.testing.assert_array_equal(t["blk.0.attn_q.weight"], weights["model.layers.0.self_attn.q_proj.weight"])  # NEOX
+    np.testing.assert_array_equal(t["blk.0.attn_v.bias"], weights["model.layers.0.self_attn.v_proj.bias"])
+
+
+def test_qwen2_moe_s_renormalisation_and_expert_sizes_read_back(tmp_path: Path) -> None:
+    """norm_topk_prob under llama.cpp's qwen2moe.expert_weights_norm; experts the size of d_ff read back
+    as d_expert None (the config reader's one form)."""
+    config = GGUF_EXAMPLES["qwen2_moe"].replace(norm_topk=True, d_expert=None)
+    write_gguf(tmp_path / "m.gguf", config, init_weights(config))
+    assert fields(tmp_path / "m.gguf")["qwen2moe.expert_weights_norm"] is True
+    assert load_checkpoint(tmp_path / "m.gguf").config == config
+
+
+def test_phi3_keeps_its_fused_matrices_and_stores_the_rotated_dims(tmp_path: Path) -> None:
+    """convert_hf_to_gguf.py's Phi3MiniModel maps qkv_proj to attn_qkv and gate_up_proj to ffn_up as
+    they are; rope.dimension_count is the rotated part of a head (partial_rotary_factor * d_head)."""
+    config = GGUF_EXAMPLES["phi3"]
+    weights = init_weights(config, seed=3)
+    write_gguf(tmp_path / "m.gguf", config, weights)
+    t = stored(tmp_path / "m.gguf")
+    np.testing.assert_array_equal(t["blk.1.attn_qkv.weight"], weights["model.layers.1.self_attn.qkv_proj.weight"])
+    np.testing.assert_array_equal(t["blk.1.ffn_up.weight"], weights["model.layers.1.mlp.gate_up_proj.weight"])
+    assert "blk.1.ffn_gate.weight" not in t and "blk.1.attn_q.weight" not in t
+    meta = fields(tmp_path / "m.gguf")
+    assert (meta["general.architecture"], meta["phi3.rope.dimension_count"]) == ("phi3", 8)
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        (FAMILY_EXAMPLES["qwen2_moe"], "qwen2moe architecture routes every layer"),
+        (GGUF_EXAMPLES["qwen2_moe"].replace(d_shared_expert=None), "requires the shared expert"),
+        (GGUF_EXAMPLES["qwen2_moe"].replace(tie_embeddings=True), "qwen2moe architecture requires output.weight"),
+        (FAMILY_EXAMPLES["glm"], "chatglm architecture has n_heads \\* head_dim == d_model"),
+    ],
+    ids=["qwen2_moe dense layer", "qwen2_moe no shared expert", "qwen2_moe tied", "glm head_dim"],
+)
+def test_what_no_architecture_holds_among_the_new_families_is_refused(
+    tmp_path: Path, config: ModelConfig, message: str
+) -> None:
+    with pytest.raises(CheckpointError, match=message):
+        write_gguf(tmp_path / "m.gguf", config, init_weights(config))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_glm_is_chatglm_with_q_and_k_as_they_are_and_gate_up_fused(tmp_path: Path) -> None:
+    """convert_hf_to_gguf.py writes GlmForCausalLM as chatglm, whose RoPE (llama.cpp's NORM type) pairs
+    (2i, 2i + 1) of the first rope.dimension_count dims, as GLM computes on the stored rows: q/k kept
+    as they are (not permuted as for Llama), gate_up_proj as ffn_up."""
+    config = GGUF_EXAMPLES["glm"]
+    weights = init_weights(config, seed=3)
+    write_gguf(tmp_path / "m.gguf", config, weights)
+    t = stored(tmp_path / "m.gguf")
+    np.testing.assert_array_equal(t["blk.0.attn_q.weight"], weights["model.layers.0.self_attn.q_proj.weight"])
+    np.testing.assert_array_equal(t["blk.0.attn_k.bias"], weights["model.layers.0.self_attn.k_proj.bias"])
+    np.testing.assert_array_equal(t["blk.1.ffn_up.weight"], weights["model.layers.1.mlp.gate_up_proj.weight"])
+    meta = fields(tmp_path / "m.gguf")
+    assert (meta["general.architecture"], meta["chatglm.rope.dimension_count"]) == ("chatglm", 8)
+
+
+def test_partial_rope_outside_phi3_is_a_named_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _write_with(
+        tmp_path, monkeypatch, GGUF_EXAMPLES["qwen2"],
+        add_rope_dimension_count=lambda self, value: self.add_uint32("qwen2.rope.dimension_count", 8),
+    )  # fmt: skip
+    with pytest.raises(CheckpointError, match=r"qwen2\.rope\.dimension_count: partial RoPE is not implemented"):
+        load_checkpoint(path)
+
+
+@pytest.mark.parametrize(
+    ("patches", "message"),
+    [
+        (
+            {"add_expert_count": lambda self, value: self.add_uint32("llama.expert_count", 4096)},
+            r"metadata llama\.expert_count: is not the number of experts blk\.0's ffn_gate_exps\.weight stacks "
+            r"\(expected 4, found 4096\)",
+        ),
+        (
+            {"add_expert_used_count": lambda self, value: self.add_uint32("llama.expert_used_count", 5)},
+            r"metadata llama\.expert_used_count: must be at most n_experts=4",
+        ),
+    ],
+    ids=["expert count not stored", "top k above the count"],
+)  # fmt: skip
+def test_expert_metadata_the_tensors_or_the_config_refuse_is_named_by_its_gguf_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, patches: dict, message: str
+) -> None:
+    path = _write_with(tmp_path, monkeypatch, GGUF_EXAMPLES["mixtral"], **patches)
+    with pytest.raises(CheckpointError, match=message):
+        load_checkpoint(path)
+
+
+def test_a_qwen2moe_file_without_expert_weights_norm_reads_as_llama_cpp_runs_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """convert_hf_to_gguf.py's Qwen2MoeModel writes no expert_weights_norm: read as no renormalisation,
+    what llama.cpp's qwen2moe computes (tests/llamacpp/test_moe_families.py), with a finding."""
+    config = GGUF_EXAMPLES["qwen2_moe"].replace(norm_topk=True)
+    path = _write_with(tmp_path, monkeypatch, config, add_expert_weights_norm=lambda self, value: None)
+    checkpoint = load_checkpoint(path)
+    assert checkpoint.config == config.replace(norm_topk=False)
+    assert any("qwen2moe.expert_weights_norm is not stored; false assumed" in f for f in checkpoint.findings)
+
+
+_G = GGUF_EXAMPLES
+VARIANTS = {
+    "mixtral window tied llama3": _G["mixtral"].replace(
+        sliding_window=8, tie_embeddings=True, rope_scaling=FAMILY_EXAMPLES["llama3"].rope_scaling
+    ),
+    "mixtral top-1 of 3": _G["mixtral"].replace(n_experts=3, top_k=1),
+    "qwen2_moe experts of d_ff, renormalised, top-1": _G["qwen2_moe"].replace(d_expert=96, norm_topk=True, top_k=1),
+    "qwen2_moe windows by layer": _G["qwen2_moe"].replace(
+        sliding_window=8, layer_types=("sliding_attention", "full_attention")
+    ),
+    "phi3 whole head, window": _G["phi3"].replace(rotary_dim=16, sliding_window=8),
+    "glm whole head, no bias": _G["glm"].replace(rotary_dim=16, qkv_bias=False),
+}
+
+
+@pytest.mark.parametrize("config", list(VARIANTS.values()), ids=list(VARIANTS))
+def test_the_new_families_switches_read_back_as_the_same_model(tmp_path: Path, config: ModelConfig) -> None:
+    """What the drawn round trip above covers once the strategies draw these families, spelled out."""
+    weights = init_weights(config, seed=1)
+    write_gguf(tmp_path / "m.gguf", config, weights)
+    checkpoint = load_checkpoint(tmp_path / "m.gguf")
+    assert same_model(checkpoint.config, config), (checkpoint.config, config)
+    assert checkpoint.config.family == config.family
+    for name, w in weights.items():
+        np.testing.assert_array_equal(checkpoint.weights[name], w, err_msg=name)

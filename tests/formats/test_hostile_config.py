@@ -17,7 +17,7 @@ from verifier.cli import main
 from verifier.formats.config_json import read_config_json
 from verifier.formats.errors import CheckpointError
 from verifier.formats.hf_dir import write_hf_dir
-from verifier.model.config import N_LAYERS_MAX, ModelConfig
+from verifier.model.config import FAMILIES, N_LAYERS_MAX, ModelConfig
 from verifier.model.presets import preset
 from verifier.model.weights import init_weights
 
@@ -52,15 +52,13 @@ CASES: list[tuple[ModelConfig, str, Any, str]] = [
         LLAMA,
         "model_type",
         ["llama"],
-        "model_type: expected one of ('gpt2', 'llama', 'mistral', 'qwen2', 'qwen3', 'gemma', 'gemma2'), "
-        "found ['llama']",
+        f"model_type: expected one of {FAMILIES}, found ['llama']",
     ),
     (
         GPT2,
         "model_type",
         {"gpt2": 1},
-        "model_type: expected one of ('gpt2', 'llama', 'mistral', 'qwen2', 'qwen3', 'gemma', 'gemma2'), "
-        "found {'gpt2': 1}",
+        f"model_type: expected one of {FAMILIES}, found {{'gpt2': 1}}",
     ),
 ]
 

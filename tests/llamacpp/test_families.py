@@ -274,7 +274,7 @@ def test_the_suite_draws_for_llama_cpp_only_what_it_can_hold() -> None:
     def drawn(config: ModelConfig) -> bool:
         return any(shape.refusal(config) is None for shape in shapes)
 
-    assert all(drawn(config) for config in F.values())
+    assert all(drawn(config) for config in F.values() if gguf_format.unsupported(config) is None)
     assert not drawn(F["gemma"].replace(tie_embeddings=False))
     assert not drawn(F["qwen3"].replace(qkv_bias=True, o_bias=True))
     assert not drawn(GEMMA2.replace(attn_softcap=None, final_softcap=None))

@@ -1,6 +1,6 @@
 """The sha256 of a checkpoint, to name exactly what a report verified.
 
-A llama2.c file's is the file's own (what `sha256sum model.bin` prints). A Hugging Face
+A llama2.c or GGUF file's is the file's own (what `sha256sum model.bin` prints). A Hugging Face
 checkpoint's is that of its manifest: the lines `sha256sum` prints for `config.json` and each weight
 file the readers read (an index and every shard it names), in name order, so that
 `sha256sum config.json model*.safetensors* | sha256sum` in its directory gives the same digest.
@@ -12,7 +12,7 @@ import hashlib
 from pathlib import Path
 
 from verifier.formats.hf_dir import shard_files, weight_source
-from verifier.formats.load import LLAMA2C, detect_format, hf_parts
+from verifier.formats.load import GGUF, LLAMA2C, detect_format, hf_parts
 
 _BLOCK = 16 * 2**20
 
@@ -38,7 +38,7 @@ def file_sha256(path: Path) -> str:
 def checkpoint_sha256(path: str | Path) -> str:
     """The sha256 of a checkpoint (see the module docstring)."""
     path = Path(path)
-    if detect_format(path) == LLAMA2C:
+    if detect_format(path) in (LLAMA2C, GGUF):  # one file holds the whole checkpoint
         return file_sha256(path)
     manifest = "".join(f"{file_sha256(f)}  {f.name}\n" for f in checkpoint_files(path))
     return hashlib.sha256(manifest.encode("utf-8")).hexdigest()

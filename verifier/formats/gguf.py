@@ -1,8 +1,10 @@
 """GGUF, llama.cpp's file format, written from the canonical weights and read back, with the `gguf` package.
 
 The architectures llama.cpp has for the suite's families: `gpt2` (learned positions, fused qkv,
-LayerNorm and GELU), `llama` (Llama and Mistral: RMSNorm, RoPE, SwiGLU, grouped-query attention),
-`qwen2`, `qwen3`, `gemma` and `gemma2`. Tensors are named as llama.cpp names them
+LayerNorm and GELU), `llama` (Llama, Mistral and Mixtral: RMSNorm, RoPE, SwiGLU, grouped-query
+attention, routed experts), `qwen2`, `qwen3`, `gemma`, `gemma2`, `qwen2moe` (routed experts and a
+shared expert), `phi3` (fused layouts, partial rotary) and `chatglm` (GLM: its RoPE pairs adjacent
+dims of a partial rotary, as GLM computes on its stored rows). Tensors are named as llama.cpp names them
 (`blk.0.attn_q.weight`) and laid out as it reads them, which `convert_hf_to_gguf.py` does for the
 same `transformers` weights: GPT-2's `Conv1D` matrices are transposed to [d_out, d_in]; the q/k
 rows (and biases) of `llama` go from rotate-half to the interleaved pairs its RoPE rotates (the
@@ -20,7 +22,9 @@ architecture cannot hold (`unsupported`) is refused by name. A Mistral without a
 
 `write_gguf(path, config, weights, tensor_type=...)` writes every matrix in `tensor_type` (`F32`,
 or `Q8_0`: blocks of 32 int8 values with a float16 scale, which needs rows that are a multiple of
-32 long); 1-D tensors (norm gains, biases) stay F32, as llama.cpp's quantizer leaves them. The
+32 long); 1-D tensors (norm gains, biases) and MoE routers stay F32, as llama.cpp's quantizer leaves them.
+A MoE layer's experts are stacked per matrix, [n_experts, rows, columns] (`ffn_gate_exps`, ...), as
+the converter merges them; Phi-3's fused q/k/v and gate/up are stored fused, as llama.cpp's phi3 reads them. The
 canonical weights carry no vocabulary, so the file gets placeholder pieces `<0>`, `<1>`, ... (for
 programs driven by token ids). `read_gguf` reads such a file, or any GGUF of these architectures
 whose tensors are F32, F16, BF16 or Q8_0, back into the canonical weights (quantized ones dequantized);
@@ -101,6 +105,26 @@ _ROPE_LAYER = {
     "mlp.gate_proj.weight": "ffn_gate.weight",
     "mlp.up_proj.weight": "ffn_up.weight",
     "mlp.down_proj.weight": "ffn_down.weight",
+    # Phi-3's fused layouts, stored fused (llama.cpp's phi3 splits them: q, k, v rows; gate rows first).
+    "self_attn.qkv_proj.weight": "attn_qkv.weight",
+    "mlp.gate_up_proj.weight": "ffn_up.weight",
+    # A MoE layer: the router, and its shared expert (Qwen2-MoE) with the [1, d_model] gate of its output.
+    "block_sparse_moe.gate.weight": "ffn_gate_inp.weight",
+    "mlp.gate.weight": "ffn_gate_inp.weight",
+    "mlp.shared_expert.gate_proj.weight": "ffn_gate_shexp.weight",
+    "mlp.shared_expert.up_proj.weight": "ffn_up_shexp.weight",
+    "mlp.shared_expert.down_proj.weight": "ffn_down_shexp.weight",
+    "mlp.shared_expert_gate.weight": "ffn_gate_inp_shexp.weight",
+}
+# An expert's matrices (Mixtral's w1 gate, w3 up, w2 down; Qwen2-MoE's names) -> the tensor that stacks
+# every expert's of a layer, [n_experts, rows, columns], as the converter merges them.
+_EXPERT_LAYER = {
+    "w1.weight": "ffn_gate_exps.weight",
+    "w3.weight": "ffn_up_exps.weight",
+    "w2.weight": "ffn_down_exps.weight",
+    "gate_proj.weight": "ffn_gate_exps.weight",
+    "up_proj.weight": "ffn_up_exps.weight",
+    "down_proj.weight": "ffn_down_exps.weight",
 }
 # Gemma 2's sandwich: its post_attention_layernorm follows attention; pre_feedforward_layernorm is the MLP's.
 _SANDWICH_LAYER = _ROPE_LAYER | {
@@ -117,9 +141,16 @@ _GPT2_TOP = {
 _ROPE_TOP = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight"}
 
 # The suite's family -> llama.cpp's architecture (Mistral is llama.cpp's `llama`, as its converter writes it).
+# Mixtral is `llama` with experts, as the converter writes it.
 ARCHITECTURES = {"gpt2": "gpt2", "llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3",
-                 "gemma": "gemma", "gemma2": "gemma2"}  # fmt: skip
-_INTERLEAVED = ("llama", "mistral")  # the families whose q/k rows llama.cpp's RoPE wants interleaved
+                 "gemma": "gemma", "gemma2": "gemma2", "mixtral": "llama", "qwen2_moe": "qwen2moe",
+                 "phi3": "phi3", "glm": "chatglm"}  # fmt: skip
+_INTERLEAVED = ("llama", "mistral", "mixtral")  # the families whose q/k rows llama.cpp's RoPE wants interleaved
+# Routers stay F32 in a quantized file, as convert_hf_to_gguf.py keeps FFN_GATE_INP and FFN_GATE_INP_SHEXP
+# ("conditions should closely match those in llama_model_quantize_internal"): a token's expert choice
+# flips on small changes of its router logits.
+_KEPT_F32 = ("ffn_gate_inp.weight", "ffn_gate_inp_shexp.weight")
+_EXPERT = "expert "  # how an expert's matrix is stored: "expert {e}", row e of the layer's stacked tensor
 # What each architecture has no tensor or key for (llama.cpp would refuse or ignore it): the writer refuses.
 _NO_BIAS = ("qwen3", "gemma", "gemma2")
 _TIED_ONLY = ("gemma", "gemma2")  # no output.weight: the classifier is always token_embd
@@ -147,6 +178,10 @@ def tensor_names(config: ModelConfig) -> dict[str, tuple[str, str]]:
             if parts[:2] != ["model", "layers"]:
                 continue
             how = _AS_IS
+            if ".experts." in parts[3]:  # block_sparse_moe.experts.{e}.w1.weight, mlp.experts.{e}.up_proj.weight
+                expert, key = parts[3].split(".experts.", 1)[1].split(".", 1)
+                names[canonical] = (f"blk.{parts[2]}.{_EXPERT_LAYER[key]}", _EXPERT + expert)
+                continue
             if config.family in _INTERLEAVED and parts[3].startswith(("self_attn.q_proj.", "self_attn.k_proj.")):
                 how = _Q if "q_proj" in parts[3] else _K
             if config.norm_plus_one and canonical.endswith("norm.weight"):
@@ -205,6 +240,14 @@ def llama3_rope_factors(config: ModelConfig) -> np.ndarray:
 def unsupported(config: ModelConfig) -> str | None:
     """Why llama.cpp's architecture for `config` cannot hold it (no tensor or key for a switch), or None."""
     family = config.family
+    if family == "glm" and config.n_heads * config.d_head != config.d_model:
+        return "llama.cpp's chatglm architecture has n_heads * head_dim == d_model (its attn_output is square)"
+    if config.dense_layers:
+        return f"llama.cpp's {ARCHITECTURES[family]} architecture routes every layer: it has no dense layers"
+    if family == "qwen2_moe" and config.d_shared_expert is None:
+        return "llama.cpp's qwen2moe architecture requires the shared expert (its ffn_*_shexp tensors)"
+    if family == "qwen2_moe" and config.tie_embeddings:
+        return "llama.cpp's qwen2moe architecture requires output.weight: it cannot tie the classifier"
     if family in _NO_BIAS and (config.qkv_bias or config.o_bias):  # measured: tests/llamacpp/test_families.py
         return (
             f"llama.cpp's {family} architecture does not load every q/k/v/o bias (it refuses such a file: "
@@ -248,9 +291,15 @@ def write_gguf(path: str | Path, config: ModelConfig, weights: Weights, *, tenso
         _write_metadata(writer, config, tensor_type)
         if config.rope_scaling is not None and config.rope_scaling.kind == "llama3":
             writer.add_tensor(ROPE_FREQS, llama3_rope_factors(config))
+        stacks: dict[str, list[np.ndarray]] = {}
         for canonical, (stored, how) in tensor_names(config).items():
             array = _store(config, weights[canonical], how)
-            if array.ndim == 1 or qtype == gguf.GGMLQuantizationType.F32:
+            if how.startswith(_EXPERT):  # written once the layer's last expert is in: [n_experts, rows, columns]
+                stacks.setdefault(stored, []).append(array)
+                if len(stacks[stored]) < config.n_experts:
+                    continue
+                array = np.stack(stacks.pop(stored))
+            if array.ndim == 1 or qtype == gguf.GGMLQuantizationType.F32 or stored.endswith(_KEPT_F32):
                 writer.add_tensor(stored, array)
                 continue
             if array.shape[-1] % 32:
@@ -266,7 +315,9 @@ def write_gguf(path: str | Path, config: ModelConfig, weights: Weights, *, tenso
 
 
 def _write_metadata(writer: Any, config: ModelConfig, tensor_type: str) -> None:
-    writer.add_name(f"lm-verifier {config.family}")
+    # llama.cpp sets token attributes by the model's name: one containing "phi3" or "phi-3" must have a
+    # "</s>" piece (its loader throws unordered_map::at without one), which the placeholder vocabulary has not.
+    writer.add_name(f"lm-verifier {config.family}".replace("phi3", "phi 3"))
     writer.add_file_type(_FILE_TYPES[tensor_type])
     writer.add_vocab_size(config.vocab_size)
     writer.add_context_length(config.n_ctx)
@@ -295,7 +346,7 @@ def _write_rope_family_metadata(writer: Any, config: ModelConfig) -> None:
     writer.add_layer_norm_rms_eps(config.norm_eps)
     writer.add_key_length(config.d_head)
     writer.add_value_length(config.d_head)
-    writer.add_rope_dimension_count(config.d_head)
+    writer.add_rope_dimension_count(config.rotated_dims)  # partial rotary: the first rotary_dim dims of a head
     writer.add_rope_freq_base(config.rope_theta)
     scaling = config.rope_scaling
     if scaling is not None and scaling.kind == "linear":
@@ -318,6 +369,14 @@ def _write_rope_family_metadata(writer: Any, config: ModelConfig) -> None:
         writer.add_final_logit_softcapping(config.final_softcap)
     if config.query_scale is not None:
         writer.add_uint32(QUERY_SCALE_KEY, config.query_scale)
+    if config.n_experts:
+        writer.add_expert_count(config.n_experts)
+        writer.add_expert_used_count(config.top_k)
+    if config.family == "qwen2_moe":
+        writer.add_expert_feed_forward_length(config.expert_d_ff)
+        if config.d_shared_expert is not None:
+            writer.add_expert_shared_feed_forward_length(config.d_shared_expert)
+        writer.add_expert_weights_norm(config.norm_topk)  # llama.cpp's key for renormalising the top k
 
 
 # ----------------------------------------------------------------------------------------------
@@ -469,6 +528,9 @@ _FAMILY: dict[str, Family] = {
     "qwen3": "qwen3",
     "gemma": "gemma",
     "gemma2": "gemma2",
+    "qwen2moe": "qwen2_moe",
+    "phi3": "phi3",
+    "chatglm": "glm",
 }
 # llama.cpp's gemma2 soft-caps with these where the file stores no cap (its hparams' defaults).
 _GEMMA2_DEFAULT_CAPS = {"attn_softcap": 50.0, "final_softcap": 30.0}
@@ -481,13 +543,20 @@ def _switches(path: Path, reader: Any, arch: str, fields: dict[str, Any], findin
         check_size(field, fields[field], SIZE_MAXIMA[field])
     tensors = {t.name for t in reader.tensors}
     window_key = gguf.Keys.Attention.SLIDING_WINDOW.format(arch=arch)
-    family: Family = "mistral" if arch == "llama" and window_key in reader.fields else _FAMILY[arch]
+    experts_key = gguf.Keys.LLM.EXPERT_COUNT.format(arch=arch)
+    family: Family = _FAMILY[arch]
+    if arch == "llama" and experts_key in reader.fields:  # Mixtral: llama with experts
+        family = "mixtral"
+    elif arch == "llama" and window_key in reader.fields:
+        family = "mistral"
     switches: dict[str, Any] = {"family": family, **FAMILY_SWITCHES[family][0]}
+    if family in ("mixtral", "qwen2_moe"):
+        switches |= _expert_switches(path, reader, arch, fields, tensors, findings)
     if f"{arch}.attention.key_length" in reader.fields:  # absent: d_model / n_heads, which must divide
         key_length = _int_field(path, reader, f"{arch}.attention.key_length")
         if key_length != fields["d_model"] // fields["n_heads"] or fields["d_model"] % fields["n_heads"]:
             switches["head_dim"] = key_length  # else None: the config reader's one form of the same model
-    if family not in ("qwen2",):  # qwen2's q/k/v biases are fixed by the family
+    if family not in ("qwen2", "qwen2_moe"):  # their q/k/v biases are fixed by the family
         switches["qkv_bias"] = "blk.0.attn_q.bias" in tensors
         switches["o_bias"] = "blk.0.attn_output.bias" in tensors
     scaling_type = reader.fields.get(f"{arch}.rope.scaling.type")
@@ -553,6 +622,39 @@ def _switches(path: Path, reader: Any, arch: str, fields: dict[str, Any], findin
     return switches
 
 
+def _expert_switches(
+    path: Path, reader: Any, arch: str, fields: dict[str, Any], tensors: set[str], findings: list[str]
+) -> dict[str, Any]:
+    """A MoE file's experts: their count, how many a token uses, Qwen2-MoE's sizes and renormalisation."""
+    switches: dict[str, Any] = {
+        "n_experts": _int_field(path, reader, gguf.Keys.LLM.EXPERT_COUNT.format(arch=arch)),
+        "top_k": _int_field(path, reader, gguf.Keys.LLM.EXPERT_USED_COUNT.format(arch=arch)),
+    }
+    # Checked against the stored experts before any per-expert work (the canonical names are n_layers *
+    # n_experts * 3: a count the file does not hold must not be enumerated).
+    stacked = next((t for t in reader.tensors if t.name == "blk.0.ffn_gate_exps.weight"), None)
+    held = None if stacked is None or len(stacked.shape) != 3 else int(stacked.shape[2])
+    if held != switches["n_experts"]:
+        raise CheckpointError(path, f"metadata {arch}.expert_count", "is not the number of experts blk.0's "
+                              "ffn_gate_exps.weight stacks", expected=held, found=switches["n_experts"])  # fmt: skip
+    if arch != "qwen2moe":
+        return switches
+    d_expert = _int_field(path, reader, gguf.Keys.LLM.EXPERT_FEED_FORWARD_LENGTH.format(arch=arch))
+    switches["d_expert"] = None if d_expert == fields["d_ff"] else d_expert  # the config reader's one form
+    if "blk.0.ffn_gate_shexp.weight" in tensors:
+        switches["d_shared_expert"] = _int_field(
+            path, reader, gguf.Keys.LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH.format(arch=arch)
+        )
+    norm_key = gguf.Keys.LLM.EXPERT_WEIGHTS_NORM.format(arch=arch)
+    if norm_key not in reader.fields:  # the converter writes none for Qwen2-MoE
+        findings.append(f"{norm_key} is not stored; false assumed (llama.cpp's qwen2moe never renormalises)")
+    norm = _field(path, reader, norm_key, False)
+    if not isinstance(norm, (bool, np.bool_)):
+        raise CheckpointError(path, f"metadata {arch}.expert_weights_norm", "must be a bool", found=norm)
+    switches["norm_topk"] = bool(norm)
+    return switches
+
+
 # The key a switch's ConfigError is reported under.
 _SWITCH_KEYS = {
     "head_dim": "{arch}.attention.key_length",
@@ -562,6 +664,11 @@ _SWITCH_KEYS = {
     "final_softcap": "{arch}.final_logit_softcapping",
     "rope_scaling.factor": "{arch}.rope.scaling.factor",
     "query_scale": QUERY_SCALE_KEY,
+    "n_experts": "{arch}.expert_count",
+    "top_k": "{arch}.expert_used_count",
+    "d_expert": "{arch}.expert_feed_forward_length",
+    "d_shared_expert": "{arch}.expert_shared_feed_forward_length",
+    "rotary_dim": "{arch}.rope.dimension_count",
 }
 
 
@@ -629,6 +736,14 @@ def _config(path: Path, reader: Any) -> tuple[ModelConfig, list[str]]:
     try:  # every size (type, range, maximum, divisibility), eps and theta are checked here, before any use
         if arch != "gpt2":
             fields |= _switches(path, reader, arch, fields, findings)
+            d_head = fields.get("head_dim") or fields["d_model"] // fields["n_heads"]
+            rot = _int_field(path, reader, f"{arch}.rope.dimension_count", d_head)
+            if rot != d_head and arch not in ("phi3", "chatglm"):
+                raise CheckpointError(path, f"metadata {arch}.rope.dimension_count",
+                                      f"partial RoPE is not implemented for llama.cpp's {arch}",
+                                      expected=d_head, found=rot)  # fmt: skip
+            if rot != d_head:
+                fields["rotary_dim"] = rot
         config = ModelConfig(**fields)
     except ConfigError as e:
         where = (
@@ -637,11 +752,6 @@ def _config(path: Path, reader: Any) -> tuple[ModelConfig, list[str]]:
             else f"metadata {keys.get(e.field, e.field)}"
         )
         raise CheckpointError(path, where, e.reason) from None
-    if arch != "gpt2":
-        rot = _int_field(path, reader, f"{arch}.rope.dimension_count", config.d_head)
-        if rot != config.d_head:
-            raise CheckpointError(path, f"metadata {arch}.rope.dimension_count", "partial RoPE is not implemented",
-                                  expected=config.d_head, found=rot)  # fmt: skip
     return config, findings
 
 
@@ -673,7 +783,11 @@ def read_gguf(path: str | Path) -> Checkpoint:
     if config.norm_plus_one:
         findings.append("norm weights stored as 1 + w (llama.cpp's convention for Gemma), read back as w")
     weights: Weights = {}
+    stacks: dict[str, np.ndarray] = {}  # a layer's experts, dequantized once
     for canonical, (name, how) in tensor_names(config).items():
+        if how.startswith(_EXPERT) and name in stacks:
+            weights[canonical] = stacks[name][int(how.removeprefix(_EXPERT))]
+            continue
         tensor = stored.pop(name, None)
         if tensor is None:
             raise CheckpointError(path, f"tensor {name}", f"missing (the {config.family} architecture's {canonical})")
@@ -684,10 +798,16 @@ def read_gguf(path: str | Path) -> Checkpoint:
         # raised ValueError from numpy's reshape there).
         shape = weight_shapes(config)[canonical]
         expected = list(reversed(shape)) if how == _CONV1D else list(shape)
+        if how.startswith(_EXPERT):
+            expected = [config.n_experts, *shape]
         found = [int(n) for n in reversed(tensor.shape)]  # GGUF lists the fastest axis first
         if found != expected:
             raise CheckpointError(path, f"tensor {name}", "wrong shape", expected=expected, found=found)
         values = gguf.quants.dequantize(tensor.data, tensor.tensor_type).astype(np.float32)
+        if how.startswith(_EXPERT):
+            stacks[name] = values
+            weights[canonical] = values[int(how.removeprefix(_EXPERT))]
+            continue
         weights[canonical] = _unstore(config, values, how)
     if stored:
         findings.append(f"{len(stored)} tensors not read (not part of the model): {', '.join(list(stored)[:5])}")

@@ -19,8 +19,10 @@ nothing but llama.cpp's own arithmetic stands between it and the reference.
   buffer, ne[4]) is declared here as ggml.h of the vendored llama.cpp lays it out, and every
   tensor read is checked against ggml's own byte count.
 
-The families run through llama.cpp's architectures as `verifier.formats.gguf` writes them (llama
-and mistral as `llama`, qwen2, qwen3, gemma, gemma2). What llama.cpp cannot hold is refused
+The families run through llama.cpp's architectures as `verifier.formats.gguf` writes them (llama,
+mistral and mixtral as `llama`, qwen2, qwen3, gemma, gemma2, qwen2_moe as `qwen2moe`, phi3, glm as
+`chatglm`). What
+llama.cpp cannot hold is refused
 (`Unsupported`, with the reason): attention biases in qwen3 and gemma (it leaves some unused and
 refuses the file), an
 untied Gemma (no output.weight), Llama 3 RoPE scaling outside `llama` (rope_freqs unused), Gemma 2
@@ -28,7 +30,12 @@ without soft-caps (it caps at 50 and 30 when none is stored). What it runs but c
 is run, so that the suite reports the difference (tests/llamacpp/test_families.py measures each):
 its `llama`, qwen2 and qwen3 ignore the sliding window (full causal attention); its Gemma GeGLU
 reads ggml's float16 GELU table, as its GPT-2 GELU does; its Gemma 2 scales queries by
-1/sqrt(d_head) unless the model has 46 layers (Gemma-2-27B), whatever `query_pre_attn_scalar` says.
+1/sqrt(d_head) unless the model has 46 layers (Gemma-2-27B), whatever `query_pre_attn_scalar` says;
+its phi3, qwen2moe and `llama` ignore Phi-3's, Qwen2-MoE's and Mixtral's windows; its qwen2moe never renormalises
+the top-k probabilities (it computes `norm_topk_prob` false whatever the file's expert_weights_norm
+says). Refused: Qwen2-MoE with dense layers (`mlp_only_layers`; qwen2moe routes every layer), without
+its shared expert or tied (qwen2moe requires those tensors), GLM whose n_heads * head_dim is not d_model
+(chatglm's attention output is square).
 
 `build_q8_0` runs a file whose matrices are Q8_0 and declares the precision class `q8_0`
 (`verifier.analysis.precision`: llama.cpp's blocks of 32 with float16 scales, its matrix products'
@@ -57,7 +64,7 @@ from verifier.model.weights import Weights
 from verifier.plugin.interface import Constraints, Unsupported
 
 # llama.cpp's `llama` architecture (Llama, Mistral) rotates adjacent pairs; its others rotate halves.
-INTERLEAVED_FAMILIES = ("llama", "mistral")
+INTERLEAVED_FAMILIES = ("llama", "mistral", "mixtral")
 INSTALL = "pip install 'lm-verifier[llamacpp]' (pip compiles llama.cpp: several minutes)"
 _GGML_TYPE_F32 = 0
 _LOG_LINES = 20
@@ -321,8 +328,12 @@ def graph_names(config: ModelConfig) -> dict[str, dict[str | None, str]]:
     if config.qk_norm:  # Qwen3's per-head norms, before RoPE
         per_layer |= {"Qcur_normed": "q_norm", "Kcur_normed": "k_norm"}
     found: dict[str, dict[str | None, str]] = {name: {None: stage} for name, stage in names.items()}
+    # A MoE layer's router probabilities; its MLP names (ffn_gate, ...) are the shared expert's, not the layer's.
+    moe_layer = {k: v for k, v in per_layer.items() if v not in ("mlp_gate", "mlp_up", "mlp_act")}
+    moe_layer["ffn_moe_probs"] = "router_probs"
     for i in range(config.n_layers):
-        found |= {f"{name}-{i}": {None: stages.layer_stage(i, op)} for name, op in per_layer.items()}
+        ops = moe_layer if config.is_moe_layer(i) else per_layer
+        found |= {f"{name}-{i}": {None: stages.layer_stage(i, op)} for name, op in ops.items()}
         if not gpt2:  # GPT-2's q, k, v are strided views into the fused qkv
             projected = "ADD" if config.qkv_bias else "MUL_MAT"  # the bias is added under the same name
             found[f"Qcur-{i}"] = {projected: stages.layer_stage(i, "q"), "ROPE": stages.layer_stage(i, "q_rope")}
@@ -391,7 +402,10 @@ def _runnable(config: ModelConfig) -> None:
 # What the suite draws for llama.cpp: Gemma tied only (its architectures have no output.weight), and
 # the rest of what `verifier.formats.gguf.unsupported` refuses (biases of qwen3 and gemma, ...) filtered.
 SHAPES = (
-    Constraints(families=("gpt2", "llama", "mistral", "qwen2", "qwen3"), supports=lambda c: _unsupported(c) is None),
+    Constraints(
+        families=("gpt2", "llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "phi3", "glm"),
+        supports=lambda c: _unsupported(c) is None,
+    ),
     Constraints(families=("gemma", "gemma2"), tie_embeddings=True, supports=lambda c: _unsupported(c) is None),
 )
 
