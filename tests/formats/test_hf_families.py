@@ -14,29 +14,14 @@ from tests.formats.families import FAMILY_EXAMPLES, NEW_FAMILIES, published_conf
 from verifier.formats import load_checkpoint
 from verifier.formats.hf_dir import map_hf_dir, write_hf_dir
 from verifier.formats.safetensors_file import read_safetensors
-from verifier.model.config import ConfigError, ModelConfig, from_hf_dict
+from verifier.model.config import ModelConfig
 from verifier.model.weights import init_weights, weight_shapes
 
 EXAMPLES = list(FAMILY_EXAMPLES.values())
 IDS = list(FAMILY_EXAMPLES)
 
 
-def _config_json_unreadable(config: ModelConfig) -> str | None:
-    """Why `from_hf_dict` (the config.json reader, another branch's work) cannot read this family's
-    config.json yet, or None. Only a refusal counts: a config read otherwise fails the tests below."""
-    try:
-        from_hf_dict(config.to_hf_dict())
-    except (ConfigError, KeyError) as e:  # KeyError: a family the reader has no keys for
-        return f"from_hf_dict cannot read the {config.family} family's config.json yet: {e!r}"
-    return None
-
-
-def _blocked_by_the_config_reader(config: ModelConfig) -> pytest.MarkDecorator:
-    reason = _config_json_unreadable(config)
-    return pytest.mark.xfail(reason is not None, reason=str(reason), strict=True)
-
-
-@pytest.mark.parametrize("config", [pytest.param(c, marks=_blocked_by_the_config_reader(c)) for c in EXAMPLES], ids=IDS)
+@pytest.mark.parametrize("config", EXAMPLES, ids=IDS)
 def test_every_family_s_directory_reads_back_to_the_same_config_and_weights(
     tmp_path: Path, config: ModelConfig
 ) -> None:
@@ -142,7 +127,7 @@ def test_save_pretrained_stores_exactly_the_canonical_names_shapes_and_values(
 
 
 @needs.transformers
-@pytest.mark.parametrize("config", [pytest.param(c, marks=_blocked_by_the_config_reader(c)) for c in EXAMPLES], ids=IDS)
+@pytest.mark.parametrize("config", EXAMPLES, ids=IDS)
 def test_a_directory_saved_by_transformers_reads_back_to_the_same_config_and_weights(
     tmp_path: Path, config: ModelConfig
 ) -> None:
@@ -159,25 +144,12 @@ HF_KEYS = ("hidden_size", "num_hidden_layers", "num_key_value_heads", "head_dim"
            "layer_types", "attn_logit_softcapping", "final_logit_softcapping", "query_pre_attn_scalar",
            "attention_bias", "tie_word_embeddings", "num_local_experts", "num_experts", "num_experts_per_tok",
            "moe_intermediate_size", "shared_expert_intermediate_size", "norm_topk_prob", "mlp_only_layers",
-           "partial_rotary_factor", "qkv_bias")  # fmt: skip
-
-
-def _writer_blocked(config: ModelConfig) -> pytest.MarkDecorator:
-    """The issue-27 families' config.json is written by `to_hf_dict` (another branch's work): until it
-    holds their keys (experts, partial rotary), transformers reads another model from it."""
-    if config.family not in NEW_FAMILIES:
-        return pytest.mark.xfail(False, reason="")
-    try:
-        ours, theirs = config.to_transformers().to_dict(), hf_config(config).to_dict()
-    except Exception as e:  # transformers refusing the config we write
-        return pytest.mark.xfail(reason=f"to_hf_dict's {config.family} config.json: {e!r}", strict=True)
-    wrong = [key for key in HF_KEYS if key in theirs and ours.get(key) != theirs[key]]
-    return pytest.mark.xfail(bool(wrong), reason=f"to_hf_dict does not write the {config.family} {wrong} yet",
-                             strict=True)  # fmt: skip
+           "qkv_bias")  # fmt: skip
+# (partial_rotary_factor: transformers 5 reads it from rope_parameters, where both configs hold it.)
 
 
 @needs.transformers
-@pytest.mark.parametrize("config", [pytest.param(c, marks=_writer_blocked(c)) for c in EXAMPLES], ids=IDS)
+@pytest.mark.parametrize("config", EXAMPLES, ids=IDS)
 def test_transformers_reads_our_directory_of_every_family_to_the_same_config_and_weights(
     tmp_path: Path, config: ModelConfig
 ) -> None:
