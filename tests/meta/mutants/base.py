@@ -381,10 +381,14 @@ class Transformer:
         """softmax over the experts of each token's router logits [N, n_experts]."""
         return self.softmax(logits)
 
-    def route(self, probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def top_k(self) -> int:
+        return self.c.top_k
+
+    def route(self, logits: np.ndarray, probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Each token's top_k experts by probability [N, top_k] and their weights [N, top_k]: the
-        probabilities, renormalised to sum 1 where the config says (`norm_topk`)."""
-        chosen = np.argsort(-probs, axis=-1, kind="stable")[:, : self.c.top_k]
+        probabilities (of the router's `logits` [N, n_experts]), renormalised to sum 1 where the
+        config says (`norm_topk`)."""
+        chosen = np.argsort(-probs, axis=-1, kind="stable")[:, : self.top_k()]
         weights = np.take_along_axis(probs, chosen, axis=-1)
         return chosen, self.renormalised(weights)
 
@@ -400,9 +404,12 @@ class Transformer:
         B, T, d = h.shape
         rows = h.reshape(B * T, d)
         router, experts = self.moe_names(i)
-        probs = self.router_probs(self.linear(rows, router))
+        logits = self.linear(rows, router)
+        probs = self.router_probs(logits)
+        # traced as the format holds it; the choice is made on the unrounded probabilities, as
+        # transformers takes its softmax in float32 whatever the model's dtype
         self.stage(f"layers.{i}.router_probs", probs.reshape(B, T, -1))
-        chosen, weights = self.route(probs)
+        chosen, weights = self.route(logits, probs)
         out = np.zeros_like(rows)
         for e, names in enumerate(experts):
             token, slot = np.nonzero(chosen == e)
