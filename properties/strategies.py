@@ -46,7 +46,15 @@ import numpy as np
 from hypothesis import example, reject
 from hypothesis import strategies as st
 
-from verifier.model.config import FAMILIES, FAMILY_SWITCHES, LAYER_TYPES, Family, ModelConfig, RopeScaling
+from verifier.model.config import (
+    FAMILIES,
+    FAMILY_SWITCHES,
+    LAYER_TYPES,
+    MOE_FAMILIES,
+    Family,
+    ModelConfig,
+    RopeScaling,
+)
 from verifier.model.presets import gpt2_d_ff, llama2c_hidden_dim, preset
 from verifier.model.weights import WeightMap, Weights, init_weights
 from verifier.plugin import checkpoint
@@ -232,6 +240,7 @@ def configs(
         head_dim=head_dim,
         **fixed,
         **draw(drawn_switches(free, n_ctx, n_layers, head_dim or d_model // n_heads), label="switches"),
+        **(draw(drawn_experts(free, n_layers), label="experts") if family in MOE_FAMILIES else {}),
     )
     if shape.supports is not None and not shape.supports(config):
         reject()  # the declaration's predicate: what its fields cannot say is filtered
@@ -289,6 +298,35 @@ def drawn_switches(draw: st.DrawFn, free: tuple[str, ...], n_ctx: int, n_layers:
         found["final_softcap"] = draw(st.sampled_from(FINAL_SOFTCAPS), label="final_softcap")
     if "query_scale" in free and draw(st.booleans(), label="query_pre_attn_scalar other than d_head"):
         found["query_scale"] = draw(st.integers(1, 256).filter(lambda q: q != d_head), label="query_scale")
+    if "rotary_dim" in free and d_head >= 4 and draw(st.booleans(), label="partial rotary"):
+        # strictly partial: at least one pair rotated and one passed (Phi-4-mini's 0.75, GLM's 0.5)
+        found["rotary_dim"] = 2 * draw(st.integers(1, d_head // 2 - 1), label="rotary_dim / 2")
+    return found
+
+
+# Experts a MoE layer: Mixtral's 8 and top-2 among the draws, Qwen1.5-MoE's top-4 where n_experts allows.
+MAX_EXPERTS = 8
+
+
+@st.composite
+def drawn_experts(draw: st.DrawFn, free: tuple[str, ...], n_layers: int) -> dict[str, Any]:
+    """A MoE family's routed experts, always set (its config needs them): n_experts 2..8 and top_k
+    1..min(4, n_experts), top-2 first (Mixtral's), below n_experts in most draws so that the router
+    chooses; and the switches Qwen2-MoE leaves free, each on or off: an expert size of its own, the
+    renormalisation, a shared expert, dense layers (never all of them: a MoE layer stays)."""
+    n = draw(st.integers(2, MAX_EXPERTS), label="n_experts")
+    top_k = draw(st.sampled_from(sorted({min(2, n), *range(1, min(4, n) + 1)}, key=lambda k: k != min(2, n))),
+                 label="top_k")  # fmt: skip
+    found: dict[str, Any] = {"n_experts": n, "top_k": top_k}
+    if "d_expert" in free and draw(st.booleans(), label="expert size other than d_ff"):
+        found["d_expert"] = draw(st.integers(1, 64), label="d_expert")
+    if "norm_topk" in free:
+        found["norm_topk"] = draw(st.booleans(), label="norm_topk")
+    if "d_shared_expert" in free and draw(st.booleans(), label="shared expert"):
+        found["d_shared_expert"] = draw(st.integers(1, 64), label="d_shared_expert")
+    if "dense_layers" in free and n_layers > 1 and draw(st.booleans(), label="dense layers"):
+        dense = draw(st.sets(st.integers(0, n_layers - 1), min_size=1, max_size=n_layers - 1), label="dense_layers")
+        found["dense_layers"] = tuple(sorted(dense))
     return found
 
 
