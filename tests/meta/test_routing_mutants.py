@@ -31,6 +31,9 @@ CHANGES = {
     "PartialRotaryWholeHead": {"phi3", "glm"},
     "InterleavedPairsAsRotateHalf": {"glm"},
     "TopKLogitsThenSoftmax": {"qwen2_moe"},
+    "ExpertBySlot": {"mixtral", "qwen2_moe"},
+    "ExpertCapacityDropsTokens": {"mixtral", "qwen2_moe"},
+    "FusedGateUpNotLoaded": {"phi3", "glm"},
 }
 FAMILIES = ("mixtral", "qwen2_moe", "phi3", "glm")
 

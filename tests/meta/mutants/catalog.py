@@ -704,6 +704,44 @@ class InterleavedPairsAsRotateHalf(Transformer):
         return False
 
 
+class ExpertBySlot(Transformer):
+    """Each token's k-th choice runs expert k (its slot) instead of the expert it chose, weighted by the
+    chosen one's probability (an index into the top-k list used as an expert id)."""
+
+    def route(self, logits: np.ndarray, probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        chosen, weights = super().route(logits, probs)
+        return np.broadcast_to(np.arange(chosen.shape[1]), chosen.shape), weights
+
+
+class ExpertCapacityDropsTokens(Transformer):
+    """Experts with a capacity (Switch Transformer's, factor 1.0): each takes at most
+    ceil(tokens x top_k / n_experts) of the batch's tokens, in order, and drops the rest (their
+    weight 0); padding counts as tokens. A token's output depends on the rest of its batch."""
+
+    def route(self, logits: np.ndarray, probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        chosen, weights = super().route(logits, probs)
+        capacity = math.ceil(chosen.size / self.c.n_experts)
+        taken = np.zeros(self.c.n_experts, int)
+        kept = np.ones(chosen.shape, bool)
+        for token, slot in np.ndindex(*chosen.shape):
+            e = chosen[token, slot]
+            kept[token, slot] = taken[e] < capacity
+            taken[e] += 1
+        return chosen, np.where(kept, weights, 0)
+
+
+class FusedGateUpNotLoaded(Transformer):
+    """Phi-3's / GLM's fused gate_up_proj not loaded and left at its initialisation (a Llama port whose
+    gate_proj / up_proj find nothing under strict=False and that keeps random weights)."""
+
+    def linear(self, x: np.ndarray, name: str) -> np.ndarray:
+        if name.endswith("gate_up_proj"):
+            w = self.w[name + ".weight"]
+            init = np.random.default_rng(0).standard_normal(w.shape).astype(self.dtype) * self.dtype(0.02)
+            return x @ init.T
+        return super().linear(x, name)
+
+
 class TopKLogitsThenSoftmax(Transformer):
     """The router's top_k logits chosen, then a softmax over those k alone (Mistral's reference
     `MoeLayer`). Equivalent by construction where the family renormalises (Mixtral): softmax over the
