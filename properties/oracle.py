@@ -6,6 +6,14 @@ bfloat16 and float16 the oracle with its near-ties closed (`Precision.neighbours
 how sensitive this very case is to rounding, so the bound is tight where the case is well
 conditioned and wide only where any correct model of that precision lands far from the oracle.
 
+A MoE config's router may choose its top_k experts on a near-tie (`NearTie`): where the gap between
+a token's k-th and (k+1)-th router probability in the oracle is within the class's bound for the
+`router_probs` stage, a correct model of the class may choose either. Its logits are then compared
+with the oracle computed with each choice (every combination of the near-ties flipped, through the
+reference's routing override; each with its neighbours routed alike), and accepted if one agrees;
+the test's record says which near-tie was met (`checks.agree`). The choices away from near-ties stay
+the oracle's: a wrong router still fails.
+
 Comparisons are judged at the precision class of the model under test (`verifier.analysis.precision`):
 `models.build` calls `judge_at(model.precision)` when it builds the model for an example, and the
 oracle, its neighbours and every bound follow. A quantized class's oracle runs on the dequantized
@@ -14,7 +22,9 @@ weights. Outside a property (or before a model is built) the class is float32.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import itertools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import cached_property, partial
 from typing import Any
 
@@ -44,6 +54,69 @@ def precision() -> Precision:
 
 
 Neighbours = Callable[[Precision], tuple[np.ndarray, ...]]
+# A routing override: per MoE layer, the experts each token uses, [T, top_k] or [B, T, top_k].
+Routes = Mapping[int, np.ndarray]
+# Near-ties flipped together at most: every combination of up to this many is tried (2^n - 1 oracles).
+MAX_NEAR_TIES = 4
+
+
+@dataclass(frozen=True)
+class NearTie:
+    """A token whose k-th and (k+1)-th router probabilities in the oracle are within the class's bound:
+    at MoE layer `layer`, position `position` (of batch row `row`), expert `chosen` (the oracle's
+    k-th) and expert `other` (its (k+1)-th) lie `gap` apart."""
+
+    layer: int
+    row: int | None
+    position: int
+    chosen: int
+    other: int
+    gap: float
+    bound: float
+
+    def describe(self) -> str:
+        row = "" if self.row is None else f"row {self.row}, "
+        return (
+            f"layer {self.layer}, {row}position {self.position}: experts {self.chosen} and {self.other} "
+            f"{self.gap:.3g} apart in probability (bound {self.bound:.3g})"
+        )
+
+
+@dataclass(frozen=True)
+class ChoiceComparison(tolerance.Comparison):
+    """A comparison accepted against the oracle computed with other expert choices at near-ties."""
+
+    choice: str = ""
+
+
+_met: dict[str, None] = {}  # the near-ties met since `take_near_ties_met` (an ordered set)
+
+
+def near_tie_met(what: str) -> None:
+    """Keep that a near-tie was met (and how it was judged), for the record of the running test."""
+    _met[what] = None
+
+
+def take_near_ties_met() -> list[str]:
+    """The near-ties met since the last call (`checks.recording` puts them in the test's record)."""
+    found = list(_met)
+    _met.clear()
+    return found
+
+
+def near_ties(probs: np.ndarray, top_k: int, bound: float) -> list[tuple[int, ...]]:
+    """Where a router's choice is a near-tie: for router probabilities [..., T, n_experts], the index
+    (..., t) of each token whose k-th and (k+1)-th largest probabilities differ by at most `bound`,
+    with those two experts and their gap: [(*index, k-th expert, (k+1)-th expert, gap)]."""
+    if top_k >= probs.shape[-1]:
+        return []  # every expert is used: nothing to choose
+    order = np.argsort(-probs, axis=-1, kind="stable")
+    sorted_probs = np.take_along_axis(probs, order, axis=-1)
+    gaps = sorted_probs[..., top_k - 1] - sorted_probs[..., top_k]
+    return [
+        (*index, int(order[index][top_k - 1]), int(order[index][top_k]), float(gaps[index]))
+        for index in zip(*np.nonzero(gaps <= bound), strict=True)
+    ]
 
 
 class Expected:
@@ -62,8 +135,12 @@ class Expected:
         n_layers: int = 1,
         identity: bool = False,
         scale: np.ndarray | None = None,
+        ties: Sequence[NearTie] = (),
+        choices: Callable[[], list[tuple[str, Expected]]] | None = None,
     ) -> None:
         self.value = value
+        self.ties = tuple(ties)  # the near-ties of the router this value was computed at
+        self._choices = choices  # the oracle computed with the other choices at them (`NearTie`)
         self.scale = value if scale is None else scale
         self.rope_positions = rope_positions
         self.precision = precision
@@ -105,10 +182,35 @@ class Expected:
         # floor (the ratio reported is then an upper bound, at most 1/4).
         if error <= floor / 4 or self.identity:
             return tolerance.Comparison(error, floor, index)
-        return tolerance.Comparison(error, slack * self.bound(precision=precision), index)
+        found = tolerance.Comparison(error, slack * self.bound(precision=precision), index)
+        if found.ok or self._choices is None:
+            return found
+        return self._with_other_choices(found, actual, against, precision)
+
+    def _with_other_choices(
+        self, found: tolerance.Comparison, actual: np.ndarray, against: np.ndarray | None, precision: Precision | None
+    ) -> tolerance.Comparison:
+        """`found` failed: the comparison with the oracle computed with other choices at the router's
+        near-ties, the first that agrees (with `against`, another output of the model, each of the two
+        must agree with one of the choices), or `found`."""
+        assert self._choices is not None
+        choices = [("the oracle's choices", self), *self._choices()]
+        for name, other in choices[1:]:
+            c = other.compare(actual, precision=precision) if against is None else None
+            if c is not None and c.ok:
+                near_tie_met(f"accepted with {name}")
+                return ChoiceComparison(c.max_error, c.bound, c.index, choice=name)
+        if against is not None:
+            mine = next((n for n, e in choices if e.compare(actual, precision=precision).ok), None)
+            theirs = next((n for n, e in choices if e.compare(against, precision=precision).ok), None)
+            if mine is not None and theirs is not None:
+                near_tie_met(f"accepted: the model's two outputs agree with {mine}; and {theirs}")
+                return ChoiceComparison(found.max_error, found.max_error, found.index, choice=f"{mine}; and {theirs}")
+        return found
 
     def __getitem__(self, index: Any) -> Expected:
         """The same slice of the value and of every neighbour."""
+        choices = self._choices
         return Expected(
             self.value[index],
             lambda p: tuple(n[index] for n in self.neighbours_at(p)),
@@ -117,6 +219,8 @@ class Expected:
             n_layers=self.n_layers,
             identity=self.identity,
             scale=self.scale[index],
+            ties=self.ties,
+            choices=None if choices is None else lambda: [(name, e[index]) for name, e in choices()],
         )
 
 
@@ -126,6 +230,16 @@ def exact(value: np.ndarray, rope_positions: int = 0, *, scale: np.ndarray | Non
     with its terms, not with its result, which they may cancel to nearly 0)."""
     value = np.asarray(value, np.float64)
     return Expected(value, lambda p: (), rope_positions, precision=precision(), identity=True, scale=scale)
+
+
+def _flipped(routes: Mapping[int, np.ndarray], ties: Sequence[NearTie]) -> dict[int, np.ndarray]:
+    """The near-tie layers of `routes` with each of `ties`' tokens using its other expert in place of
+    the chosen one."""
+    out = {layer: np.array(routes[layer]) for layer in {t.layer for t in ties}}
+    for t in ties:
+        row = out[t.layer] if t.row is None else out[t.layer][t.row]
+        row[t.position][row[t.position] == t.chosen] = t.other
+    return out
 
 
 class Oracle:
@@ -153,19 +267,110 @@ class Oracle:
         return n_positions - 1 if self.config.uses_rope else 0
 
     def logits(self, tokens: np.ndarray, attention_mask: np.ndarray | None = None) -> Expected:
-        """Expected logits of tokens [T] or [B, T] (optionally left-padded with a mask)."""
-        value = self.model.logits(tokens, attention_mask=attention_mask)
+        """Expected logits of tokens [T] or [B, T] (optionally left-padded with a mask); for a MoE config
+        whose router meets near-ties, with the oracle computed with the other choices too (`NearTie`)."""
+        ties = self.near_ties(tokens, attention_mask)
+        if not ties:
+            return self._logits(tokens, attention_mask, None)
+        chosen = self.routes(tokens, attention_mask)
+        subsets = [s for n in range(1, len(ties) + 1) for s in itertools.combinations(ties, n)]
+        if len(ties) > MAX_NEAR_TIES:  # each alone, and all together
+            subsets = [(t,) for t in ties] + [tuple(ties)]
+
+        def choices() -> list[tuple[str, Expected]]:
+            return [
+                ("the other choice at " + "; ".join(t.describe() for t in flipped),
+                 self._logits(tokens, attention_mask, _flipped(chosen, flipped), ties))
+                for flipped in subsets
+            ]  # fmt: skip
+
+        # the oracle's own choices pinned where they are near-ties, so that no neighbour flips them
+        pinned = {layer: chosen[layer] for layer in {t.layer for t in ties}}
+        return self._logits(tokens, attention_mask, pinned, ties, choices)
+
+    def _logits(
+        self,
+        tokens: np.ndarray,
+        attention_mask: np.ndarray | None,
+        routes: Routes | None,
+        ties: Sequence[NearTie] = (),
+        choices: Callable[[], list[tuple[str, Expected]]] | None = None,
+    ) -> Expected:
+        """Expected logits with the router's choices at some MoE layers given (`routes`), the
+        neighbours' too."""
+
+        def run(model: NumpyModel) -> np.ndarray:
+            if routes is None:
+                return model.logits(tokens, attention_mask=attention_mask)
+            return model.logits(tokens, attention_mask=attention_mask, routes=routes)
 
         def neighbours(p: Precision) -> tuple[np.ndarray, ...]:
-            return tuple(m.logits(tokens, attention_mask=attention_mask) for m in self.neighbour_models(p))
+            return tuple(run(m) for m in self.neighbour_models(p))
 
         return Expected(
-            value,
+            run(self.model),
             neighbours,
             self._rope_positions(np.shape(tokens)[-1]),
             precision=self.precision,
             n_layers=self.config.n_layers,
+            ties=ties,
+            choices=choices,
         )
+
+    def router_probs(self, tokens: np.ndarray, model: NumpyModel | None = None) -> dict[int, np.ndarray]:
+        """{MoE layer: router probabilities [T, n_experts]} of tokens [T] (the oracle's, or `model`'s)."""
+        found = {}
+        for group in (model or self.model).trace_layers(tokens):
+            for name, value in group.items():
+                if name.endswith(".router_probs"):
+                    found[int(name.split(".")[1])] = np.asarray(value, np.float64)
+        return found
+
+    def _rows(self, tokens: np.ndarray, attention_mask: np.ndarray | None) -> list[tuple[int | None, np.ndarray, int]]:
+        """(batch row or None, its real tokens, their offset in the row) of tokens [T] or [B, T]."""
+        if np.ndim(tokens) == 1:
+            return [(None, np.asarray(tokens), 0)]
+        rows = []
+        for b, row in enumerate(np.asarray(tokens)):
+            real = np.ones(len(row), bool) if attention_mask is None else np.asarray(attention_mask[b], bool)
+            rows.append((b, row[real], int(np.argmax(real)) if real.any() else len(row)))
+        return rows
+
+    def near_ties(self, tokens: np.ndarray, attention_mask: np.ndarray | None = None) -> list[NearTie]:
+        """The tokens of tokens [T] or [B, T] whose top_k choice is a near-tie at some MoE layer: the gap
+        between the k-th and (k+1)-th router probability within the class's bound for `router_probs`
+        (its floor and the spread of its neighbours' router probabilities)."""
+        c = self.config
+        if c.n_experts == 0:
+            return []
+        found = []
+        for b, row, offset in self._rows(tokens, attention_mask):
+            if len(row) == 0:
+                continue
+            probs = self.router_probs(row)
+            others = [self.router_probs(row, m) for m in self.neighbour_models(self.precision)]
+            for layer, p in probs.items():
+                bound = self.precision.bound(p, [o[layer] for o in others], n_layers=c.n_layers)
+                for t, chosen, other, gap in near_ties(p, c.top_k, bound):
+                    found.append(NearTie(layer, b, offset + t, chosen, other, gap, bound))
+        for tie in found:
+            near_tie_met("met at " + tie.describe())
+        return found
+
+    def routes(self, tokens: np.ndarray, attention_mask: np.ndarray | None = None) -> dict[int, np.ndarray]:
+        """{MoE layer: the oracle's top_k experts per token, [T, top_k] or [B, T, top_k]} (padding: 0)."""
+        rows = self._rows(tokens, attention_mask)
+        T = np.shape(tokens)[-1]
+        found: dict[int, np.ndarray] = {}
+        for b, row, offset in rows:
+            if len(row) == 0:
+                continue
+            for layer, p in self.router_probs(row).items():
+                top = np.argsort(-p, axis=-1, kind="stable")[:, : self.config.top_k]
+                if layer not in found:
+                    found[layer] = np.zeros((len(rows), T, self.config.top_k), np.int64)
+                found[layer][0 if b is None else b, offset:] = top
+        return {layer: r[0] if np.ndim(tokens) == 1 else r for layer, r in found.items()}
 
     def continued(self, tokens: np.ndarray, n_new: int) -> np.ndarray:
         """tokens [T] and the oracle's n_new greedy picks after them, [T + n_new]."""
@@ -195,9 +400,31 @@ class Oracle:
         floor_only = compare(self.model.trace_layers(tokens))
         if max((s.ratio for s in floor_only.stages), default=0.0) <= 0.25:  # as in Expected.compare
             return floor_only
-        return compare(
+        found = compare(
             self.model.trace_layers(tokens), [m.trace_layers(tokens) for m in self.neighbour_models(self.precision)]
         )
+        if found.first is None or c.n_experts == 0:
+            return found
+        return self._localize_other_choices(found, compare, tokens)
+
+    def _localize_other_choices(
+        self, found: Divergence, compare: Callable[..., Divergence], tokens: np.ndarray
+    ) -> Divergence:
+        """`found` departs: the trace compared with the oracle's computed with other choices at the
+        router's near-ties (`NearTie`), the first with no divergent stage, or `found`."""
+        ties = self.near_ties(tokens)
+        chosen = self.routes(tokens)
+        subsets = [s for n in range(1, len(ties) + 1) for s in itertools.combinations(ties, n)]
+        for flipped in subsets if len(ties) <= MAX_NEAR_TIES else [(t,) for t in ties] + [tuple(ties)]:
+            routes = _flipped(chosen, flipped)
+            other = compare(
+                self.model.trace_layers(tokens, routes=routes),
+                [m.trace_layers(tokens, routes=routes) for m in self.neighbour_models(self.precision)],
+            )
+            if other.first is None:
+                near_tie_met("trace accepted with the other choice at " + "; ".join(t.describe() for t in flipped))
+                return other
+        return found
 
     def trace(self, tokens: np.ndarray) -> dict[str, np.ndarray]:
         return self.model.trace(tokens)
