@@ -612,6 +612,14 @@ RICH_FAMILIES = (
     small_case("gemma", 24, norm_eps=1e-6, n_kv_heads=1, head_dim=12, qkv_bias=True, o_bias=True),
     small_case("gemma2", 24, norm_eps=1e-6, n_kv_heads=2, head_dim=12, sliding_window=4, layer_types=_ALTERNATING,
                attn_softcap=3.0, final_softcap=5.0, query_scale=20),
+    # issue 27: top-2 of 4 experts, renormalised, with a window; Qwen2-MoE unnormalised with its own expert
+    # size, a shared expert and a dense second layer; Phi-3 fused, rotating 4 of 8 dims; GLM interleaved,
+    # rotating 6 of 12, biased
+    small_case("mixtral", 24, norm_eps=1e-6, n_kv_heads=2, n_experts=4, top_k=2, sliding_window=6),
+    small_case("qwen2_moe", 24, norm_eps=1e-6, n_kv_heads=2, n_experts=4, top_k=2, d_expert=20, d_shared_expert=24,
+               dense_layers=(1,)),
+    small_case("phi3", 24, norm_eps=1e-5, n_kv_heads=2, rotary_dim=4),
+    small_case("glm", 24, norm_eps=1e-5, n_kv_heads=2, head_dim=12, qkv_bias=True, rotary_dim=6),
 )  # fmt: skip
 
 # Pinned on every property that takes a generated case, in this order.

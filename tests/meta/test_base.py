@@ -67,7 +67,8 @@ def _hf_config(config: ModelConfig) -> Any:
     elif c.family == "qwen2_moe":
         fields |= dict(num_experts=c.n_experts, num_experts_per_tok=c.top_k, moe_intermediate_size=c.expert_d_ff,
                        norm_topk_prob=c.norm_topk, shared_expert_intermediate_size=c.d_shared_expert,
-                       mlp_only_layers=list(c.dense_layers), decoder_sparse_step=1, use_sliding_window=False)  # fmt: skip
+                       mlp_only_layers=list(c.dense_layers), decoder_sparse_step=1,
+                       use_sliding_window=False)  # fmt: skip
     else:
         fields["rope_parameters"]["partial_rotary_factor"] = c.rotated_dims / c.d_head
         if c.family == "glm":
