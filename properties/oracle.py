@@ -255,6 +255,7 @@ class Oracle:
         self.model = NumpyModel(config, precision.oracle_weights(weights), np.float64, stream=stream)
         self._weights = weights
         self._neighbour_models: dict[tuple[str, str], tuple[NumpyModel, ...]] = {}
+        self._near_ties: dict[tuple[Any, ...], list[NearTie]] = {}  # per input (tokens, shape, mask)
 
     def neighbour_models(self, precision: Precision) -> tuple[NumpyModel, ...]:
         """The neighbours at `precision` (`Precision.neighbours`); built on first use: most
@@ -343,6 +344,10 @@ class Oracle:
         c = self.config
         if c.n_experts == 0:
             return []
+        key = (np.asarray(tokens).tobytes(), np.shape(tokens), None if attention_mask is None else
+               np.asarray(attention_mask).tobytes())  # fmt: skip
+        if key in self._near_ties:
+            return self._near_ties[key]
         found = []
         for b, row, offset in self._rows(tokens, attention_mask):
             if len(row) == 0:
@@ -355,6 +360,7 @@ class Oracle:
                     found.append(NearTie(layer, b, offset + t, chosen, other, gap, bound))
         for tie in found:
             near_tie_met("met at " + tie.describe())
+        self._near_ties[key] = found
         return found
 
     def routes(self, tokens: np.ndarray, attention_mask: np.ndarray | None = None) -> dict[int, np.ndarray]:
