@@ -346,8 +346,14 @@ class Oracle:
             return []
         key = (np.asarray(tokens).tobytes(), np.shape(tokens), None if attention_mask is None else
                np.asarray(attention_mask).tobytes())  # fmt: skip
-        if key in self._near_ties:
-            return self._near_ties[key]
+        if key not in self._near_ties:
+            self._near_ties[key] = self._find_near_ties(tokens, attention_mask)
+        for tie in self._near_ties[key]:
+            near_tie_met("met at " + tie.describe())
+        return self._near_ties[key]
+
+    def _find_near_ties(self, tokens: np.ndarray, attention_mask: np.ndarray | None) -> list[NearTie]:
+        c = self.config
         found = []
         for b, row, offset in self._rows(tokens, attention_mask):
             if len(row) == 0:
@@ -358,9 +364,6 @@ class Oracle:
                 bound = self.precision.bound(p, [o[layer] for o in others], n_layers=c.n_layers)
                 for t, chosen, other, gap in near_ties(p, c.top_k, bound):
                     found.append(NearTie(layer, b, offset + t, chosen, other, gap, bound))
-        for tie in found:
-            near_tie_met("met at " + tie.describe())
-        self._near_ties[key] = found
         return found
 
     def routes(self, tokens: np.ndarray, attention_mask: np.ndarray | None = None) -> dict[int, np.ndarray]:
