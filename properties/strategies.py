@@ -552,13 +552,15 @@ def _case(config: ModelConfig, T: int, *, seed: int = 1, scale: float = 0.3) -> 
     return Case(config, seed, scale, tokens)
 
 
-def _small(family: Family, **changes: object) -> ModelConfig:
-    base = ModelConfig(
+def _small(family: Family, **changes: Any) -> ModelConfig:
+    fields: dict[str, Any] = dict(
         family=family, vocab_size=61, n_ctx=48, d_model=32, n_layers=2, n_heads=4,
         n_kv_heads=2 if family == "llama" else 4, d_ff=40, norm_eps=1e-5, tie_embeddings=family == "gpt2",
         **FAMILY_SWITCHES[family][0],
     )  # fmt: skip
-    return base.replace(**changes)
+    if family in MOE_FAMILIES:  # Mixtral's top-2, of 4 experts
+        fields |= {"n_experts": 4, "top_k": 2}
+    return ModelConfig(**(fields | changes))
 
 
 def small_case(family: Family, T: int, *, seed: int = 1, scale: float = 0.3, **changes: object) -> Case:
