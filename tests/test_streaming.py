@@ -145,7 +145,7 @@ def test_a_trace_streams_one_layer_at_a_time_and_localizes_as_the_whole_trace() 
     groups = list(oracle.trace_layers(tokens))
     assert [list(g) for g in groups] == [
         [stages.EMBED],
-        *([stages.layer_stage(i, op) for op in stages.layer_ops(config)] for i in range(config.n_layers)),
+        *([stages.layer_stage(i, op) for op in stages.layer_ops(config, i)] for i in range(config.n_layers)),
         [stages.FINAL_NORM, stages.LOGITS],
     ]
     broken = dict(NumpyModel(config, weights).trace(tokens))
@@ -225,3 +225,47 @@ def test_transformers_builds_from_mapped_weights_in_its_dtype(tmp_path: Path) ->
         assert torch.equal(parameter, expected), name
     tied = build_model(GPT2, init_weights(GPT2, seed=6))
     assert torch.equal(tied.lm_head.weight, tied.transformer.wte.weight)
+
+
+MIXTRAL = ModelConfig(
+    family="mixtral", vocab_size=90, n_ctx=32, d_model=128, n_layers=4, n_heads=4, n_kv_heads=2, d_ff=512,
+    norm_eps=1e-5, tie_embeddings=False, n_experts=8, top_k=2, norm_topk=True,
+)  # fmt: skip
+
+
+def test_a_streamed_moe_pass_holds_about_one_expert_in_float64() -> None:
+    """Experts are read one at a time (`llama.moe`): a streamed float64 pass over 4 layers of 8 experts
+    peaks near one expert (three [512, 128] matrices) plus activations, not a layer's 24 matrices."""
+    weights = init_weights(MIXTRAL, seed=1)
+    matrix = 8 * MIXTRAL.d_ff * MIXTRAL.d_model
+    tracemalloc.start()
+    try:
+        model = NumpyModel(MIXTRAL, LazyWeights(weight_shapes(MIXTRAL), weights.__getitem__), np.float64, stream=True)
+        model.logits(_tokens(MIXTRAL, (12,)))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4.5 * matrix, f"peak {peak:,} bytes; one expert matrix {matrix:,}"
+
+
+def test_a_streamed_moe_pass_reads_each_chosen_expert_once_whole_and_in_order() -> None:
+    """Each layer reads its router, then each expert some token chose, its gate, up and down together, in
+    expert order; an expert no token chose is never read; and the pass equals the resident one bit for bit."""
+    config = MIXTRAL.replace(d_model=32, d_ff=48, n_layers=2)
+    weights = init_weights(config, seed=2, scale=0.3)
+    tokens = _tokens(config, (3,))
+    reads: list[str] = []
+    lazy = LazyWeights(weight_shapes(config), lambda name: reads.append(name) or weights[name])
+    for dtype in (np.float32, np.float64):
+        reads.clear()
+        streamed = NumpyModel(config, lazy, dtype, stream=True).logits(tokens)
+        np.testing.assert_array_equal(streamed, NumpyModel(config, weights, dtype).logits(tokens))
+        resident = NumpyModel(config, weights, np.float64)
+        for layer, probs in resident.router_probs(tokens).items():
+            prefix = f"model.layers.{layer}.block_sparse_moe."
+            chosen = sorted({int(e) for e in np.argsort(-probs, axis=-1)[:, :2].ravel()})
+            assert len(chosen) < config.n_experts, "the case leaves an expert unchosen"
+            expected = [prefix + "gate.weight"] + [
+                f"{prefix}experts.{e}.{x}.weight" for e in chosen for x in ("w1", "w3", "w2")
+            ]
+            assert [name for name in reads if name.startswith(prefix)] == expected

@@ -282,6 +282,17 @@ def _family_config(family: str, **switches) -> ModelConfig:
           "pre_feedforward_layernorm.weight [16]", "* (1 + g)", "sqrt(d_model)", "q k^T / sqrt(9)",
           "5 tanh(s / 5)", "3 tanh(x / 3)", "sliding window (3 keys)", "GeGLU"]),
         ("llama", {"rope_scaling": RopeScaling("llama3", 8.0, 1.0, 4.0, 16)}, ["scaled (llama3, factor 8)"]),
+        ("mixtral", {"n_experts": 4, "top_k": 2},
+         ["router_probs", "block_sparse_moe.gate.weight [4, 16]", "block_sparse_moe.experts.3.w2.weight [16, 24]",
+          "top-2 of 4 experts' SwiGLU, renormalised-weighted sum"]),
+        ("qwen2_moe", {"n_experts": 4, "top_k": 1, "d_expert": 8, "d_shared_expert": 12, "dense_layers": (1,)},
+         ["mlp.experts.0.gate_proj.weight [8, 16]", "probability-weighted sum + sigmoid-gated shared expert",
+          "mlp.shared_expert_gate.weight [1, 16]", "mlp_gate", "mlp.gate_proj.weight [24, 16]"]),
+        ("phi3", {"rotary_dim": 4},
+         ["self_attn.qkv_proj.weight [32, 16]", "rows of the fused qkv_proj", "mlp.gate_up_proj.weight [48, 16]",
+          "first half of the fused gate_up_proj", "pairs (i, i + 2) of the first 4 dims, the other 4 pass",
+          "tables 2 x [6, 2]", "(its last 4 dims pass unrotated) turns by position * theta^(-2i/4)"]),
+        ("glm", {}, ["rotate pairs (2i, 2i + 1)", "pair (2i, 2i + 1) of each head vector turns", "second half"]),
     ],
 )  # fmt: skip
 def test_the_trace_of_a_family_names_its_stages_weights_and_operations(family: str, switches, shown) -> None:

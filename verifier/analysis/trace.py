@@ -69,6 +69,7 @@ _LAYER_OPS = {
         "resid_mlp": "x + MLP",
         "attn_post_norm": "RMSNorm: x / rms(x) * g",
         "mlp_post_norm": "RMSNorm: x / rms(x) * g",
+        "router_probs": "router: softmax(h @ W_r^T) over experts",
     },
 }
 _PER_HEAD = frozenset({"q", "k", "v", "q_norm", "k_norm", "q_rope", "k_rope", "scores", "probs"})
@@ -99,6 +100,18 @@ def _llama_operation(config: ModelConfig, layer: int, op: str) -> str:
         text = f"sliding window ({c.window(layer)} keys), softmax over keys"
     if op == "mlp_act" and c.mlp_act == "gelu_tanh":
         text = "gelu_tanh(gate) * up (GeGLU)"
+    if op in ("q", "k", "v") and c.fused_qkv:
+        text += " (rows of the fused qkv_proj)"
+    if op in ("mlp_gate", "mlp_up") and c.fused_gate_up:
+        text = f"h @ W_{op[4:]}^T ({'first' if op == 'mlp_gate' else 'second'} half of the fused gate_up_proj)"
+    if op in ("q_rope", "k_rope") and (c.rotary_dim is not None or c.rope_pairs == "interleaved"):
+        r = c.rotated_dims
+        text = "RoPE: rotate pairs " + ("(2i, 2i + 1)" if c.rope_pairs == "interleaved" else f"(i, i + {r // 2})")
+        text += f" of the first {r} dims, the other {c.d_head - r} pass" if r < c.d_head else ""
+    if op == "mlp_out" and c.is_moe_layer(layer):
+        weighting = "renormalised" if c.norm_topk else "probability"
+        text = f"top-{c.top_k} of {c.n_experts} experts' SwiGLU, {weighting}-weighted sum"
+        text += " + sigmoid-gated shared expert" if c.d_shared_expert is not None else ""
     return text
 
 
@@ -263,7 +276,8 @@ def _weight_uses(config: ModelConfig, stage: str) -> tuple[WeightUse, ...]:
 
 
 def _rope_view(config: ModelConfig, trace: dict[str, np.ndarray], T: int) -> RopeView:
-    cos, sin = rope_tables(np.arange(T), config.d_head, config.rope_theta, llama.inv_freq(config))  # [T, d_head/2]
+    r = config.rotated_dims
+    cos, sin = rope_tables(np.arange(T), r, config.rope_theta, llama.inv_freq(config))  # [T, r/2]
     # What RoPE rotates: q and k as projected, or as normalised where a q/k norm comes first.
     before = {x: stages.layer_stage(0, f"{x}_norm" if config.qk_norm else x) for x in ("q", "k")}
     length_change = max(
@@ -429,7 +443,7 @@ def render(life: Life) -> str:
         ("stage", "shape", "operation", "weights met", "values"),
         ("tokens", format_shape([len(life.tokens)]), "token ids", "", ""),
     ]
-    first_op, last_op = stages.layer_ops(c)[0], stages.layer_ops(c)[-1]
+    first_op, last_op = stages.layer_ops(c, 0)[0], stages.layer_ops(c, 0)[-1]  # the same in every layer
     for step in life.steps:
         layer, op = stages.split_stage(step.stage)
         if op == first_op:
@@ -463,9 +477,12 @@ def _render_rope(rope: RopeView, c: ModelConfig) -> list[str]:
     last = rope.table_shape[0] - 1
     s = c.rope_scaling
     scaled = f", the frequencies scaled ({s.kind}, factor {s.factor:g})" if s is not None else ""
+    r = c.rotated_dims
+    pair = "(2i, 2i + 1)" if c.rope_pairs == "interleaved" else f"(i, i + {r // 2})"
+    passing = f" (its last {c.d_head - r} dims pass unrotated)" if r < c.d_head else ""
     return [
         f"RoPE (theta {rope.theta:g}): cos, sin tables 2 x {format_shape(rope.table_shape)}; pair "
-        f"(i, i + {c.d_head // 2}) of each head vector turns by position * theta^(-2i/{c.d_head}){scaled}",
+        f"{pair} of each head vector{passing} turns by position * theta^(-2i/{r}){scaled}",
         f"  cos at position {last}: {_values(rope.cos)}",
         f"  sin at position {last}: {_values(rope.sin)}",
         f"  the rotation keeps each q, k head vector's length (layer 0: max change {rope.length_change:.2g}) "

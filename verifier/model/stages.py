@@ -1,7 +1,7 @@
 """Stage names of the life of a tensor, and the shape each stage has.
 
 A trace is a dict {stage name: array} for one sequence of T tokens. Names are `embed`,
-`layers.{i}.{op}` for each layer i and op in `layer_ops(config)`, `final_norm` and `logits`.
+`layers.{i}.{op}` for each layer i and op in `layer_ops(config, i)`, `final_norm` and `logits`.
 Per-head tensors are [n_heads, T, d_head]; q and k (before and after RoPE) are in the `transformers`
 (rotate-half) layout of the head dimension, which the suite reads. A trace may hold them in
 another of `ROPE_LAYOUTS` (Meta's llama and llama2.c rotate interleaved pairs), which the model
@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from verifier.model.config import ModelConfig
-from verifier.model.weights import CLASSIFIER, EMBEDDING
+from verifier.model.weights import CLASSIFIER, EMBEDDING, weight_shapes
 
 EMBED = "embed"
 FINAL_NORM = "final_norm"
@@ -77,12 +77,14 @@ def from_rotate_half(x: np.ndarray, layout: str) -> np.ndarray:
     raise ValueError(f"unknown RoPE layout {layout!r}: expected one of {ROPE_LAYOUTS}")
 
 
-def layer_ops(config: ModelConfig) -> tuple[str, ...]:
-    """The per-layer ops of a model, in the order the forward pass computes them (the family's, and
-    the stages its switches add)."""
+def layer_ops(config: ModelConfig, layer: int) -> tuple[str, ...]:
+    """The ops of layer `layer`, in the order the forward pass computes them (the family's, and the
+    stages its switches add): a MoE layer has `router_probs` in place of mlp_gate, mlp_up, mlp_act."""
     if config.family == "gpt2":
         return _GPT2_OPS
     ops = list(_LLAMA_OPS)
+    if config.is_moe_layer(layer):
+        ops[ops.index("mlp_gate") : ops.index("mlp_out")] = ["router_probs"]
     if config.qk_norm:
         ops[ops.index("q_rope") : ops.index("q_rope")] = ["q_norm", "k_norm"]
     if config.sandwich_norm:
@@ -113,6 +115,8 @@ def _op_shape(config: ModelConfig, op: str, T: int) -> tuple[int, ...]:
         return (config.n_heads, T, T)
     if op in ("mlp_gate", "mlp_up", "mlp_act"):
         return (T, config.d_ff)
+    if op == "router_probs":
+        return (T, config.n_experts)
     if op == "attn":  # the heads merged: n_heads * d_head, which head_dim decouples from d_model
         return (T, config.n_heads * config.d_head)
     return (T, config.d_model)
@@ -122,7 +126,7 @@ def stage_shapes(config: ModelConfig, T: int) -> dict[str, tuple[int, ...]]:
     """Every stage of a trace of T tokens and the shape its formula gives, in compute order."""
     shapes: dict[str, tuple[int, ...]] = {EMBED: (T, config.d_model)}
     for layer in range(config.n_layers):
-        for op in layer_ops(config):
+        for op in layer_ops(config, layer):
             shapes[layer_stage(layer, op)] = _op_shape(config, op, T)
     shapes[FINAL_NORM] = (T, config.d_model)
     shapes[LOGITS] = (T, config.vocab_size)
@@ -165,12 +169,36 @@ _SANDWICH_WEIGHTS = {
 }
 
 
-def _layer_weights(config: ModelConfig, op: str) -> tuple[str, ...]:
+# Fused layouts: q, k and v read one matrix, as do the gate and up projections.
+_FUSED_QKV_WEIGHTS = {op: ("self_attn.qkv_proj.weight",) for op in ("q", "k", "v")}
+_FUSED_GATE_UP_WEIGHTS = {op: ("mlp.gate_up_proj.weight",) for op in ("mlp_gate", "mlp_up")}
+
+
+def _moe_weights(config: ModelConfig, layer: int, op: str) -> tuple[str, ...]:
+    """A MoE layer's router (`router_probs`) and experts and shared expert (`mlp_out`), relative to the
+    layer's prefix: every weight of its block but the router is met by `mlp_out`."""
+    block = "block_sparse_moe." if config.family == "mixtral" else "mlp."
+    if op == "router_probs":
+        return (block + "gate.weight",)
+    if op != "mlp_out":
+        return ()
+    prefix = f"model.layers.{layer}."
+    names = [name.removeprefix(prefix) for name in weight_shapes(config) if name.startswith(prefix + block)]
+    return tuple(name for name in names if name != block + "gate.weight")
+
+
+def _layer_weights(config: ModelConfig, layer: int, op: str) -> tuple[str, ...]:
     """The weights `op` meets, relative to its layer's prefix."""
     if config.family == "gpt2":
         return _GPT2_WEIGHTS.get(op, ())
     if config.sandwich_norm and op in _SANDWICH_WEIGHTS:
         return _SANDWICH_WEIGHTS[op]
+    if config.is_moe_layer(layer) and op in ("router_probs", "mlp_out"):
+        return _moe_weights(config, layer, op)
+    if config.fused_qkv and op in _FUSED_QKV_WEIGHTS:
+        return _FUSED_QKV_WEIGHTS[op]
+    if config.fused_gate_up and op in _FUSED_GATE_UP_WEIGHTS:
+        return _FUSED_GATE_UP_WEIGHTS[op]
     names = _LLAMA_WEIGHTS.get(op, ()) + (_QK_NORM_WEIGHTS.get(op, ()) if config.qk_norm else ())
     if config.qkv_bias:
         names += _BIAS_WEIGHTS.get(op, ())
@@ -191,7 +219,7 @@ def stage_weights(config: ModelConfig, stage: str) -> tuple[str, ...]:
     layout = "gpt2" if config.family == "gpt2" else "llama"
     layer, op = split_stage(stage)
     if layer is not None:
-        return tuple(_LAYER_PREFIX[layout].format(layer) + name for name in _layer_weights(config, op))
+        return tuple(_LAYER_PREFIX[layout].format(layer) + name for name in _layer_weights(config, layer, op))
     if stage == EMBED:
         return _EMBED_WEIGHTS[layout]
     if stage == FINAL_NORM:

@@ -116,6 +116,19 @@ def _mlp_shapes(c: ModelConfig, i: int) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
+def moe_prefix(c: ModelConfig, i: int) -> str:
+    """Layer i's MoE block: Mixtral's `block_sparse_moe.`, Qwen2-MoE's `mlp.` (published names)."""
+    return f"model.layers.{i}." + ("block_sparse_moe." if c.family == "mixtral" else "mlp.")
+
+
+def expert_names(c: ModelConfig, i: int, e: int) -> tuple[str, str, str]:
+    """The gate, up and down weights of expert e of layer i (Mixtral: w1, w3, w2)."""
+    x = f"{moe_prefix(c, i)}experts.{e}."
+    if c.family == "mixtral":
+        return x + "w1.weight", x + "w3.weight", x + "w2.weight"
+    return x + "gate_proj.weight", x + "up_proj.weight", x + "down_proj.weight"
+
+
 def weight_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
     """Every canonical weight name and its shape, in state-dict order."""
     shapes = _gpt2_shapes(config) if config.family == "gpt2" else _llama_shapes(config)
@@ -147,6 +160,15 @@ def _is_norm_gain(name: str) -> bool:
     return name.endswith(("ln_1.weight", "ln_2.weight", "ln_f.weight", "layernorm.weight", "norm.weight"))
 
 
+def _is_router(name: str) -> bool:
+    """A MoE router [n_experts, d_model] or Qwen2-MoE's shared-expert gate [1, d_model]. They read the
+    normalised h (rms ~1), so rows of norm ~2 give logits of spread ~2 at any d_model: each token's
+    top-k differs from its neighbours', the k-th and (k+1)-th probabilities are rarely close (never
+    within float64 rounding), and the shared expert's sigmoid is neither ~0 nor ~1. At `scale` 0.02 the
+    logits would spread by ~0.1: every token a near-tie, the routing an accident of rounding."""
+    return name.endswith(("block_sparse_moe.gate.weight", "mlp.gate.weight", "shared_expert_gate.weight"))
+
+
 def init_weights(
     config: ModelConfig, *, seed: int = 0, scale: float = 0.02, dtype: npt.DTypeLike = np.float32
 ) -> Weights:
@@ -158,6 +180,7 @@ def init_weights(
     Gemma's (`norm_plus_one`, which scale by 1 + gain) are N(0, 0.1^2), the same scales, so that a
     norm missing its + 1 shows; Qwen3's per-head q/k norm gains are 1 + N(0, 0.3^2), far from
     uniform along the head, so that the norm taken after RoPE instead of before shows.
+    A MoE router's rows and a shared expert's gate are N(0, 4 / d_model) whatever `scale` (`_is_router`).
     The result depends only on (config, seed, scale); `dtype` only sets the storage type.
     """
     return dict(iter_init_weights(config, seed=seed, scale=scale, dtype=dtype))
@@ -174,6 +197,8 @@ def iter_init_weights(
         if name.endswith(("q_norm.weight", "k_norm.weight")):
             noise *= np.float32(0.3)
             noise += np.float32(0.0 if config.norm_plus_one else 1.0)
+        elif _is_router(name):
+            noise *= np.float32(2.0 / np.sqrt(config.d_model))
         elif _is_norm_gain(name):
             noise *= np.float32(0.1)
             noise += np.float32(0.0 if config.norm_plus_one else 1.0)

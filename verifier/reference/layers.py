@@ -119,14 +119,37 @@ def rope_tables(
 
 
 def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
-    """Rotate pairs (i, i + d_head/2) of each head vector (rotate-half layout).
+    """Rotate pairs (i, i + r/2) of each head vector (rotate-half layout), r = x's last axis.
 
-    x: [B, heads, T, d_head]; cos, sin: [B, T, d_head/2], in x's dtype -> [B, heads, T, d_head].
+    x: [B, heads, T, r]; cos, sin: [B, T, r/2], in x's dtype -> [B, heads, T, r].
     """
     half = x.shape[-1] // 2
     x1, x2 = x[..., :half], x[..., half:]
-    cos, sin = cos[:, None], sin[:, None]  # [B, 1, T, d_head/2]: the same rotation for every head
+    cos, sin = cos[:, None], sin[:, None]  # [B, 1, T, r/2]: the same rotation for every head
     return np.concatenate([x1 * cos - x2 * sin, x1 * sin + x2 * cos], axis=-1)
+
+
+def apply_rope_interleaved(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+    """Rotate pairs (2i, 2i + 1) of each head vector by angle i (GLM), r = x's last axis.
+
+    x: [B, heads, T, r]; cos, sin: [B, T, r/2], in x's dtype -> [B, heads, T, r].
+    """
+    even, odd = x[..., 0::2], x[..., 1::2]
+    cos, sin = cos[:, None], sin[:, None]
+    return np.stack([even * cos - odd * sin, even * sin + odd * cos], axis=-1).reshape(x.shape)
+
+
+def partial_rope(
+    x: np.ndarray, cos: np.ndarray, sin: np.ndarray, rotate: Callable[..., np.ndarray] = apply_rope
+) -> np.ndarray:
+    """RoPE on each head's first r = 2 cos.shape[-1] dims by `rotate`; the other d_head - r dims pass.
+
+    x: [B, heads, T, d_head]; cos, sin: [B, T, r/2] -> [B, heads, T, d_head] (the head's own order).
+    """
+    r = 2 * cos.shape[-1]
+    if r == x.shape[-1]:
+        return rotate(x, cos, sin)
+    return np.concatenate([rotate(x[..., :r], cos, sin), x[..., r:]], axis=-1)
 
 
 def split_heads(x: np.ndarray, n_heads: int) -> np.ndarray:
@@ -187,3 +210,41 @@ def attention(
     probs = stage("probs", probs.reshape(B, h, T, S)).reshape(B, kv, h // kv, T, S)
     out = probs @ v[:, :, None]  # [B, kv, h / kv, T, d_head]
     return out.reshape(B, h, T, d_head), scores.reshape(B, h, T, S), probs.reshape(B, h, T, S)
+
+
+def sigmoid(x: np.ndarray) -> np.ndarray:
+    """1 / (1 + exp(-x)), as (1 + tanh(x / 2)) / 2, which cannot overflow."""
+    return 0.5 + 0.5 * np.tanh(0.5 * x)
+
+
+def router_probs(h: np.ndarray, router: np.ndarray) -> np.ndarray:
+    """A MoE router's probabilities over experts: softmax(h W_r^T) along the expert axis.
+
+    h: [..., d_model]; router: [n_experts, d_model] -> [..., n_experts].
+    """
+    return softmax(linear(h, router.T), axis=-1)
+
+
+def top_k_experts(probs: np.ndarray, k: int) -> np.ndarray:
+    """The k most probable experts of each token, most probable first: [..., n_experts] -> int [..., k].
+
+    A stable sort: of equal probabilities the lower index comes first (as `torch.topk` on CPU).
+    """
+    return np.argsort(-probs, axis=-1, kind="stable")[..., :k]
+
+
+def renormalise(weights: np.ndarray) -> np.ndarray:
+    """The chosen experts' probabilities scaled to sum 1 over the last axis: [..., k] -> [..., k]."""
+    return weights / weights.sum(axis=-1, keepdims=True)
+
+
+def gated_mlp(
+    h: np.ndarray, gate: np.ndarray, up: np.ndarray, down: np.ndarray, act: Callable[[np.ndarray], np.ndarray]
+) -> np.ndarray:
+    """down(act(h W_gate) * (h W_up)) with [d_in, d_out] matrices: [N, d_model] -> [N, d_model]."""
+    return linear(act(linear(h, gate)) * linear(h, up), down)
+
+
+def sigmoid_gated(out: np.ndarray, h: np.ndarray, gate: np.ndarray) -> np.ndarray:
+    """Qwen2-MoE's shared-expert gate: out * sigmoid(h w_s^T). out, h: [N, d]; gate: [1, d_model] -> [N, d]."""
+    return out * sigmoid(linear(h, gate.T))

@@ -8,11 +8,13 @@ Each function takes the weights `w`, the config `c` and, inside a block, the lay
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from verifier.model.config import ModelConfig
 from verifier.model.stages import layer_stage
-from verifier.model.weights import WeightMap
+from verifier.model.weights import WeightMap, expert_names, moe_prefix
 from verifier.reference import layers as L
 from verifier.reference.recorder import RopeTables, Stage
 
@@ -52,8 +54,9 @@ def norm(w: WeightMap, c: ModelConfig, i: int, which: str, x: np.ndarray) -> np.
 
 
 def inv_freq(c: ModelConfig) -> np.ndarray:
-    """RoPE's inverse frequencies [d_head/2] in float64, scaled as `c.rope_scaling` says."""
-    base, s = L.rope_frequencies(c.d_head, c.rope_theta), c.rope_scaling
+    """RoPE's inverse frequencies [r/2] in float64 (r = `c.rotated_dims`: d_head, or the partial rotary
+    dims, over which the frequencies are spread), scaled as `c.rope_scaling` says."""
+    base, s = L.rope_frequencies(c.rotated_dims, c.rope_theta), c.rope_scaling
     if s is None:
         return base
     if s.kind == "linear":
@@ -62,8 +65,9 @@ def inv_freq(c: ModelConfig) -> np.ndarray:
 
 
 def rope(c: ModelConfig, positions: np.ndarray, dtype: np.dtype) -> RopeTables:
-    """The cos, sin tables [B, T, d_head/2] of the positions [B, T] in `dtype`, shared by every layer."""
-    cos, sin = L.rope_tables(positions, c.d_head, c.rope_theta, inv_freq(c))
+    """The cos, sin tables [B, T, r/2] of the positions [B, T] in `dtype`, shared by every layer
+    (r = `c.rotated_dims`)."""
+    cos, sin = L.rope_tables(positions, c.rotated_dims, c.rope_theta, inv_freq(c))
     return cos.astype(dtype), sin.astype(dtype)
 
 
@@ -72,21 +76,38 @@ def _projection(w: WeightMap, prefix: str, h: np.ndarray, bias: bool) -> np.ndar
     return L.linear(h, w[prefix + "weight"].T, w[prefix + "bias"] if bias else None)
 
 
+def _fused_qkv(w: WeightMap, c: ModelConfig, prefix: str, h: np.ndarray) -> list[np.ndarray]:
+    """Phi-3's `qkv_proj` [(n_heads + 2 n_kv_heads) d_head, d_model]: one product, its columns sliced q
+    then k then v: [B, T, d_model] -> [B, T, n_heads d_head], 2 x [B, T, n_kv_heads d_head]."""
+    q_end = c.n_heads * c.d_head
+    fused = L.linear(h, w[prefix + "qkv_proj.weight"].T)
+    return np.split(fused, [q_end, q_end + c.n_kv_heads * c.d_head], axis=-1)
+
+
+def _rotate(c: ModelConfig) -> Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
+    """The rotation of `c.rope_pairs`: pairs (i, i + r/2), or (2i, 2i + 1) (GLM)."""
+    return L.apply_rope_interleaved if c.rope_pairs == "interleaved" else L.apply_rope
+
+
 def qkv(
     w: WeightMap, c: ModelConfig, i: int, h: np.ndarray, rope: RopeTables, stage: Stage
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """[B, T, d_model] -> q [B, n_heads, T, d_head], k, v [B, n_kv_heads, T, d_head]; with qk_norm an
-    RMSNorm over each head's q and k (Qwen3), then RoPE on q, k."""
+    RMSNorm over each head's q and k (Qwen3), then RoPE on q, k (on each head's first rotary_dim dims)."""
     p = f"model.layers.{i}.self_attn."
-    q = stage(layer_stage(i, "q"), L.split_heads(_projection(w, p + "q_proj.", h, c.qkv_bias), c.n_heads))
-    k = stage(layer_stage(i, "k"), L.split_heads(_projection(w, p + "k_proj.", h, c.qkv_bias), c.n_kv_heads))
-    v = stage(layer_stage(i, "v"), L.split_heads(_projection(w, p + "v_proj.", h, c.qkv_bias), c.n_kv_heads))
+    if c.fused_qkv:
+        projected = _fused_qkv(w, c, p, h)
+    else:
+        projected = [_projection(w, p + f"{x}_proj.", h, c.qkv_bias) for x in "qkv"]
+    q = stage(layer_stage(i, "q"), L.split_heads(projected[0], c.n_heads))
+    k = stage(layer_stage(i, "k"), L.split_heads(projected[1], c.n_kv_heads))
+    v = stage(layer_stage(i, "v"), L.split_heads(projected[2], c.n_kv_heads))
     if c.qk_norm:  # before RoPE: the norm sees each head's vector as projected
         q = stage(layer_stage(i, "q_norm"), _rms_norm(c, q, w[p + "q_norm.weight"]))
         k = stage(layer_stage(i, "k_norm"), _rms_norm(c, k, w[p + "k_norm.weight"]))
     cos, sin = rope
-    q = stage(layer_stage(i, "q_rope"), L.apply_rope(q, cos, sin))
-    k = stage(layer_stage(i, "k_rope"), L.apply_rope(k, cos, sin))
+    q = stage(layer_stage(i, "q_rope"), L.partial_rope(q, cos, sin, _rotate(c)))
+    k = stage(layer_stage(i, "k_rope"), L.partial_rope(k, cos, sin, _rotate(c)))
     return q, k, v
 
 
@@ -95,15 +116,71 @@ def attn_out(w: WeightMap, c: ModelConfig, i: int, attn: np.ndarray) -> np.ndarr
     return _projection(w, f"model.layers.{i}.self_attn.o_proj.", attn, c.o_bias)
 
 
+def _activation(c: ModelConfig) -> Callable[[np.ndarray], np.ndarray]:
+    return L.silu if c.mlp_act == "silu" else L.gelu_tanh
+
+
+def _gate_up(w: WeightMap, c: ModelConfig, prefix: str, h: np.ndarray) -> list[np.ndarray]:
+    """h's gate and up projections [B, T, d_ff] each; a fused `gate_up_proj` [2 d_ff, d_model] holds
+    the gate's rows first (transformers' `gate, up = x.chunk(2, -1)`)."""
+    if c.fused_gate_up:
+        return np.split(L.linear(h, w[prefix + "gate_up_proj.weight"].T), 2, axis=-1)
+    return [L.linear(h, w[prefix + "gate_proj.weight"].T), L.linear(h, w[prefix + "up_proj.weight"].T)]
+
+
 def mlp(w: WeightMap, c: ModelConfig, i: int, h: np.ndarray, stage: Stage) -> np.ndarray:
-    """down(act(gate(h)) * up(h)), act silu (SwiGLU) or tanh GELU (GeGLU, Gemma):
+    """A dense layer's down(act(gate(h)) * up(h)), act silu (SwiGLU) or tanh GELU (GeGLU, Gemma):
     [B, T, d_model] -> [B, T, d_ff] -> [B, T, d_model]."""
     p = f"model.layers.{i}.mlp."
-    gate = stage(layer_stage(i, "mlp_gate"), L.linear(h, w[p + "gate_proj.weight"].T))
-    up = stage(layer_stage(i, "mlp_up"), L.linear(h, w[p + "up_proj.weight"].T))
-    act = L.silu(gate) if c.mlp_act == "silu" else L.gelu_tanh(gate)
-    act = stage(layer_stage(i, "mlp_act"), act * up)
+    gate, up = _gate_up(w, c, p, h)
+    gate = stage(layer_stage(i, "mlp_gate"), gate)
+    up = stage(layer_stage(i, "mlp_up"), up)
+    act = stage(layer_stage(i, "mlp_act"), _activation(c)(gate) * up)
     return L.linear(act, w[p + "down_proj.weight"].T)
+
+
+def route(c: ModelConfig, probs: np.ndarray, chosen: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Each token's experts and their weights: probs [..., n_experts] -> (chosen int [..., top_k], weights
+    [..., top_k]). The top_k most probable unless `chosen` is given (the oracle's other choice at a
+    near-tie); weights are their probabilities, renormalised to sum 1 where `c.norm_topk`."""
+    if chosen is None:
+        chosen = L.top_k_experts(probs, c.top_k)
+    weights = np.take_along_axis(probs, chosen, axis=-1)
+    return chosen, L.renormalise(weights) if c.norm_topk else weights
+
+
+def moe(
+    w: WeightMap, c: ModelConfig, i: int, h: np.ndarray, stage: Stage, chosen: np.ndarray | None = None
+) -> np.ndarray:
+    """A MoE layer: [B, T, d_model] -> [B, T, d_model], the router's chosen experts' gated MLPs weighted
+    (`route`), plus Qwen2-MoE's shared expert times sigmoid(h w_s^T). `chosen` [B, T, top_k] overrides
+    the router's choice (see `NumpyModel.logits`'s `routes`).
+
+    Experts are read one at a time, each for the tokens that chose it; one no token chose is not read.
+    """
+    B, T, d = h.shape
+    p = moe_prefix(c, i)
+    probs = stage(layer_stage(i, "router_probs"), L.router_probs(h, w[p + "gate.weight"]))
+    chosen, weights = route(c, probs, chosen)
+    k = chosen.shape[-1]
+    flat, chosen, weights = h.reshape(-1, d), chosen.reshape(-1, k), weights.reshape(-1, k)
+    out = np.zeros_like(flat)
+    for e in range(c.n_experts):
+        token, slot = np.nonzero(chosen == e)
+        if token.size:  # in expert order, as transformers adds them
+            out[token] += weights[token, slot, None] * _expert(w, c, expert_names(c, i, e), flat[token])
+    if c.d_shared_expert is not None:
+        s = p + "shared_expert."
+        names = (s + "gate_proj.weight", s + "up_proj.weight", s + "down_proj.weight")
+        out += L.sigmoid_gated(_expert(w, c, names, flat), flat, w[p + "shared_expert_gate.weight"])
+    return out.reshape(B, T, d)
+
+
+def _expert(w: WeightMap, c: ModelConfig, names: tuple[str, str, str], x: np.ndarray) -> np.ndarray:
+    """One expert, the gated MLP of the gate, up, down weights `names`, on the tokens x [N, d_model] that
+    chose it -> [N, d_model]. Its weights are let go on return: a streamed pass holds one expert at a time."""
+    gate, up, down = (w[name].T for name in names)
+    return L.gated_mlp(x, gate, up, down, _activation(c))
 
 
 def final_norm(w: WeightMap, c: ModelConfig, x: np.ndarray) -> np.ndarray:

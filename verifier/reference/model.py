@@ -33,7 +33,7 @@ from verifier.model.config import ModelConfig
 from verifier.model.weights import EMBEDDING, WeightMap, classifier_name
 from verifier.reference import gpt2, llama
 from verifier.reference import layers as L
-from verifier.reference.recorder import Rope, Stage, passing
+from verifier.reference.recorder import Rope, Routes, Stage, passing
 from verifier.reference.rounding import Rounding
 
 # Tables the forward pass indexes by token or position: kept as given (converted row by row in `embed`).
@@ -137,19 +137,41 @@ class NumpyModel:
         """The classifier [V, d_model] in the model's dtype (a tied one is the embedding table, converted)."""
         return np.asarray(self._weights[classifier_name(self.config)], dtype=self.dtype)
 
-    def logits(self, tokens: np.ndarray, attention_mask: np.ndarray | None = None) -> np.ndarray:
+    def logits(
+        self, tokens: np.ndarray, attention_mask: np.ndarray | None = None, *, routes: Routes | None = None
+    ) -> np.ndarray:
         """Logits of every position: [T] -> [T, V], [B, T] -> [B, T, V].
 
         `attention_mask` ([B, T] or [T], 1 = real token, 0 = padding) hides padded keys and
         numbers positions by real tokens only, so a left-padded row equals the row run alone.
+        `routes` (MoE families) overrides the router's choice: {layer: int [B, T, top_k] or [T, top_k]
+        expert indices, distinct per token}; the listed layers use those experts, weighted by their
+        router probabilities (renormalised where the family does), the others choose their own top_k.
+        The oracle computes either side of a near-tie with it (see `router_probs`).
         """
         batch = self._check_tokens(tokens, past=0)
-        if attention_mask is None:
-            logits, _ = self._forward(batch, None, passing)
-        else:
-            mask = self._check_mask(attention_mask, batch)
-            logits, _ = self._forward(batch, None, passing, key_mask=mask)
+        mask = None if attention_mask is None else self._check_mask(attention_mask, batch)
+        logits, _ = self._forward(batch, None, passing, key_mask=mask, routes=self._check_routes(routes, batch))
         return logits if np.ndim(tokens) == 2 else logits[0]
+
+    def router_probs(
+        self, tokens: np.ndarray, attention_mask: np.ndarray | None = None, *, routes: Routes | None = None
+    ) -> dict[int, np.ndarray]:
+        """Each MoE layer's router probabilities {layer: [B, T, n_experts]} ([T, n_experts] for tokens [T])
+        in the pass `logits` makes with the same arguments (a layer after an overridden one sees the
+        inputs that override gives it). Sorted, row t's k-th and (k+1)-th entries show a near-tie."""
+        batch = self._check_tokens(tokens, past=0)
+        mask = None if attention_mask is None else self._check_mask(attention_mask, batch)
+        found: dict[int, np.ndarray] = {}
+
+        def keep(stage: str, value: np.ndarray) -> np.ndarray:
+            layer, op = stages.split_stage(stage)
+            if op == "router_probs" and layer is not None:
+                found[layer] = value if np.ndim(tokens) == 2 else value[0]
+            return value
+
+        self._forward(batch, None, keep, key_mask=mask, routes=self._check_routes(routes, batch))
+        return found
 
     def decode(self, tokens: np.ndarray, cache: KVCache | None = None) -> tuple[np.ndarray, KVCache]:
         """Logits of a chunk of new tokens after `cache` (None: an empty cache), and the new cache."""
@@ -196,6 +218,24 @@ class NumpyModel:
             raise InputError(f"{past} cached + {t.shape[-1]} new positions exceed n_ctx={self.config.n_ctx}")
         return t.reshape(-1, t.shape[-1]).astype(np.int64)
 
+    def _check_routes(self, routes: Routes | None, batch: np.ndarray) -> dict[int, np.ndarray]:
+        """`routes` as {layer: int [B, T, top_k]}; InputError naming the layer where one cannot be a choice."""
+        c, checked = self.config, {}
+        for layer, chosen in (routes or {}).items():
+            if not (isinstance(layer, int) and 0 <= layer < c.n_layers and c.is_moe_layer(layer)):
+                raise InputError(f"routes: layer {layer!r} is not a MoE layer of this {c.family} model")
+            experts = np.asarray(chosen).reshape(-1, *np.shape(chosen)[-2:])
+            if experts.shape != (*batch.shape, c.top_k):
+                found = np.shape(chosen)
+                raise InputError(f"routes[{layer}]: shape {found} is not [B, T, top_k] = {(*batch.shape, c.top_k)}")
+            if not np.issubdtype(experts.dtype, np.integer) or experts.min() < 0 or experts.max() >= c.n_experts:
+                raise InputError(f"routes[{layer}]: expert indices must be integers in [0, {c.n_experts})")
+            ordered = np.sort(experts, axis=-1)
+            if (ordered[..., 1:] == ordered[..., :-1]).any():
+                raise InputError(f"routes[{layer}]: a token chooses the same expert twice")
+            checked[layer] = experts
+        return checked
+
     def _check_mask(self, attention_mask: np.ndarray, batch: np.ndarray) -> np.ndarray:
         mask = np.asarray(attention_mask).reshape(-1, np.shape(attention_mask)[-1])
         if mask.shape != batch.shape:
@@ -224,10 +264,15 @@ class NumpyModel:
         return lambda op, value: at(op, move(value, q, k, allowed) if op == "scores" else value)
 
     def _forward(
-        self, tokens: np.ndarray, cache: KVCache | None, record: Stage, key_mask: np.ndarray | None = None
+        self,
+        tokens: np.ndarray,
+        cache: KVCache | None,
+        record: Stage,
+        key_mask: np.ndarray | None = None,
+        routes: Mapping[int, np.ndarray] | None = None,
     ) -> tuple[np.ndarray, KVCache]:
         """tokens [B, T] after `cache` -> (logits [B, T, V], cache + this chunk)."""
-        steps = self._steps(tokens, cache, record, key_mask)
+        steps = self._steps(tokens, cache, record, key_mask, routes)
         while True:
             try:
                 next(steps)
@@ -235,7 +280,12 @@ class NumpyModel:
                 return done.value
 
     def _steps(
-        self, tokens: np.ndarray, cache: KVCache | None, record: Stage, key_mask: np.ndarray | None = None
+        self,
+        tokens: np.ndarray,
+        cache: KVCache | None,
+        record: Stage,
+        key_mask: np.ndarray | None = None,
+        routes: Mapping[int, np.ndarray] | None = None,
     ) -> Generator[None, None, tuple[np.ndarray, KVCache]]:
         """The forward pass of `_forward`, pausing after the embedding and after each block."""
         stage = self._stage(record)
@@ -258,7 +308,7 @@ class NumpyModel:
         rope = f.rope(c, positions, self.dtype)
         for i in range(c.n_layers):
             past_kv = cache.layers[i] if cache is not None else None
-            x, kv = self._block(i, x, rope, allowed[c.window(i)], past_kv, stage)
+            x, kv = self._block(i, x, rope, allowed[c.window(i)], past_kv, stage, (routes or {}).get(i))
             new_layers.append(kv)
             yield
         x = stage(stages.FINAL_NORM, f.final_norm(w, c, x))
@@ -275,9 +325,11 @@ class NumpyModel:
         allowed: np.ndarray,
         past_kv: tuple[np.ndarray, np.ndarray] | None,
         stage: Stage,
+        chosen: np.ndarray | None = None,
     ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
         """One pre-norm block, [B, T, d_model] -> [B, T, d_model]: x + attn(norm(x)), then + mlp(norm(.));
-        with sandwich norms (Gemma 2) x + norm(attn(norm(x))), then + norm(mlp(norm(.))).
+        with sandwich norms (Gemma 2) x + norm(attn(norm(x))), then + norm(mlp(norm(.))). A MoE layer's
+        MLP is its routed experts (`llama.moe`), `chosen` [B, T, top_k] overriding the router's choice.
 
         Also returns this layer's keys and values, [B, S, n_kv_heads, d_head] each, cache included.
         """
@@ -301,7 +353,8 @@ class NumpyModel:
             projected = at("attn_post_norm", f.norm(w, c, i, "attn_post", projected))
         x = at("resid_attn", x + projected)
         h = at("mlp_norm", f.norm(w, c, i, "mlp", x))
-        mlp_out = at("mlp_out", f.mlp(w, c, i, h, stage))
+        mlp = llama.moe(w, c, i, h, stage, chosen) if c.is_moe_layer(i) else f.mlp(w, c, i, h, stage)
+        mlp_out = at("mlp_out", mlp)
         if c.sandwich_norm:
             mlp_out = at("mlp_post_norm", f.norm(w, c, i, "mlp_post", mlp_out))
         x = at("resid_mlp", x + mlp_out)

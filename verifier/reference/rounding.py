@@ -97,10 +97,15 @@ class Rounding:
         return self.weights("constant", x)
 
     def rounds(self, stage: str) -> bool:
-        """Whether the output of `stage` ("embed", "layers.0.q", ...) is rounded."""
-        return self.stages is None or stage.rpartition(".")[2] in self.stages
+        """Whether the output of `stage` ("embed", "layers.0.q", ...) is rounded (never a float32 stage)."""
+        op = stage.rpartition(".")[2]
+        return op not in FLOAT32_STAGES and (self.stages is None or op in self.stages)
 
 
+# Stages every implementation computes in float32 whatever the model's dtype: the router's softmax
+# (transformers' Mixtral and Qwen2-MoE take it of `.float()` logits); rounding it to bfloat16 would
+# make ties among the probabilities the top-k choice reads that no model has.
+FLOAT32_STAGES = frozenset({"router_probs"})
 # The stages whose outputs enter a matrix product with a weight (or the classifier).
 WEIGHT_INPUTS = frozenset({"attn_norm", "attn", "mlp_norm", "mlp_act", "final_norm"})
 # ... and with another activation: q k^T (after RoPE where there is RoPE) and probs v.

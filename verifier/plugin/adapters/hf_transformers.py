@@ -22,6 +22,7 @@ and k), and `scores` (q k^T times the attention module's own `scaling`, soft-cap
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -30,7 +31,7 @@ from verifier import extra
 from verifier.formats.hf import build_model
 from verifier.model import stages
 from verifier.model.config import ModelConfig
-from verifier.model.weights import Weights
+from verifier.model.weights import Weights, expert_names, moe_prefix
 
 # Where each stage is read: (module path, what). Paths under a layer are relative to it ("" is
 # the layer itself); what is "in" (the first input), "out" (the output), or an output index.
@@ -99,6 +100,25 @@ def _points(config: ModelConfig) -> dict[str, tuple[str, str | int]]:
         for op, (path, what) in layer.items():
             points[stages.layer_stage(i, op)] = (f"{prefix}.{i}.{path}".rstrip("."), what)
     return points
+
+
+def transformers_state(config: ModelConfig, weights: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Canonical weights (published checkpoint names, `verifier.model.weights`) as a live transformers 5
+    model's `state_dict()` holds them, for `load_state_dict`: a MoE layer's block is `mlp.` (Mixtral's
+    `block_sparse_moe.` too) and its experts are stacked, `mlp.experts.gate_up_proj` [E, 2 f, d] (each
+    expert's gate rows then up rows, as `MixtralExperts` chunks them) and `mlp.experts.down_proj` [E, d, f].
+    transformers converts this way when it loads a checkpoint and back when it saves one; every other
+    weight keeps its name."""
+    state = dict(weights)
+    for i in range(config.n_layers):
+        if not config.is_moe_layer(i):
+            continue
+        block, hf = moe_prefix(config, i), f"model.layers.{i}.mlp."
+        experts = [[state.pop(name) for name in expert_names(config, i, e)] for e in range(config.n_experts)]
+        state[hf + "experts.gate_up_proj"] = np.stack([np.concatenate([gate, up]) for gate, up, _ in experts])
+        state[hf + "experts.down_proj"] = np.stack([down for _, _, down in experts])
+        state[hf + "gate.weight"] = state.pop(block + "gate.weight")
+    return state
 
 
 class TransformersModel:
