@@ -23,7 +23,7 @@ weights. Outside a property (or before a model is built) the class is float32.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property, partial
 from typing import Any
@@ -137,8 +137,10 @@ class Expected:
         scale: np.ndarray | None = None,
         ties: Sequence[NearTie] = (),
         choices: Callable[[], list[tuple[str, Expected]]] | None = None,
+        follow: Callable[[np.ndarray], tuple[str, Expected] | None] | None = None,
     ) -> None:
         self.value = value
+        self._follow = follow  # the choices at near-ties an output [..., T, V] follows, found position by position
         self.ties = tuple(ties)  # the near-ties of the router this value was computed at
         self._choices = choices  # the oracle computed with the other choices at them (`NearTie`)
         self.scale = value if scale is None else scale
@@ -194,7 +196,8 @@ class Expected:
         near-ties, the first that agrees (with `against`, another output of the model, each of the two
         must agree with one of the choices), or `found`."""
         assert self._choices is not None
-        choices = [("the oracle's choices", self), *self._choices()]
+        followed = [] if self._follow is None else [self._follow(x) for x in (actual, against) if x is not None]
+        choices = [("the oracle's choices", self), *(f for f in followed if f is not None), *self._choices()]
         for name, other in choices[1:]:
             c = other.compare(actual, precision=precision) if against is None else None
             if c is not None and c.ok:
@@ -242,6 +245,22 @@ def _flipped(routes: Mapping[int, np.ndarray], ties: Sequence[NearTie]) -> dict[
     return out
 
 
+def _routed_trace(model: NumpyModel, tokens: np.ndarray, routes: Routes) -> Iterator[dict[str, np.ndarray]]:
+    """`model.trace_layers(tokens)` (tokens [T]) with the router's choices at some layers given, as
+    `model.logits(routes=...)` takes them (trace_layers takes no override: its steps do)."""
+    batch = np.asarray(tokens, np.int64)[None]
+    groups: list[dict[str, np.ndarray]] = [{}]
+
+    def keep(stage: str, value: np.ndarray) -> np.ndarray:
+        groups[-1][stage] = value[0]
+        return value
+
+    for _ in model._steps(batch, None, keep, None, model._check_routes(routes, batch)):
+        yield groups.pop()
+        groups.append({})
+    yield groups.pop()
+
+
 class Oracle:
     """The float64 reference for one config and weight set at a precision class, and its neighbours;
     with `stream`, each runs layer by layer from `weights` (a mapped checkpoint too large to hold)."""
@@ -281,13 +300,72 @@ class Oracle:
         def choices() -> list[tuple[str, Expected]]:
             return [
                 ("the other choice at " + "; ".join(t.describe() for t in flipped),
-                 self._logits(tokens, attention_mask, _flipped(chosen, flipped), ties))
+                 self._logits(tokens, attention_mask, self.routes(tokens, attention_mask, _flipped(chosen, flipped)),
+                              ties))
                 for flipped in subsets
             ]  # fmt: skip
 
-        # the oracle's own choices pinned where they are near-ties, so that no neighbour flips them
-        pinned = {layer: chosen[layer] for layer in {t.layer for t in ties}}
-        return self._logits(tokens, attention_mask, pinned, ties, choices)
+        def follow(actual: np.ndarray) -> tuple[str, Expected] | None:
+            return self._follow(tokens, attention_mask, ties, chosen, actual)
+
+        # every choice pinned (the oracle's own), so that no neighbour flips one at a near-tie
+        expected = self._logits(tokens, attention_mask, chosen, ties, choices)
+        expected._follow = follow
+        return expected
+
+    def _follow(
+        self,
+        tokens: np.ndarray,
+        attention_mask: np.ndarray | None,
+        ties: Sequence[NearTie],
+        chosen: Routes,
+        actual: np.ndarray,
+    ) -> tuple[str, Expected] | None:
+        """The oracle with the choices at near-ties that `actual` (logits [T, V] or [B, T, V]) follows,
+        found position by position as greedy decoding is teacher-forced: at the first position the
+        current choices do not explain, each combination of that position's near-ties flipped (a choice
+        at position t moves no earlier position); None where none explains it."""
+        routes, expected, flipped = dict(chosen), self._logits(tokens, attention_mask, chosen, ties), []
+        for _ in range(len(ties) + 1):
+            if np.shape(actual) != np.shape(expected.value):
+                return None
+            bound = expected.bound()
+            diff = np.abs(np.asarray(actual, np.float64) - expected.value).max(-1).reshape(-1, np.shape(tokens)[-1])
+            wrong = np.argwhere(~(diff <= bound))  # [row, position], in row-major order
+            if len(wrong) == 0:
+                return "the other choice at " + "; ".join(t.describe() for t in flipped), expected
+            first = min(wrong.tolist(), key=lambda rt: (rt[1], rt[0]))
+            here = [t for t in ties if (t.row or 0, t.position) == tuple(first) and t not in flipped]
+            for subset in (c for n in range(1, len(here) + 1) for c in itertools.combinations(here, n)):
+                trial = self._reroute(tokens, attention_mask, routes, subset)
+                candidate = self._logits(tokens, attention_mask, trial, ties)
+                shape = (-1, *candidate.value.shape[-2:])
+                row = candidate.value.reshape(shape)[first[0], first[1]]
+                found = np.asarray(actual, np.float64).reshape(shape)[first[0], first[1]]
+                if np.abs(found - row).max() <= candidate.bound():
+                    routes, expected, flipped = trial, candidate, [*flipped, *subset]
+                    break
+            else:
+                return None
+        return None
+
+    def _reroute(
+        self, tokens: np.ndarray, attention_mask: np.ndarray | None, routes: Routes, flips: Sequence[NearTie]
+    ) -> dict[int, np.ndarray]:
+        """`routes` with `flips` made: the layers up to the last flipped one as given, each later one
+        the oracle's own choice after them from the first flipped position on (earlier positions keep
+        theirs: a choice moves no earlier position)."""
+        last = max(t.layer for t in flips)
+        given = _flipped({layer: r for layer, r in routes.items() if layer <= last}, flips)
+        given = {layer: given.get(layer, routes[layer]) for layer in routes if layer <= last}
+        after = self.routes(tokens, attention_mask, given)
+        start = min(t.position for t in flips)
+        out = dict(after)
+        for layer, r in routes.items():
+            if layer > last:
+                out[layer] = np.array(after[layer])
+                out[layer][..., :start, :] = np.asarray(r)[..., :start, :]
+        return out
 
     def _logits(
         self,
@@ -318,31 +396,12 @@ class Oracle:
             choices=choices,
         )
 
-    def router_probs(self, tokens: np.ndarray, model: NumpyModel | None = None) -> dict[int, np.ndarray]:
-        """{MoE layer: router probabilities [T, n_experts]} of tokens [T] (the oracle's, or `model`'s)."""
-        found = {}
-        for group in (model or self.model).trace_layers(tokens):
-            for name, value in group.items():
-                if name.endswith(".router_probs"):
-                    found[int(name.split(".")[1])] = np.asarray(value, np.float64)
-        return found
-
-    def _rows(self, tokens: np.ndarray, attention_mask: np.ndarray | None) -> list[tuple[int | None, np.ndarray, int]]:
-        """(batch row or None, its real tokens, their offset in the row) of tokens [T] or [B, T]."""
-        if np.ndim(tokens) == 1:
-            return [(None, np.asarray(tokens), 0)]
-        rows = []
-        for b, row in enumerate(np.asarray(tokens)):
-            real = np.ones(len(row), bool) if attention_mask is None else np.asarray(attention_mask[b], bool)
-            rows.append((b, row[real], int(np.argmax(real)) if real.any() else len(row)))
-        return rows
-
     def near_ties(self, tokens: np.ndarray, attention_mask: np.ndarray | None = None) -> list[NearTie]:
-        """The tokens of tokens [T] or [B, T] whose top_k choice is a near-tie at some MoE layer: the gap
-        between the k-th and (k+1)-th router probability within the class's bound for `router_probs`
-        (its floor and the spread of its neighbours' router probabilities)."""
-        c = self.config
-        if c.n_experts == 0:
+        """The tokens of tokens [T] or [B, T] (padding aside) whose top_k choice is a near-tie at some MoE
+        layer: the gap between the k-th and (k+1)-th router probability within the class's bound for
+        `router_probs` (its floor and the spread of its neighbours' router probabilities); each one
+        met is kept for the running test's record."""
+        if self.config.n_experts == 0:
             return []
         key = (np.asarray(tokens).tobytes(), np.shape(tokens), None if attention_mask is None else
                np.asarray(attention_mask).tobytes())  # fmt: skip
@@ -354,32 +413,29 @@ class Oracle:
 
     def _find_near_ties(self, tokens: np.ndarray, attention_mask: np.ndarray | None) -> list[NearTie]:
         c = self.config
+        probs = self.model.router_probs(tokens, attention_mask)
+        # the neighbours routed as the oracle is: each layer's inputs as the oracle's choices make them
+        chosen = self.routes(tokens, attention_mask)
+        others = [m.router_probs(tokens, attention_mask, routes=chosen) for m in self.neighbour_models(self.precision)]
+        real = np.ones(np.shape(tokens), bool) if attention_mask is None else np.asarray(attention_mask, bool)
         found = []
-        for b, row, offset in self._rows(tokens, attention_mask):
-            if len(row) == 0:
-                continue
-            probs = self.router_probs(row)
-            others = [self.router_probs(row, m) for m in self.neighbour_models(self.precision)]
-            for layer, p in probs.items():
-                bound = self.precision.bound(p, [o[layer] for o in others], n_layers=c.n_layers)
-                for t, chosen, other, gap in near_ties(p, c.top_k, bound):
-                    found.append(NearTie(layer, b, offset + t, chosen, other, gap, bound))
+        for layer, p in probs.items():
+            bound = self.precision.bound(p, [o[layer] for o in others], n_layers=c.n_layers)
+            for *index, chosen, other, gap in near_ties(p, c.top_k, bound):
+                if real[tuple(index)]:
+                    row = None if len(index) == 1 else int(index[0])
+                    found.append(NearTie(layer, row, int(index[-1]), chosen, other, gap, bound))
         return found
 
-    def routes(self, tokens: np.ndarray, attention_mask: np.ndarray | None = None) -> dict[int, np.ndarray]:
-        """{MoE layer: the oracle's top_k experts per token, [T, top_k] or [B, T, top_k]} (padding: 0)."""
-        rows = self._rows(tokens, attention_mask)
-        T = np.shape(tokens)[-1]
-        found: dict[int, np.ndarray] = {}
-        for b, row, offset in rows:
-            if len(row) == 0:
-                continue
-            for layer, p in self.router_probs(row).items():
-                top = np.argsort(-p, axis=-1, kind="stable")[:, : self.config.top_k]
-                if layer not in found:
-                    found[layer] = np.zeros((len(rows), T, self.config.top_k), np.int64)
-                found[layer][0 if b is None else b, offset:] = top
-        return {layer: r[0] if np.ndim(tokens) == 1 else r for layer, r in found.items()}
+    def routes(
+        self, tokens: np.ndarray, attention_mask: np.ndarray | None = None, given: Routes | None = None
+    ) -> dict[int, np.ndarray]:
+        """{MoE layer: the oracle's top_k experts per token, [T, top_k] or [B, T, top_k]}: those `given`,
+        and at every other layer the oracle's own choice after them."""
+        probs = self.model.router_probs(tokens, attention_mask, routes=given)
+        k = self.config.top_k
+        own = {layer: np.argsort(-p, axis=-1, kind="stable")[..., :k] for layer, p in probs.items()}
+        return own | dict(given or {})
 
     def continued(self, tokens: np.ndarray, n_new: int) -> np.ndarray:
         """tokens [T] and the oracle's n_new greedy picks after them, [T + n_new]."""
@@ -425,10 +481,10 @@ class Oracle:
         chosen = self.routes(tokens)
         subsets = [s for n in range(1, len(ties) + 1) for s in itertools.combinations(ties, n)]
         for flipped in subsets if len(ties) <= MAX_NEAR_TIES else [(t,) for t in ties] + [tuple(ties)]:
-            routes = _flipped(chosen, flipped)
+            routes = self.routes(tokens, given=_flipped(chosen, flipped))
             other = compare(
-                self.model.trace_layers(tokens, routes=routes),
-                [m.trace_layers(tokens, routes=routes) for m in self.neighbour_models(self.precision)],
+                _routed_trace(self.model, tokens, routes),
+                [_routed_trace(m, tokens, routes) for m in self.neighbour_models(self.precision)],
             )
             if other.first is None:
                 near_tie_met("trace accepted with the other choice at " + "; ".join(t.describe() for t in flipped))

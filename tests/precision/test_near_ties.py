@@ -73,23 +73,23 @@ class OtherChoiceAtTies(Transformer):
 
 
 def _tied_weights(seed: int) -> dict[str, np.ndarray]:
-    """Mixtral weights whose routers give experts 1 and 2 nearly the same row: every token's choice
-    between them is a near-tie in bfloat16, apart in float64."""
-    weights = dict(init_weights(MIXTRAL, seed=seed, scale=0.3))
+    """Mixtral weights (scale 0.1: at 0.02 a dropped renormalisation moves the logits less than bfloat16's bound,
+    near-tie or not) whose layer-0 router gives experts 1 and 2 nearly the same row: every token's
+    choice between them is a near-tie in bfloat16, apart in float64 (layer 1's router as drawn)."""
+    weights = dict(init_weights(MIXTRAL, seed=seed, scale=0.1))
     rng = np.random.default_rng(seed)
-    for i in range(MIXTRAL.n_layers):
-        router = np.array(weights[f"model.layers.{i}.block_sparse_moe.gate.weight"])
-        router[2] = router[1] * (1 + 1e-4 * rng.standard_normal(router.shape[1])).astype(np.float32)
-        router[[0, 3]] *= 0.1  # experts 1 and 2 the two largest for most tokens: top-2 keeps both ...
-        weights[f"model.layers.{i}.block_sparse_moe.gate.weight"] = router
+    router = np.array(weights["model.layers.0.block_sparse_moe.gate.weight"])
+    router[2] = router[1] * (1 + 1e-4 * rng.standard_normal(router.shape[1])).astype(np.float32)
+    router[[0, 3]] *= 0.1  # experts 1 and 2 the two largest for most tokens: top-2 keeps both ...
+    weights["model.layers.0.block_sparse_moe.gate.weight"] = router
     return weights
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_a_correct_bfloat16_moe_passes_either_choice_and_a_wrong_router_fails(seed: int) -> None:
-    config = MIXTRAL.replace(top_k=1)  # ... and top-1 chooses between them: a near-tie at every token
+    config = MIXTRAL.replace(top_k=1)  # ... and top-1 chooses between them: a near-tie at most tokens
     weights = _tied_weights(seed)
-    tokens = np.random.default_rng(seed).integers(0, config.vocab_size, 16)
+    tokens = np.random.default_rng(seed).integers(0, config.vocab_size, 12)
     expected = Oracle(config, weights, BFLOAT16).logits(tokens)
     assert expected.ties, "the weights meet no near-tie"
     for model in (Transformer, OtherChoiceAtTies):
@@ -97,5 +97,7 @@ def test_a_correct_bfloat16_moe_passes_either_choice_and_a_wrong_router_fails(se
         assert expected.compare(found).ok, f"{model.__name__} fails at a near-tie"
     flipped = OtherChoiceAtTies(config, weights, "bfloat16").logits(tokens)
     assert not Oracle(config, weights, FLOAT32).logits(tokens).compare(flipped).ok, "no choice was flipped"
-    for wrong in (catalog.RouterSoftmaxWrongAxis, catalog.ExpertBySlot):
+    # (a router with its softmax over the tokens would choose between the near-tied experts 1 and 2 here: no
+    # bug these weights can show)
+    for wrong in (catalog.RoutingNotRenormalised, catalog.ExpertBySlot):
         assert not expected.compare(wrong(config, weights, "bfloat16").logits(tokens)).ok, wrong.__name__
