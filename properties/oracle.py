@@ -104,7 +104,7 @@ def take_near_ties_met() -> list[str]:
     return found
 
 
-def near_ties(probs: np.ndarray, top_k: int, bound: float) -> list[tuple[int, ...]]:
+def near_ties(probs: np.ndarray, top_k: int, bound: float) -> list[tuple[Any, ...]]:
     """Where a router's choice is a near-tie: for router probabilities [..., T, n_experts], the index
     (..., t) of each token whose k-th and (k+1)-th largest probabilities differ by at most `bound`,
     with those two experts and their gap: [(*index, k-th expert, (k+1)-th expert, gap)]."""
@@ -325,7 +325,8 @@ class Oracle:
         found position by position as greedy decoding is teacher-forced: at the first position the
         current choices do not explain, each combination of that position's near-ties flipped (a choice
         at position t moves no earlier position); None where none explains it."""
-        routes, expected, flipped = dict(chosen), self._logits(tokens, attention_mask, chosen, ties), []
+        routes, expected = dict(chosen), self._logits(tokens, attention_mask, chosen, ties)
+        flipped: list[NearTie] = []
         for _ in range(len(ties) + 1):
             if np.shape(actual) != np.shape(expected.value):
                 return None
@@ -421,10 +422,10 @@ class Oracle:
         found = []
         for layer, p in probs.items():
             bound = self.precision.bound(p, [o[layer] for o in others], n_layers=c.n_layers)
-            for *index, chosen, other, gap in near_ties(p, c.top_k, bound):
+            for *index, kept, other, gap in near_ties(p, c.top_k, bound):
                 if real[tuple(index)]:
                     row = None if len(index) == 1 else int(index[0])
-                    found.append(NearTie(layer, row, int(index[-1]), chosen, other, gap, bound))
+                    found.append(NearTie(layer, row, int(index[-1]), kept, other, gap, bound))
         return found
 
     def routes(

@@ -79,8 +79,8 @@ def _tied_weights(seed: int) -> dict[str, np.ndarray]:
     weights = dict(init_weights(MIXTRAL, seed=seed, scale=0.1))
     rng = np.random.default_rng(seed)
     router = np.array(weights["model.layers.0.block_sparse_moe.gate.weight"])
-    router[2] = router[1] * (1 + 1e-4 * rng.standard_normal(router.shape[1])).astype(np.float32)
-    router[[0, 3]] *= 0.1  # experts 1 and 2 the two largest for most tokens: top-2 keeps both ...
+    router[2] = router[1] * np.asarray(1 + 1e-4 * rng.standard_normal(router.shape[1]), np.float32)
+    router[[0, 3]] *= 0.1  # experts 1 and 2 the two largest for most tokens ...
     weights["model.layers.0.block_sparse_moe.gate.weight"] = router
     return weights
 

@@ -737,7 +737,7 @@ class FusedGateUpNotLoaded(Transformer):
     def linear(self, x: np.ndarray, name: str) -> np.ndarray:
         if name.endswith("gate_up_proj"):
             w = self.w[name + ".weight"]
-            init = np.random.default_rng(0).standard_normal(w.shape).astype(self.dtype) * self.dtype(0.02)
+            init = np.asarray(0.02 * np.random.default_rng(0).standard_normal(w.shape), self.dtype)
             return x @ init.T
         return super().linear(x, name)
 
