@@ -42,6 +42,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 from hypothesis import note, reject
+from hypothesis.control import currently_in_test_context
 
 from verifier.analysis.divergence import DecodeDivergence, Divergence, DivergentChunk, localize
 from verifier.analysis.precision import EMULATION, FLOAT32, HINT_CLASSES, Precision, closest, rounding_fit
@@ -311,10 +312,10 @@ def agree(
     __tracebackhide__ = True
     c = expected.compare(found, against=against, slack=slack)
     record_ratio(c.ratio)
-    if expected.ties:
+    if expected.ties and currently_in_test_context():  # Hypothesis prints notes with the failing example
         note("router near-ties: " + "; ".join(t.describe() for t in expected.ties))
-    if isinstance(c, oracles.ChoiceComparison):
-        note(f"{what}: accepted with {c.choice}")
+        if isinstance(c, oracles.ChoiceComparison):
+            note(f"{what}: accepted with {c.choice}")
     if c.ok:
         return c.ratio
     reference = expected.value if against is None else against
