@@ -20,7 +20,11 @@ each switch its family leaves free is drawn on or off, and when on, where a miss
 (`drawn_switches`): RoPE scaling with an original context shorter than the drawn one, windows of a few
 keys, local and global layers mixed, soft-caps small enough to bite, a head_dim decoupled from
 d_model / n_heads, attention biases (drawn non-zero by `init_weights`, which also gives Gemma's
-norm weights near 0 and q/k norm weights that differ per entry).
+norm weights near 0 and q/k norm weights that differ per entry). A MoE family always has its experts
+(`drawn_experts`: 2 to 8, top-2 first, below n_experts in most draws so that the router chooses;
+`init_weights` draws routers whose choices vary across tokens and never tie in float64), and
+Qwen2-MoE's expert size, renormalisation, shared expert and dense layers each on or off; partial
+rotary is drawn strictly partial (a pair rotated and a pair passed).
 
 `PINNED` holds the edge cases the properties pin with `@example`: rich configs first (every
 feature on, so a bug fails on the first example), then published shapes of both families (run by
