@@ -42,6 +42,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 from hypothesis import note, reject
+from hypothesis.control import currently_in_test_context
 
 from verifier.analysis.divergence import DecodeDivergence, Divergence, DivergentChunk, localize
 from verifier.analysis.precision import EMULATION, FLOAT32, HINT_CLASSES, Precision, closest, rounding_fit
@@ -96,6 +97,7 @@ class Record:
     precision: str | None = None  # the class the model was judged at
     behaves_like: str | None = None  # an undeclared model's reported failure follows this class's rounding
     message: str | None = None  # of a group of failures, the one reported (see `record_failure`)
+    near_ties: dict[str, None] = field(default_factory=dict)  # router near-ties met, and how each was judged
 
     def why_nothing_compared(self, model: str) -> str:
         """The skip reason of a property that ran `examples` cases on `model` and compared nothing."""
@@ -125,6 +127,8 @@ class Record:
             found.append(("behaves_like", self.behaves_like))
         if self.message is not None:
             found.append(("failure_message", self.message))
+        if self.near_ties:
+            found.append(("near_ties", f"{len(self.near_ties)}: " + "; ".join(_first(self.near_ties))))
         return found
 
 
@@ -143,9 +147,11 @@ def recording(property_name: str) -> Iterator[Record]:
     record = Record(property_name)
     _records.append(record)
     oracles.judge_at(FLOAT32)  # until a model is built for an example
+    oracles.take_near_ties_met()  # those of an earlier test are not this one's
     try:
         yield record
     finally:
+        record.near_ties |= dict.fromkeys(oracles.take_near_ties_met())
         _records.remove(record)
 
 
@@ -306,14 +312,19 @@ def agree(
     __tracebackhide__ = True
     c = expected.compare(found, against=against, slack=slack)
     record_ratio(c.ratio)
+    if expected.ties and currently_in_test_context():  # Hypothesis prints notes with the failing example
+        note("router near-ties: " + "; ".join(t.describe() for t in expected.ties))
+        if isinstance(c, oracles.ChoiceComparison):
+            note(f"{what}: accepted with {c.choice}")
     if c.ok:
         return c.ratio
     reference = expected.value if against is None else against
+    tried = f" (and with the other choices at {len(expected.ties)} router near-ties)" if expected.ties else ""
     source = "the oracle" if against is None else "the model's own output"
     detail = (
         f"max |diff| {c.max_error:.3g} at {list(c.index)} (found {_at(found, c.index)}, "
         f"{source} {_at(reference, c.index)}) exceeds the {expected.precision.label} tolerance {c.bound:.3g} "
-        f"({c.ratio:.3g}x the bound)"
+        f"({c.ratio:.3g}x the bound){tried}"
     )
     divergence = localize() if localize is not None else None
     like = None

@@ -6,6 +6,14 @@ bfloat16 and float16 the oracle with its near-ties closed (`Precision.neighbours
 how sensitive this very case is to rounding, so the bound is tight where the case is well
 conditioned and wide only where any correct model of that precision lands far from the oracle.
 
+A MoE config's router may choose its top_k experts on a near-tie (`NearTie`): where the gap between
+a token's k-th and (k+1)-th router probability in the oracle is within the class's bound for the
+`router_probs` stage, a correct model of the class may choose either. Its logits are then compared
+with the oracle computed with each choice (every combination of the near-ties flipped, through the
+reference's routing override; each with its neighbours routed alike), and accepted if one agrees;
+the test's record says which near-tie was met (`checks.agree`). The choices away from near-ties stay
+the oracle's: a wrong router still fails.
+
 Comparisons are judged at the precision class of the model under test (`verifier.analysis.precision`):
 `models.build` calls `judge_at(model.precision)` when it builds the model for an example, and the
 oracle, its neighbours and every bound follow. A quantized class's oracle runs on the dequantized
@@ -14,7 +22,9 @@ weights. Outside a property (or before a model is built) the class is float32.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import itertools
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from functools import cached_property, partial
 from typing import Any
 
@@ -44,6 +54,69 @@ def precision() -> Precision:
 
 
 Neighbours = Callable[[Precision], tuple[np.ndarray, ...]]
+# A routing override: per MoE layer, the experts each token uses, [T, top_k] or [B, T, top_k].
+Routes = Mapping[int, np.ndarray]
+# Near-ties flipped together at most: every combination of up to this many is tried (2^n - 1 oracles).
+MAX_NEAR_TIES = 4
+
+
+@dataclass(frozen=True)
+class NearTie:
+    """A token whose k-th and (k+1)-th router probabilities in the oracle are within the class's bound:
+    at MoE layer `layer`, position `position` (of batch row `row`), expert `chosen` (the oracle's
+    k-th) and expert `other` (its (k+1)-th) lie `gap` apart."""
+
+    layer: int
+    row: int | None
+    position: int
+    chosen: int
+    other: int
+    gap: float
+    bound: float
+
+    def describe(self) -> str:
+        row = "" if self.row is None else f"row {self.row}, "
+        return (
+            f"layer {self.layer}, {row}position {self.position}: experts {self.chosen} and {self.other} "
+            f"{self.gap:.3g} apart in probability (bound {self.bound:.3g})"
+        )
+
+
+@dataclass(frozen=True)
+class ChoiceComparison(tolerance.Comparison):
+    """A comparison accepted against the oracle computed with other expert choices at near-ties."""
+
+    choice: str = ""
+
+
+_met: dict[str, None] = {}  # the near-ties met since `take_near_ties_met` (an ordered set)
+
+
+def near_tie_met(what: str) -> None:
+    """Keep that a near-tie was met (and how it was judged), for the record of the running test."""
+    _met[what] = None
+
+
+def take_near_ties_met() -> list[str]:
+    """The near-ties met since the last call (`checks.recording` puts them in the test's record)."""
+    found = list(_met)
+    _met.clear()
+    return found
+
+
+def near_ties(probs: np.ndarray, top_k: int, bound: float) -> list[tuple[Any, ...]]:
+    """Where a router's choice is a near-tie: for router probabilities [..., T, n_experts], the index
+    (..., t) of each token whose k-th and (k+1)-th largest probabilities differ by at most `bound`,
+    with those two experts and their gap: [(*index, k-th expert, (k+1)-th expert, gap)]."""
+    if top_k >= probs.shape[-1]:
+        return []  # every expert is used: nothing to choose
+    order = np.argsort(-probs, axis=-1, kind="stable")
+    sorted_probs = np.take_along_axis(probs, order, axis=-1)
+    gaps = sorted_probs[..., top_k - 1] - sorted_probs[..., top_k]
+    return [
+        (*index, int(order[index][top_k - 1]), int(order[index][top_k]), float(gaps[index]))
+        for index in zip(*np.nonzero(gaps <= bound), strict=True)
+    ]
 
 
 class Expected:
@@ -62,8 +135,14 @@ class Expected:
         n_layers: int = 1,
         identity: bool = False,
         scale: np.ndarray | None = None,
+        ties: Sequence[NearTie] = (),
+        choices: Callable[[], list[tuple[str, Expected]]] | None = None,
+        follow: Callable[[np.ndarray], tuple[str, Expected] | None] | None = None,
     ) -> None:
         self.value = value
+        self._follow = follow  # the choices at near-ties an output [..., T, V] follows, found position by position
+        self.ties = tuple(ties)  # the near-ties of the router this value was computed at
+        self._choices = choices  # the oracle computed with the other choices at them (`NearTie`)
         self.scale = value if scale is None else scale
         self.rope_positions = rope_positions
         self.precision = precision
@@ -105,10 +184,36 @@ class Expected:
         # floor (the ratio reported is then an upper bound, at most 1/4).
         if error <= floor / 4 or self.identity:
             return tolerance.Comparison(error, floor, index)
-        return tolerance.Comparison(error, slack * self.bound(precision=precision), index)
+        found = tolerance.Comparison(error, slack * self.bound(precision=precision), index)
+        if found.ok or self._choices is None:
+            return found
+        return self._with_other_choices(found, actual, against, precision)
+
+    def _with_other_choices(
+        self, found: tolerance.Comparison, actual: np.ndarray, against: np.ndarray | None, precision: Precision | None
+    ) -> tolerance.Comparison:
+        """`found` failed: the comparison with the oracle computed with other choices at the router's
+        near-ties, the first that agrees (with `against`, another output of the model, each of the two
+        must agree with one of the choices), or `found`."""
+        assert self._choices is not None
+        followed = [] if self._follow is None else [self._follow(x) for x in (actual, against) if x is not None]
+        choices = [("the oracle's choices", self), *(f for f in followed if f is not None), *self._choices()]
+        for name, other in choices[1:]:
+            c = other.compare(actual, precision=precision) if against is None else None
+            if c is not None and c.ok:
+                near_tie_met(f"accepted with {name}")
+                return ChoiceComparison(c.max_error, c.bound, c.index, choice=name)
+        if against is not None:
+            mine = next((n for n, e in choices if e.compare(actual, precision=precision).ok), None)
+            theirs = next((n for n, e in choices if e.compare(against, precision=precision).ok), None)
+            if mine is not None and theirs is not None:
+                near_tie_met(f"accepted: the model's two outputs agree with {mine}; and {theirs}")
+                return ChoiceComparison(found.max_error, found.max_error, found.index, choice=f"{mine}; and {theirs}")
+        return found
 
     def __getitem__(self, index: Any) -> Expected:
         """The same slice of the value and of every neighbour."""
+        choices = self._choices
         return Expected(
             self.value[index],
             lambda p: tuple(n[index] for n in self.neighbours_at(p)),
@@ -117,6 +222,8 @@ class Expected:
             n_layers=self.n_layers,
             identity=self.identity,
             scale=self.scale[index],
+            ties=self.ties,
+            choices=None if choices is None else lambda: [(name, e[index]) for name, e in choices()],
         )
 
 
@@ -126,6 +233,32 @@ def exact(value: np.ndarray, rope_positions: int = 0, *, scale: np.ndarray | Non
     with its terms, not with its result, which they may cancel to nearly 0)."""
     value = np.asarray(value, np.float64)
     return Expected(value, lambda p: (), rope_positions, precision=precision(), identity=True, scale=scale)
+
+
+def _flipped(routes: Mapping[int, np.ndarray], ties: Sequence[NearTie]) -> dict[int, np.ndarray]:
+    """The near-tie layers of `routes` with each of `ties`' tokens using its other expert in place of
+    the chosen one."""
+    out = {layer: np.array(routes[layer]) for layer in {t.layer for t in ties}}
+    for t in ties:
+        row = out[t.layer] if t.row is None else out[t.layer][t.row]
+        row[t.position][row[t.position] == t.chosen] = t.other
+    return out
+
+
+def _routed_trace(model: NumpyModel, tokens: np.ndarray, routes: Routes) -> Iterator[dict[str, np.ndarray]]:
+    """`model.trace_layers(tokens)` (tokens [T]) with the router's choices at some layers given, as
+    `model.logits(routes=...)` takes them (trace_layers takes no override: its steps do)."""
+    batch = np.asarray(tokens, np.int64)[None]
+    groups: list[dict[str, np.ndarray]] = [{}]
+
+    def keep(stage: str, value: np.ndarray) -> np.ndarray:
+        groups[-1][stage] = value[0]
+        return value
+
+    for _ in model._steps(batch, None, keep, None, model._check_routes(routes, batch)):
+        yield groups.pop()
+        groups.append({})
+    yield groups.pop()
 
 
 class Oracle:
@@ -141,6 +274,7 @@ class Oracle:
         self.model = NumpyModel(config, precision.oracle_weights(weights), np.float64, stream=stream)
         self._weights = weights
         self._neighbour_models: dict[tuple[str, str], tuple[NumpyModel, ...]] = {}
+        self._near_ties: dict[tuple[Any, ...], list[NearTie]] = {}  # per input (tokens, shape, mask)
 
     def neighbour_models(self, precision: Precision) -> tuple[NumpyModel, ...]:
         """The neighbours at `precision` (`Precision.neighbours`); built on first use: most
@@ -153,19 +287,156 @@ class Oracle:
         return n_positions - 1 if self.config.uses_rope else 0
 
     def logits(self, tokens: np.ndarray, attention_mask: np.ndarray | None = None) -> Expected:
-        """Expected logits of tokens [T] or [B, T] (optionally left-padded with a mask)."""
-        value = self.model.logits(tokens, attention_mask=attention_mask)
+        """Expected logits of tokens [T] or [B, T] (optionally left-padded with a mask); for a MoE config
+        whose router meets near-ties, with the oracle computed with the other choices too (`NearTie`)."""
+        ties = self.near_ties(tokens, attention_mask)
+        if not ties:
+            return self._logits(tokens, attention_mask, None)
+        chosen = self.routes(tokens, attention_mask)
+        subsets = [s for n in range(1, len(ties) + 1) for s in itertools.combinations(ties, n)]
+        if len(ties) > MAX_NEAR_TIES:  # each alone, and all together
+            subsets = [(t,) for t in ties] + [tuple(ties)]
+
+        def choices() -> list[tuple[str, Expected]]:
+            return [
+                ("the other choice at " + "; ".join(t.describe() for t in flipped),
+                 self._logits(tokens, attention_mask, self.routes(tokens, attention_mask, _flipped(chosen, flipped)),
+                              ties))
+                for flipped in subsets
+            ]  # fmt: skip
+
+        def follow(actual: np.ndarray) -> tuple[str, Expected] | None:
+            return self._follow(tokens, attention_mask, ties, chosen, actual)
+
+        # every choice pinned (the oracle's own), so that no neighbour flips one at a near-tie
+        expected = self._logits(tokens, attention_mask, chosen, ties, choices)
+        expected._follow = follow
+        return expected
+
+    def _follow(
+        self,
+        tokens: np.ndarray,
+        attention_mask: np.ndarray | None,
+        ties: Sequence[NearTie],
+        chosen: Routes,
+        actual: np.ndarray,
+    ) -> tuple[str, Expected] | None:
+        """The oracle with the choices at near-ties that `actual` (logits [T, V] or [B, T, V]) follows,
+        found position by position as greedy decoding is teacher-forced: at the first position the
+        current choices do not explain, each combination of that position's near-ties flipped (a choice
+        at position t moves no earlier position); None where none explains it."""
+        routes, expected = dict(chosen), self._logits(tokens, attention_mask, chosen, ties)
+        flipped: list[NearTie] = []
+        for _ in range(len(ties) + 1):
+            if np.shape(actual) != np.shape(expected.value):
+                return None
+            bound = expected.bound()
+            diff = np.abs(np.asarray(actual, np.float64) - expected.value).max(-1).reshape(-1, np.shape(tokens)[-1])
+            wrong = np.argwhere(~(diff <= bound))  # [row, position], in row-major order
+            if len(wrong) == 0:
+                return "the other choice at " + "; ".join(t.describe() for t in flipped), expected
+            first = min(wrong.tolist(), key=lambda rt: (rt[1], rt[0]))
+            here = [t for t in ties if (t.row or 0, t.position) == tuple(first) and t not in flipped]
+            for subset in (c for n in range(1, len(here) + 1) for c in itertools.combinations(here, n)):
+                trial = self._reroute(tokens, attention_mask, routes, subset)
+                candidate = self._logits(tokens, attention_mask, trial, ties)
+                shape = (-1, *candidate.value.shape[-2:])
+                row = candidate.value.reshape(shape)[first[0], first[1]]
+                found = np.asarray(actual, np.float64).reshape(shape)[first[0], first[1]]
+                if np.abs(found - row).max() <= candidate.bound():
+                    routes, expected, flipped = trial, candidate, [*flipped, *subset]
+                    break
+            else:
+                return None
+        return None
+
+    def _reroute(
+        self, tokens: np.ndarray, attention_mask: np.ndarray | None, routes: Routes, flips: Sequence[NearTie]
+    ) -> dict[int, np.ndarray]:
+        """`routes` with `flips` made: the layers up to the last flipped one as given, each later one
+        the oracle's own choice after them from the first flipped position on (earlier positions keep
+        theirs: a choice moves no earlier position)."""
+        last = max(t.layer for t in flips)
+        given = _flipped({layer: r for layer, r in routes.items() if layer <= last}, flips)
+        given = {layer: given.get(layer, routes[layer]) for layer in routes if layer <= last}
+        after = self.routes(tokens, attention_mask, given)
+        start = min(t.position for t in flips)
+        out = dict(after)
+        for layer, r in routes.items():
+            if layer > last:
+                out[layer] = np.array(after[layer])
+                out[layer][..., :start, :] = np.asarray(r)[..., :start, :]
+        return out
+
+    def _logits(
+        self,
+        tokens: np.ndarray,
+        attention_mask: np.ndarray | None,
+        routes: Routes | None,
+        ties: Sequence[NearTie] = (),
+        choices: Callable[[], list[tuple[str, Expected]]] | None = None,
+    ) -> Expected:
+        """Expected logits with the router's choices at some MoE layers given (`routes`), the
+        neighbours' too."""
+
+        def run(model: NumpyModel) -> np.ndarray:
+            if routes is None:
+                return model.logits(tokens, attention_mask=attention_mask)
+            return model.logits(tokens, attention_mask=attention_mask, routes=routes)
 
         def neighbours(p: Precision) -> tuple[np.ndarray, ...]:
-            return tuple(m.logits(tokens, attention_mask=attention_mask) for m in self.neighbour_models(p))
+            return tuple(run(m) for m in self.neighbour_models(p))
 
         return Expected(
-            value,
+            run(self.model),
             neighbours,
             self._rope_positions(np.shape(tokens)[-1]),
             precision=self.precision,
             n_layers=self.config.n_layers,
+            ties=ties,
+            choices=choices,
         )
+
+    def near_ties(self, tokens: np.ndarray, attention_mask: np.ndarray | None = None) -> list[NearTie]:
+        """The tokens of tokens [T] or [B, T] (padding aside) whose top_k choice is a near-tie at some MoE
+        layer: the gap between the k-th and (k+1)-th router probability within the class's bound for
+        `router_probs` (its floor and the spread of its neighbours' router probabilities); each one
+        met is kept for the running test's record."""
+        if self.config.n_experts == 0:
+            return []
+        key = (np.asarray(tokens).tobytes(), np.shape(tokens), None if attention_mask is None else
+               np.asarray(attention_mask).tobytes())  # fmt: skip
+        if key not in self._near_ties:
+            self._near_ties[key] = self._find_near_ties(tokens, attention_mask)
+        for tie in self._near_ties[key]:
+            near_tie_met("met at " + tie.describe())
+        return self._near_ties[key]
+
+    def _find_near_ties(self, tokens: np.ndarray, attention_mask: np.ndarray | None) -> list[NearTie]:
+        c = self.config
+        probs = self.model.router_probs(tokens, attention_mask)
+        # the neighbours routed as the oracle is: each layer's inputs as the oracle's choices make them
+        chosen = self.routes(tokens, attention_mask)
+        others = [m.router_probs(tokens, attention_mask, routes=chosen) for m in self.neighbour_models(self.precision)]
+        real = np.ones(np.shape(tokens), bool) if attention_mask is None else np.asarray(attention_mask, bool)
+        found = []
+        for layer, p in probs.items():
+            bound = self.precision.bound(p, [o[layer] for o in others], n_layers=c.n_layers)
+            for *index, kept, other, gap in near_ties(p, c.top_k, bound):
+                if real[tuple(index)]:
+                    row = None if len(index) == 1 else int(index[0])
+                    found.append(NearTie(layer, row, int(index[-1]), kept, other, gap, bound))
+        return found
+
+    def routes(
+        self, tokens: np.ndarray, attention_mask: np.ndarray | None = None, given: Routes | None = None
+    ) -> dict[int, np.ndarray]:
+        """{MoE layer: the oracle's top_k experts per token, [T, top_k] or [B, T, top_k]}: those `given`,
+        and at every other layer the oracle's own choice after them."""
+        probs = self.model.router_probs(tokens, attention_mask, routes=given)
+        k = self.config.top_k
+        own = {layer: np.argsort(-p, axis=-1, kind="stable")[..., :k] for layer, p in probs.items()}
+        return own | dict(given or {})
 
     def continued(self, tokens: np.ndarray, n_new: int) -> np.ndarray:
         """tokens [T] and the oracle's n_new greedy picks after them, [T + n_new]."""
@@ -195,9 +466,31 @@ class Oracle:
         floor_only = compare(self.model.trace_layers(tokens))
         if max((s.ratio for s in floor_only.stages), default=0.0) <= 0.25:  # as in Expected.compare
             return floor_only
-        return compare(
+        found = compare(
             self.model.trace_layers(tokens), [m.trace_layers(tokens) for m in self.neighbour_models(self.precision)]
         )
+        if found.first is None or c.n_experts == 0:
+            return found
+        return self._localize_other_choices(found, compare, tokens)
+
+    def _localize_other_choices(
+        self, found: Divergence, compare: Callable[..., Divergence], tokens: np.ndarray
+    ) -> Divergence:
+        """`found` departs: the trace compared with the oracle's computed with other choices at the
+        router's near-ties (`NearTie`), the first with no divergent stage, or `found`."""
+        ties = self.near_ties(tokens)
+        chosen = self.routes(tokens)
+        subsets = [s for n in range(1, len(ties) + 1) for s in itertools.combinations(ties, n)]
+        for flipped in subsets if len(ties) <= MAX_NEAR_TIES else [(t,) for t in ties] + [tuple(ties)]:
+            routes = self.routes(tokens, given=_flipped(chosen, flipped))
+            other = compare(
+                _routed_trace(self.model, tokens, routes),
+                [_routed_trace(m, tokens, routes) for m in self.neighbour_models(self.precision)],
+            )
+            if other.first is None:
+                near_tie_met("trace accepted with the other choice at " + "; ".join(t.describe() for t in flipped))
+                return other
+        return found
 
     def trace(self, tokens: np.ndarray) -> dict[str, np.ndarray]:
         return self.model.trace(tokens)

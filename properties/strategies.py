@@ -20,7 +20,11 @@ each switch its family leaves free is drawn on or off, and when on, where a miss
 (`drawn_switches`): RoPE scaling with an original context shorter than the drawn one, windows of a few
 keys, local and global layers mixed, soft-caps small enough to bite, a head_dim decoupled from
 d_model / n_heads, attention biases (drawn non-zero by `init_weights`, which also gives Gemma's
-norm weights near 0 and q/k norm weights that differ per entry).
+norm weights near 0 and q/k norm weights that differ per entry). A MoE family always has its experts
+(`drawn_experts`: 2 to 8, top-2 first, below n_experts in most draws so that the router chooses;
+`init_weights` draws routers whose choices vary across tokens and never tie in float64), and
+Qwen2-MoE's expert size, renormalisation, shared expert and dense layers each on or off; partial
+rotary is drawn strictly partial (a pair rotated and a pair passed).
 
 `PINNED` holds the edge cases the properties pin with `@example`: rich configs first (every
 feature on, so a bug fails on the first example), then published shapes of both families (run by
@@ -46,7 +50,15 @@ import numpy as np
 from hypothesis import example, reject
 from hypothesis import strategies as st
 
-from verifier.model.config import FAMILIES, FAMILY_SWITCHES, LAYER_TYPES, Family, ModelConfig, RopeScaling
+from verifier.model.config import (
+    FAMILIES,
+    FAMILY_SWITCHES,
+    LAYER_TYPES,
+    MOE_FAMILIES,
+    Family,
+    ModelConfig,
+    RopeScaling,
+)
 from verifier.model.presets import gpt2_d_ff, llama2c_hidden_dim, preset
 from verifier.model.weights import WeightMap, Weights, init_weights
 from verifier.plugin import checkpoint
@@ -232,6 +244,7 @@ def configs(
         head_dim=head_dim,
         **fixed,
         **draw(drawn_switches(free, n_ctx, n_layers, head_dim or d_model // n_heads), label="switches"),
+        **(draw(drawn_experts(free, n_layers), label="experts") if family in MOE_FAMILIES else {}),
     )
     if shape.supports is not None and not shape.supports(config):
         reject()  # the declaration's predicate: what its fields cannot say is filtered
@@ -289,6 +302,35 @@ def drawn_switches(draw: st.DrawFn, free: tuple[str, ...], n_ctx: int, n_layers:
         found["final_softcap"] = draw(st.sampled_from(FINAL_SOFTCAPS), label="final_softcap")
     if "query_scale" in free and draw(st.booleans(), label="query_pre_attn_scalar other than d_head"):
         found["query_scale"] = draw(st.integers(1, 256).filter(lambda q: q != d_head), label="query_scale")
+    if "rotary_dim" in free and d_head >= 4 and draw(st.booleans(), label="partial rotary"):
+        # strictly partial: at least one pair rotated and one passed (Phi-4-mini's 0.75, GLM's 0.5)
+        found["rotary_dim"] = 2 * draw(st.integers(1, d_head // 2 - 1), label="rotary_dim / 2")
+    return found
+
+
+# Experts a MoE layer: Mixtral's 8 and top-2 among the draws, Qwen1.5-MoE's top-4 where n_experts allows.
+MAX_EXPERTS = 8
+
+
+@st.composite
+def drawn_experts(draw: st.DrawFn, free: tuple[str, ...], n_layers: int) -> dict[str, Any]:
+    """A MoE family's routed experts, always set (its config needs them): n_experts 2..8 and top_k
+    1..min(4, n_experts), top-2 first (Mixtral's), below n_experts in most draws so that the router
+    chooses; and the switches Qwen2-MoE leaves free, each on or off: an expert size of its own, the
+    renormalisation, a shared expert, dense layers (never all of them: a MoE layer stays)."""
+    n = draw(st.integers(2, MAX_EXPERTS), label="n_experts")
+    top_k = draw(st.sampled_from(sorted({min(2, n), *range(1, min(4, n) + 1)}, key=lambda k: k != min(2, n))),
+                 label="top_k")  # fmt: skip
+    found: dict[str, Any] = {"n_experts": n, "top_k": top_k}
+    if "d_expert" in free and draw(st.booleans(), label="expert size other than d_ff"):
+        found["d_expert"] = draw(st.integers(1, 64), label="d_expert")
+    if "norm_topk" in free:
+        found["norm_topk"] = draw(st.booleans(), label="norm_topk")
+    if "d_shared_expert" in free and draw(st.booleans(), label="shared expert"):
+        found["d_shared_expert"] = draw(st.integers(1, 64), label="d_shared_expert")
+    if "dense_layers" in free and n_layers > 1 and draw(st.booleans(), label="dense layers"):
+        dense = draw(st.sets(st.integers(0, n_layers - 1), min_size=1, max_size=n_layers - 1), label="dense_layers")
+        found["dense_layers"] = tuple(sorted(dense))
     return found
 
 
@@ -514,13 +556,15 @@ def _case(config: ModelConfig, T: int, *, seed: int = 1, scale: float = 0.3) -> 
     return Case(config, seed, scale, tokens)
 
 
-def _small(family: Family, **changes: object) -> ModelConfig:
-    base = ModelConfig(
+def _small(family: Family, **changes: Any) -> ModelConfig:
+    fields: dict[str, Any] = dict(
         family=family, vocab_size=61, n_ctx=48, d_model=32, n_layers=2, n_heads=4,
         n_kv_heads=2 if family == "llama" else 4, d_ff=40, norm_eps=1e-5, tie_embeddings=family == "gpt2",
         **FAMILY_SWITCHES[family][0],
     )  # fmt: skip
-    return base.replace(**changes)
+    if family in MOE_FAMILIES:  # Mixtral's top-2, of 4 experts
+        fields |= {"n_experts": 4, "top_k": 2}
+    return ModelConfig(**(fields | changes))
 
 
 def small_case(family: Family, T: int, *, seed: int = 1, scale: float = 0.3, **changes: object) -> Case:
@@ -574,6 +618,14 @@ RICH_FAMILIES = (
     small_case("gemma", 24, norm_eps=1e-6, n_kv_heads=1, head_dim=12, qkv_bias=True, o_bias=True),
     small_case("gemma2", 24, norm_eps=1e-6, n_kv_heads=2, head_dim=12, sliding_window=4, layer_types=_ALTERNATING,
                attn_softcap=3.0, final_softcap=5.0, query_scale=20),
+    # issue 27: top-2 of 4 experts, renormalised, with a window; Qwen2-MoE unnormalised with its own expert
+    # size, a shared expert and a dense second layer; Phi-3 fused, rotating 4 of 8 dims; GLM interleaved,
+    # rotating 6 of 12, biased
+    small_case("mixtral", 24, norm_eps=1e-6, n_kv_heads=2, n_experts=4, top_k=2, sliding_window=6),
+    small_case("qwen2_moe", 24, norm_eps=1e-6, n_kv_heads=2, n_experts=4, top_k=2, d_expert=20, d_shared_expert=24,
+               dense_layers=(1,)),
+    small_case("phi3", 24, norm_eps=1e-5, n_kv_heads=2, rotary_dim=4),
+    small_case("glm", 24, norm_eps=1e-5, n_kv_heads=2, head_dim=12, qkv_bias=True, rotary_dim=6),
 )  # fmt: skip
 
 # Pinned on every property that takes a generated case, in this order.

@@ -36,13 +36,83 @@ RICH = {
     "gemma2": ModelConfig(family="gemma2", n_kv_heads=2, head_dim=8, mlp_act="gelu_tanh", norm_plus_one=True,
                           embed_scale=True, sandwich_norm=True, sliding_window=5, layer_types=_LAYERS,
                           attn_softcap=2.0, final_softcap=3.0, query_scale=20, **_SIZES),
+    # issue 27: routed experts (top-2 of 4, renormalised), windows; Qwen2-MoE's top-2 of 4 unnormalised, its
+    # own expert size, a shared expert and a dense layer; Phi-3's fused matrices and partial rotary;
+    # GLM's interleaved partial rotary with fused gate/up and q/k/v biases
+    "mixtral": ModelConfig(family="mixtral", n_kv_heads=2, n_experts=4, top_k=2, norm_topk=True, sliding_window=6,
+                           **_SIZES),
+    "qwen2_moe": ModelConfig(family="qwen2_moe", n_kv_heads=2, qkv_bias=True, n_experts=4, top_k=2, d_expert=20,
+                             d_shared_expert=24, dense_layers=(1,), **_SIZES),
+    "phi3": ModelConfig(family="phi3", n_kv_heads=2, fused_qkv=True, fused_gate_up=True, rotary_dim=4, **_SIZES),
+    "glm": ModelConfig(family="glm", n_kv_heads=2, head_dim=10, qkv_bias=True, fused_gate_up=True, rotary_dim=6,
+                       rope_pairs="interleaved", **_SIZES),
 }  # fmt: skip
 
 
+def _hf_config(config: ModelConfig) -> Any:
+    """The `transformers` config of `config`, written here from transformers' config classes for the
+    families of issue 27 (independently of `ModelConfig.to_transformers`)."""
+    c = config
+    if c.family not in ("mixtral", "qwen2_moe", "phi3", "glm"):
+        return c.to_transformers()
+    fields: dict[str, Any] = dict(
+        vocab_size=c.vocab_size, max_position_embeddings=c.n_ctx, hidden_size=c.d_model, num_hidden_layers=c.n_layers,
+        num_attention_heads=c.n_heads, num_key_value_heads=c.n_kv_heads, intermediate_size=c.d_ff,
+        rms_norm_eps=c.norm_eps, tie_word_embeddings=c.tie_embeddings, hidden_act="silu",
+        rope_parameters={"rope_type": "default", "rope_theta": c.rope_theta},
+    )  # fmt: skip
+    if c.family == "mixtral":
+        fields |= dict(num_local_experts=c.n_experts, num_experts_per_tok=c.top_k, sliding_window=c.sliding_window,
+                       head_dim=c.d_head)  # fmt: skip
+    elif c.family == "qwen2_moe":
+        fields |= dict(num_experts=c.n_experts, num_experts_per_tok=c.top_k, moe_intermediate_size=c.expert_d_ff,
+                       norm_topk_prob=c.norm_topk, shared_expert_intermediate_size=c.d_shared_expert,
+                       mlp_only_layers=list(c.dense_layers), decoder_sparse_step=1,
+                       use_sliding_window=False)  # fmt: skip
+    else:
+        fields["rope_parameters"]["partial_rotary_factor"] = c.rotated_dims / c.d_head
+        if c.family == "glm":
+            fields |= dict(head_dim=c.d_head, attention_bias=c.qkv_bias, pad_token_id=0, eos_token_id=0, bos_token_id=0)
+        else:
+            fields |= dict(sliding_window=c.sliding_window, pad_token_id=0, bos_token_id=0, eos_token_id=0)
+    return getattr(transformers, HF_CLASSES[config.family][0])(**fields)
+
+
 def _transformers(config: ModelConfig) -> Any:
-    return getattr(transformers, HF_CLASSES[config.family][1])._from_config(
-        config.to_transformers(), dtype=torch.float64, attn_implementation="eager"
+    model = getattr(transformers, HF_CLASSES[config.family][1])._from_config(
+        _hf_config(config), dtype=torch.float64, attn_implementation="eager", experts_implementation="eager"
     )
+    if config.family == "mixtral":  # its router takes `router_logits.float()`: here in the logits' dtype
+        for layer in model.model.layers:
+            router = layer.mlp.gate
+
+            def forward(h: Any, r: Any = router) -> Any:
+                logits = torch.nn.functional.linear(h.reshape(-1, r.hidden_dim), r.weight)
+                top, index = torch.topk(torch.softmax(logits, dim=-1), r.top_k, dim=-1)
+                return logits, top / top.sum(-1, keepdim=True), index
+
+            router.forward = forward
+    return model
+
+
+def _stacked(config: ModelConfig, state: dict[str, Any]) -> dict[str, Any]:
+    """The published expert names as transformers 5 holds them in memory: each layer's experts stacked
+    into `mlp.experts.gate_up_proj` [E, 2 f, d] (gate rows first) and `mlp.experts.down_proj` [E, d, f],
+    Mixtral's `block_sparse_moe` named `mlp`."""
+    if config.n_experts == 0:
+        return state
+    out = {}
+    for name, w in state.items():
+        out[name.replace(".block_sparse_moe.", ".mlp.")] = w
+    for i in range(config.n_layers):
+        if not config.is_moe_layer(i):
+            continue
+        m = f"model.layers.{i}.mlp.experts."
+        names = ("w1", "w3", "w2") if config.family == "mixtral" else ("gate_proj", "up_proj", "down_proj")
+        gate, up, down = ([out.pop(f"{m}{e}.{n}.weight") for e in range(config.n_experts)] for n in names)
+        out[m + "gate_up_proj"] = torch.stack([torch.cat([g, u]) for g, u in zip(gate, up, strict=True)])
+        out[m + "down_proj"] = torch.stack(down)
+    return out
 
 
 def _rope_in_float64(model: Any) -> np.ndarray:
@@ -95,7 +165,7 @@ def _transformers_logits(config: ModelConfig, weights: dict[str, np.ndarray], to
     if config.uses_rope:
         _rope_in_float64(model)
         _norms_in_float64(model)
-    state = {name: torch.from_numpy(w.astype(np.float64)) for name, w in weights.items()}
+    state = _stacked(config, {name: torch.from_numpy(w.astype(np.float64)) for name, w in weights.items()})
     if config.tie_embeddings:
         state["lm_head.weight"] = state[
             "transformer.wte.weight" if config.family == "gpt2" else "model.embed_tokens.weight"
@@ -154,7 +224,7 @@ def test_every_switch_of_the_rich_config_changes_the_logits(family: str) -> None
     tokens = np.random.default_rng(0).integers(0, config.vocab_size, 40)
     logits = Transformer(config, weights, "float64").logits(tokens)
     for switch, off in (("rope_scaling", None), ("sliding_window", None), ("attn_softcap", None),
-                        ("final_softcap", None), ("query_scale", None)):  # fmt: skip
+                        ("final_softcap", None), ("query_scale", None), ("rotary_dim", None)):  # fmt: skip
         if getattr(config, switch) is None:
             continue
         changes = {switch: off, "layer_types": ()} if switch == "sliding_window" else {switch: off}

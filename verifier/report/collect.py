@@ -57,6 +57,7 @@ from verifier.report.results import (
     FIRST_FAILURE_SECONDS,
     INTERRUPTED,
     MODEL,
+    NEAR_TIES,
     PRECISION,
     STAGE_ERRORS,
     WORST_ERROR_RATIO,
@@ -398,6 +399,8 @@ class Collector:
             result.precision = str(props[PRECISION])
         if BEHAVES_LIKE in props:
             result.behaves_like = str(props[BEHAVES_LIKE])
+        if NEAR_TIES in props:
+            result.near_ties = str(props[NEAR_TIES])
         if STAGE_ERRORS in props:
             result.stage_errors = [(str(stage), float(e), float(b)) for stage, e, b in props[STAGE_ERRORS]]
         xfail = getattr(report, "wasxfail", None)

@@ -8,7 +8,9 @@ It has every capability of the contract: logits (with attention_mask), decode, t
 weights rounded, and each stage's output rounded where the format rounds it.
 Every switch of the contract (`ModelConfig`: biases, q/k norm, RoPE scaling, sliding windows and
 layer types, soft-caps, Gemma's 1 + w norm, embedding normaliser and GeGLU, Gemma 2's sandwich
-norms and query scale) is its own method too; `tests/meta/test_base.py` checks the whole against
+norms and query scale; issue 27's routed experts (router softmax, top-k choice, renormalisation,
+shared expert and its gate), fused q/k/v and gate/up matrices, partial rotary and interleaved
+pairs) is its own method too; `tests/meta/test_base.py` checks the whole against
 `transformers` in float64 (precision "float64") for every family.
 Shapes: x [B, T, d_model]; per-head q, k, v [B, heads, T, d_head]; a cache is a tuple per layer
 of (k, v) [B, kv_heads, S, d_head], never modified after it is returned.
@@ -198,13 +200,24 @@ class Transformer:
             q, k, v = np.split(self.linear(h, f"transformer.h.{i}.attn.c_attn"), 3, axis=-1)
             return self.heads(q, c.n_heads), self.heads(k, c.n_heads), self.heads(v, c.n_heads)
         p = f"model.layers.{i}.self_attn."
-        q = self.heads(self.linear(h, p + "q_proj"), c.n_heads)
-        k = self.heads(self.linear(h, p + "k_proj"), c.n_kv_heads)
-        v = self.heads(self.linear(h, p + "v_proj"), c.n_kv_heads)
-        return q, k, v
+        if c.fused_qkv:
+            q, k, v = self.qkv_split(self.linear(h, p + "qkv_proj"))
+        else:
+            q, k, v = (self.linear(h, p + name) for name in ("q_proj", "k_proj", "v_proj"))
+        return self.heads(q, c.n_heads), self.heads(k, c.n_kv_heads), self.heads(v, c.n_kv_heads)
+
+    def qkv_split(self, qkv: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Phi-3's fused qkv_proj output [B, T, (n_heads + 2 n_kv_heads) d_head]: q's rows, then k's, then v's."""
+        q_end = self.c.n_heads * self.c.d_head
+        k_end = q_end + self.c.n_kv_heads * self.c.d_head
+        return qkv[..., :q_end], qkv[..., q_end:k_end], qkv[..., k_end:]
+
+    def rotary_dims(self) -> int:
+        """r, the dimensions of each head RoPE rotates (the first r; partial rotary: rotary_dim < d_head)."""
+        return self.c.rotated_dims
 
     def inv_freq(self) -> np.ndarray:
-        d = self.c.d_head
+        d = self.rotary_dims()
         return self.scaled(self.c.rope_theta ** (-np.arange(0, d, 2) / d))
 
     def scaled(self, inv_freq: np.ndarray) -> np.ndarray:
@@ -222,12 +235,24 @@ class Transformer:
         return (1 - blend) * inv_freq / s.factor + blend * inv_freq
 
     def rope(self, x: np.ndarray, positions: np.ndarray) -> np.ndarray:
-        """Rotate pairs (j, j + d_head/2): x [B, heads, T, d_head], positions [B, T]."""
+        """Rotate each head's first r dims (`rotary_dims`) and pass the rest: x [B, heads, T, d_head],
+        positions [B, T]. Pair i (frequency i) is (i, i + r/2), or (2i, 2i + 1) with interleaved pairs."""
         angles = positions[:, None, :, None] * self.inv_freq()
         cos, sin = np.cos(angles).astype(self.dtype), np.sin(angles).astype(self.dtype)
-        half = x.shape[-1] // 2
-        x1, x2 = x[..., :half], x[..., half:]
-        return np.concatenate([x1 * cos - x2 * sin, x1 * sin + x2 * cos], axis=-1)
+        r = self.rotary_dims()
+        rotated, passed = x[..., :r], x[..., r:]
+        if self.interleaved():
+            x1, x2 = rotated[..., 0::2], rotated[..., 1::2]
+            out = np.empty_like(rotated)
+            out[..., 0::2], out[..., 1::2] = x1 * cos - x2 * sin, x1 * sin + x2 * cos
+        else:
+            x1, x2 = rotated[..., : r // 2], rotated[..., r // 2 :]
+            out = np.concatenate([x1 * cos - x2 * sin, x1 * sin + x2 * cos], axis=-1)
+        return np.concatenate([out, passed], axis=-1)
+
+    def interleaved(self) -> bool:
+        """Whether RoPE pairs adjacent dims (2i, 2i + 1) (GLM) rather than (i, i + r/2)."""
+        return self.c.rope_pairs == "interleaved"
 
     def rope_qkv(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, positions: np.ndarray):
         """RoPE on q and k (never v)."""
@@ -319,11 +344,82 @@ class Transformer:
             up = self.stage(f"layers.{i}.mlp_up", self.linear(h, f"transformer.h.{i}.mlp.c_fc"))
             act = self.stage(f"layers.{i}.mlp_act", self.gelu(up))
             return self.linear(act, f"transformer.h.{i}.mlp.c_proj")
+        if self.c.is_moe_layer(i):
+            return self.moe(h, i)
         p = f"model.layers.{i}.mlp."
-        gate = self.stage(f"layers.{i}.mlp_gate", self.linear(h, p + "gate_proj"))
-        up = self.stage(f"layers.{i}.mlp_up", self.linear(h, p + "up_proj"))
+        if self.c.fused_gate_up:
+            gate, up = self.gate_up_split(self.linear(h, p + "gate_up_proj"))
+        else:
+            gate, up = self.linear(h, p + "gate_proj"), self.linear(h, p + "up_proj")
+        gate, up = self.stage(f"layers.{i}.mlp_gate", gate), self.stage(f"layers.{i}.mlp_up", up)
         act = self.stage(f"layers.{i}.mlp_act", self.gate_act(gate) * up)
         return self.linear(act, p + "down_proj")
+
+    def gate_up_split(self, gate_up: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The fused gate_up_proj output [B, T, 2 d_ff]: the gate's half first (`x.chunk(2, -1)`)."""
+        half = gate_up.shape[-1] // 2
+        return gate_up[..., :half], gate_up[..., half:]
+
+    # ---- mixture of experts ------------------------------------------------------------------------
+    def moe_names(self, i: int) -> tuple[str, list[tuple[str, str, str]]]:
+        """Layer i's router weight name, and each expert's (gate, up, down) names as published."""
+        if self.c.family == "mixtral":
+            m = f"model.layers.{i}.block_sparse_moe."
+            return m + "gate", [(f"{m}experts.{e}.w1", f"{m}experts.{e}.w3", f"{m}experts.{e}.w2")
+                                for e in range(self.c.n_experts)]  # fmt: skip
+        m = f"model.layers.{i}.mlp."
+        x = [(f"{m}experts.{e}.gate_proj", f"{m}experts.{e}.up_proj", f"{m}experts.{e}.down_proj")
+             for e in range(self.c.n_experts)]  # fmt: skip
+        return m + "gate", x
+
+    def expert(self, h: np.ndarray, names: tuple[str, str, str]) -> np.ndarray:
+        """One gated MLP on rows h [N, d_model]."""
+        gate, up, down = names
+        return self.linear(self.gate_act(self.linear(h, gate)) * self.linear(h, up), down)
+
+    def router_probs(self, logits: np.ndarray) -> np.ndarray:
+        """softmax over the experts of each token's router logits [N, n_experts]."""
+        return self.softmax(logits)
+
+    def top_k(self) -> int:
+        return self.c.top_k
+
+    def route(self, logits: np.ndarray, probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each token's top_k experts by probability [N, top_k] and their weights [N, top_k]: the
+        probabilities (of the router's `logits` [N, n_experts]), renormalised to sum 1 where the
+        config says (`norm_topk`)."""
+        chosen = np.argsort(-probs, axis=-1, kind="stable")[:, : self.top_k()]
+        weights = np.take_along_axis(probs, chosen, axis=-1)
+        return chosen, self.renormalised(weights)
+
+    def renormalised(self, weights: np.ndarray) -> np.ndarray:
+        return weights / weights.sum(-1, keepdims=True) if self.c.norm_topk else weights
+
+    def shared_gate(self, h: np.ndarray, i: int) -> np.ndarray:
+        """Qwen2-MoE's shared expert weight per token [N, 1]: sigmoid(h w_s^T)."""
+        return 1 / (1 + np.exp(-self.linear(h, f"model.layers.{i}.mlp.shared_expert_gate")))
+
+    def moe(self, h: np.ndarray, i: int) -> np.ndarray:
+        """The routed sum of each token's top_k experts (+ the gated shared expert): h [B, T, d_model]."""
+        B, T, d = h.shape
+        rows = h.reshape(B * T, d)
+        router, experts = self.moe_names(i)
+        logits = self.linear(rows, router)
+        probs = self.router_probs(logits)
+        # traced as the format holds it; the choice is made on the unrounded probabilities, as
+        # transformers takes its softmax in float32 whatever the model's dtype
+        self.stage(f"layers.{i}.router_probs", probs.reshape(B, T, -1))
+        chosen, weights = self.route(logits, probs)
+        out = np.zeros_like(rows)
+        for e, names in enumerate(experts):
+            token, slot = np.nonzero(chosen == e)
+            if token.size:
+                out[token] += self.expert(rows[token], names) * weights[token, slot, None]
+        if self.c.d_shared_expert is not None:
+            s = f"model.layers.{i}.mlp.shared_expert."
+            shared = self.expert(rows, (s + "gate_proj", s + "up_proj", s + "down_proj"))
+            out = out + self.shared_gate(rows, i) * shared
+        return out.reshape(B, T, d)
 
     def norm_names(self, i: int) -> tuple[str, str]:
         """The weight prefixes of layer i's norm before attention and before the MLP (Gemma 2's

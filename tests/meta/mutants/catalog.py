@@ -629,6 +629,130 @@ class SandwichNormMissing(Transformer):
         return branch
 
 
+# ---- what the families of issue 27 add ----------------------------------------------------------
+
+
+class TopOneInsteadOfTopK(Transformer):
+    """Each token routed to its top-1 expert where the config says top_k (Mixtral's 2): the one
+    expert's weight renormalised to 1, or its probability alone."""
+
+    def top_k(self) -> int:
+        return 1
+
+
+class RoutingNotRenormalised(Transformer):
+    """The top_k probabilities used as they are where the family renormalises them to sum 1
+    (Mixtral; Qwen2-MoE with norm_topk_prob): a port of Qwen2-MoE's router reused for Mixtral."""
+
+    def renormalised(self, weights: np.ndarray) -> np.ndarray:
+        return weights
+
+
+class RoutingRenormalisedWhereNot(Transformer):
+    """The top_k probabilities renormalised to sum 1 where the config says not (Qwen2-MoE's
+    norm_topk_prob false, its published value): Mixtral's router reused for Qwen2-MoE."""
+
+    def renormalised(self, weights: np.ndarray) -> np.ndarray:
+        return weights / weights.sum(-1, keepdims=True)
+
+
+class RouterSoftmaxWrongAxis(Transformer):
+    """The router's softmax over the tokens (axis 0 of the [tokens, experts] logits) instead of
+    over the experts."""
+
+    def router_probs(self, logits: np.ndarray) -> np.ndarray:
+        e = np.exp(logits - logits.max(0, keepdims=True))
+        return e / e.sum(0, keepdims=True)
+
+
+class SharedExpertUngated(Transformer):
+    """Qwen2-MoE's shared expert added without its sigmoid(h w_s) gate."""
+
+    def shared_gate(self, h: np.ndarray, i: int) -> np.ndarray:
+        return np.ones((h.shape[0], 1), self.dtype)
+
+
+class FusedGateUpSwapped(Transformer):
+    """Phi-3's / GLM's fused gate_up_proj split as (up, gate): the activation on the wrong half."""
+
+    def gate_up_split(self, gate_up: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        gate, up = super().gate_up_split(gate_up)
+        return up, gate
+
+
+class FusedQKSwapped(Transformer):
+    """Phi-3's fused qkv_proj read as k's rows first, then q's, then v's."""
+
+    def qkv_split(self, qkv: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        kv_end = self.c.n_kv_heads * self.c.d_head
+        q_end = kv_end + self.c.n_heads * self.c.d_head
+        return qkv[..., kv_end:q_end], qkv[..., :kv_end], qkv[..., q_end:]
+
+
+class PartialRotaryWholeHead(Transformer):
+    """Partial rotary ignored: RoPE rotates all d_head dims (at d_head's frequencies) where the config
+    rotates the first rotary_dim (Phi-3's partial_rotary_factor, GLM's 0.5)."""
+
+    def rotary_dims(self) -> int:
+        return self.c.d_head
+
+
+class InterleavedPairsAsRotateHalf(Transformer):
+    """GLM's interleaved RoPE pairs (2i, 2i + 1) read as rotate-half pairs (i, i + r/2)."""
+
+    def interleaved(self) -> bool:
+        return False
+
+
+class ExpertBySlot(Transformer):
+    """Each token's k-th choice runs expert k (its slot) instead of the expert it chose, weighted by the
+    chosen one's probability (an index into the top-k list used as an expert id)."""
+
+    def route(self, logits: np.ndarray, probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        chosen, weights = super().route(logits, probs)
+        return np.broadcast_to(np.arange(chosen.shape[1]), chosen.shape), weights
+
+
+class ExpertCapacityDropsTokens(Transformer):
+    """Experts with a capacity (Switch Transformer's, factor 1.0): each takes at most
+    ceil(tokens x top_k / n_experts) of the batch's tokens, in order, and drops the rest (their
+    weight 0); padding counts as tokens. A token's output depends on the rest of its batch."""
+
+    def route(self, logits: np.ndarray, probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        chosen, weights = super().route(logits, probs)
+        capacity = math.ceil(chosen.size / self.c.n_experts)
+        taken = np.zeros(self.c.n_experts, int)
+        kept = np.ones(chosen.shape, bool)
+        for token, slot in np.ndindex(*chosen.shape):
+            e = chosen[token, slot]
+            kept[token, slot] = taken[e] < capacity
+            taken[e] += 1
+        return chosen, np.where(kept, weights, 0)
+
+
+class FusedGateUpNotLoaded(Transformer):
+    """Phi-3's / GLM's fused gate_up_proj not loaded and left at its initialisation (a Llama port whose
+    gate_proj / up_proj find nothing under strict=False and that keeps random weights)."""
+
+    def linear(self, x: np.ndarray, name: str) -> np.ndarray:
+        if name.endswith("gate_up_proj"):
+            w = self.w[name + ".weight"]
+            init = np.asarray(0.02 * np.random.default_rng(0).standard_normal(w.shape), self.dtype)
+            return x @ init.T
+        return super().linear(x, name)
+
+
+class TopKLogitsThenSoftmax(Transformer):
+    """The router's top_k logits chosen, then a softmax over those k alone (Mistral's reference
+    `MoeLayer`). Equivalent by construction where the family renormalises (Mixtral): softmax over the
+    k largest logits is p_i / sum of the top-k p_j, the renormalised top-k probabilities. A bug only
+    where the family does not renormalise (Qwen2-MoE's norm_topk_prob false)."""
+
+    def route(self, logits: np.ndarray, probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        chosen = np.argsort(-logits, axis=-1, kind="stable")[:, : self.top_k()]
+        return chosen, self.softmax(np.take_along_axis(logits, chosen, axis=-1))
+
+
 MUTANTS: tuple[type[Transformer], ...] = tuple(
     cls
     for cls in list(globals().values())
