@@ -293,9 +293,10 @@ class Oracle:
         if not ties:
             return self._logits(tokens, attention_mask, None)
         chosen = self.routes(tokens, attention_mask)
-        subsets = [s for n in range(1, len(ties) + 1) for s in itertools.combinations(ties, n)]
-        if len(ties) > MAX_NEAR_TIES:  # each alone, and all together
+        if len(ties) > MAX_NEAR_TIES:  # each alone, and all together (every subset is 2^len(ties) of them)
             subsets = [(t,) for t in ties] + [tuple(ties)]
+        else:
+            subsets = [s for n in range(1, len(ties) + 1) for s in itertools.combinations(ties, n)]
 
         def choices() -> list[tuple[str, Expected]]:
             return [

@@ -224,7 +224,7 @@ def llama_like_fields(draw: st.DrawFn) -> dict:
           "num_experts_per_tok": 1, "moe_intermediate_size": 4, "shared_expert_intermediate_size": 0})  # fmt: skip
 @given(llama_like_fields())
 def test_formula_equals_transformers_on_generated_llama_like_configs(fields: dict) -> None:
-    inert = _inert_shared_expert_gates(from_hf_dict(fields))
+    inert = hf.inert_parameters(from_hf_dict(fields))
     assert count_parameters(architecture_from_hf_dict(fields)) + inert == _transformers_count(fields)
 
 
@@ -236,15 +236,7 @@ def test_formula_equals_weight_set_and_transformers_for_every_switch(config: Mod
     the counting view equals the size of the suite's weight set and transformers' count on the meta device."""
     total = count_parameters(from_config(config, stores_rope_tables=False))
     assert total == sum(math.prod(shape) for shape in weight_shapes(config).values())
-    assert total + _inert_shared_expert_gates(config) == hf.parameter_count(config.to_transformers())
-
-
-def _inert_shared_expert_gates(config: ModelConfig) -> int:
-    """Qwen2-MoE without a shared expert: transformers builds one of size 0, whose [1, d_model] gate it counts
-    on every MoE layer though it multiplies nothing (test_config: the block's output does not depend on it)."""
-    if config.family != "qwen2_moe" or config.d_shared_expert is not None:
-        return 0
-    return sum(map(config.is_moe_layer, range(config.n_layers))) * config.d_model
+    assert total + hf.inert_parameters(config) == hf.parameter_count(config.to_transformers())
 
 
 def test_a_modelconfig_counts_as_before_with_the_stored_rope_tables() -> None:

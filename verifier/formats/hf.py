@@ -79,3 +79,13 @@ def parameter_count(hf_config: Any) -> int:
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(hf_config)
     return sum(p.numel() for p in model.parameters())
+
+
+def inert_parameters(config: ModelConfig) -> int:
+    """Parameters `transformers` holds for `config` that compute nothing and the suite's weight set
+    lacks: a Qwen2-MoE without a shared expert is built with one of size 0, whose [1, d_model] gate it
+    counts on every MoE layer though it multiplies nothing (tests/test_config.py: the block's output
+    does not depend on it)."""
+    if config.family != "qwen2_moe" or config.d_shared_expert is not None:
+        return 0
+    return sum(map(config.is_moe_layer, range(config.n_layers))) * config.d_model
