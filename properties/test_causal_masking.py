@@ -20,6 +20,7 @@ from verifier.properties.strategies import (
     PINNED,
     PUBLISHED_GPT2,
     PUBLISHED_LLAMA,
+    RICH_FAMILIES,
     RICH_GPT2,
     RICH_LLAMA,
     Case,
@@ -29,9 +30,12 @@ from verifier.properties.strategies import (
     pinned,
 )
 
+# Gemma 2's soft-capped scores pinned too: a cap applied after the mask leaks the future only there, and
+# with eleven families in the draws no Gemma 2 with a cap may be among them.
+RICH_GEMMA2 = next(case for case in RICH_FAMILIES if case.config.family == "gemma2")
 EDITS = (
     Edited(RICH_LLAMA, 10, 0), Edited(RICH_GPT2, 10, 0), Edited(RICH_LLAMA, 0, 3), Edited(RICH_GPT2, 23, 5),
-    Edited(PUBLISHED_LLAMA, 10, 0), Edited(PUBLISHED_GPT2, 10, 0),
+    Edited(PUBLISHED_LLAMA, 10, 0), Edited(PUBLISHED_GPT2, 10, 0), Edited(RICH_GEMMA2, 10, 0),
 )  # fmt: skip
 
 
