@@ -235,6 +235,15 @@ def exact(value: np.ndarray, rope_positions: int = 0, *, scale: np.ndarray | Non
     return Expected(value, lambda p: (), rope_positions, precision=precision(), identity=True, scale=scale)
 
 
+def _tie_subsets(ties: Sequence[NearTie]) -> list[tuple[NearTie, ...]]:
+    """The sets of near-ties to flip together: every non-empty subset of at most MAX_NEAR_TIES of them;
+    of more, each alone and all together (never the 2^n subsets: a bfloat16 mutant met dozens of near-ties
+    and their enumeration alone ran the suite out of memory)."""
+    if len(ties) > MAX_NEAR_TIES:
+        return [(t,) for t in ties] + [tuple(ties)]
+    return [s for n in range(1, len(ties) + 1) for s in itertools.combinations(ties, n)]
+
+
 def _flipped(routes: Mapping[int, np.ndarray], ties: Sequence[NearTie]) -> dict[int, np.ndarray]:
     """The near-tie layers of `routes` with each of `ties`' tokens using its other expert in place of
     the chosen one."""
@@ -293,10 +302,7 @@ class Oracle:
         if not ties:
             return self._logits(tokens, attention_mask, None)
         chosen = self.routes(tokens, attention_mask)
-        if len(ties) > MAX_NEAR_TIES:  # each alone, and all together (every subset is 2^len(ties) of them)
-            subsets = [(t,) for t in ties] + [tuple(ties)]
-        else:
-            subsets = [s for n in range(1, len(ties) + 1) for s in itertools.combinations(ties, n)]
+        subsets = _tie_subsets(ties)
 
         def choices() -> list[tuple[str, Expected]]:
             return [
@@ -338,7 +344,7 @@ class Oracle:
                 return "the other choice at " + "; ".join(t.describe() for t in flipped), expected
             first = min(wrong.tolist(), key=lambda rt: (rt[1], rt[0]))
             here = [t for t in ties if (t.row or 0, t.position) == tuple(first) and t not in flipped]
-            for subset in (c for n in range(1, len(here) + 1) for c in itertools.combinations(here, n)):
+            for subset in _tie_subsets(here):
                 trial = self._reroute(tokens, attention_mask, routes, subset)
                 candidate = self._logits(tokens, attention_mask, trial, ties)
                 shape = (-1, *candidate.value.shape[-2:])
@@ -481,8 +487,7 @@ class Oracle:
         router's near-ties (`NearTie`), the first with no divergent stage, or `found`."""
         ties = self.near_ties(tokens)
         chosen = self.routes(tokens)
-        subsets = [s for n in range(1, len(ties) + 1) for s in itertools.combinations(ties, n)]
-        for flipped in subsets if len(ties) <= MAX_NEAR_TIES else [(t,) for t in ties] + [tuple(ties)]:
+        for flipped in _tie_subsets(ties):
             routes = self.routes(tokens, given=_flipped(chosen, flipped))
             other = compare(
                 _routed_trace(self.model, tokens, routes),

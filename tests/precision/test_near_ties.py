@@ -101,3 +101,13 @@ def test_a_correct_bfloat16_moe_passes_either_choice_and_a_wrong_router_fails(se
     # bug these weights can show)
     for wrong in (catalog.RoutingNotRenormalised, catalog.ExpertBySlot):
         assert not expected.compare(wrong(config, weights, "bfloat16").logits(tokens)).ok, wrong.__name__
+
+
+def test_many_near_ties_are_tried_each_alone_and_all_together_never_every_subset() -> None:
+    """A bfloat16 mutant meets dozens of near-ties; building the 2^n subsets of 40 of them first (to
+    then try only each alone and all together) ran the suite's process out of memory (24 GB, killed)."""
+    ties = [NearTie(0, None, t, 0, 1, 1e-3, 1e-2) for t in range(40)]
+    subsets = oracles._tie_subsets(ties)
+    assert subsets == [(t,) for t in ties] + [tuple(ties)]
+    few = oracles._tie_subsets(ties[: oracles.MAX_NEAR_TIES])
+    assert len(few) == 2**oracles.MAX_NEAR_TIES - 1 and len(set(few)) == len(few)
