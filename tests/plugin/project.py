@@ -35,13 +35,16 @@ def make_project(directory: Path, files: dict[str, str]) -> Path:
     return directory
 
 
-def run(project: Path, *args: str, env: dict[str, str] | None = None, pythonpath: tuple[Path, ...] = ()) -> Run:
-    """`python *args` in `project`, with this checkout (and `pythonpath`) importable."""
+def run(
+    project: Path, *args: str, env: dict[str, str] | None = None, pythonpath: tuple[Path, ...] = (), timeout: int = 600
+) -> Run:
+    """`python *args` in `project`, with this checkout (and `pythonpath`) importable; killed after
+    `timeout` seconds (a guard against a hang, not a measure of speed)."""
     environ = {k: v for k, v in os.environ.items() if k not in ("VERIFIER_MODEL", "VERIFIER_SUITE")}
     environ["PYTHONPATH"] = os.pathsep.join(map(str, (*pythonpath, ROOT)))
     environ.update(env or {})
     done = subprocess.run(
-        [sys.executable, *args], cwd=project, env=environ, capture_output=True, text=True, timeout=600, check=False
+        [sys.executable, *args], cwd=project, env=environ, capture_output=True, text=True, timeout=timeout, check=False
     )
     return Run(done.returncode, done.stdout, done.stderr)
 
