@@ -23,7 +23,7 @@ weights. Outside a property (or before a model is built) the class is float32.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property, partial
 from typing import Any
@@ -254,22 +254,6 @@ def _flipped(routes: Mapping[int, np.ndarray], ties: Sequence[NearTie]) -> dict[
     return out
 
 
-def _routed_trace(model: NumpyModel, tokens: np.ndarray, routes: Routes) -> Iterator[dict[str, np.ndarray]]:
-    """`model.trace_layers(tokens)` (tokens [T]) with the router's choices at some layers given, as
-    `model.logits(routes=...)` takes them (trace_layers takes no override: its steps do)."""
-    batch = np.asarray(tokens, np.int64)[None]
-    groups: list[dict[str, np.ndarray]] = [{}]
-
-    def keep(stage: str, value: np.ndarray) -> np.ndarray:
-        groups[-1][stage] = value[0]
-        return value
-
-    for _ in model._steps(batch, None, keep, None, model._check_routes(routes, batch)):
-        yield groups.pop()
-        groups.append({})
-    yield groups.pop()
-
-
 class Oracle:
     """The float64 reference for one config and weight set at a precision class, and its neighbours;
     with `stream`, each runs layer by layer from `weights` (a mapped checkpoint too large to hold)."""
@@ -490,8 +474,8 @@ class Oracle:
         for flipped in _tie_subsets(ties):
             routes = self.routes(tokens, given=_flipped(chosen, flipped))
             other = compare(
-                _routed_trace(self.model, tokens, routes),
-                [_routed_trace(m, tokens, routes) for m in self.neighbour_models(self.precision)],
+                self.model.trace_layers(tokens, routes=routes),
+                [m.trace_layers(tokens, routes=routes) for m in self.neighbour_models(self.precision)],
             )
             if other.first is None:
                 near_tie_met("trace accepted with the other choice at " + "; ".join(t.describe() for t in flipped))
