@@ -669,3 +669,18 @@ def test_json_has_every_field(audited: tuple[Inputs, dict[str, Row]]) -> None:
                                 "title": BY_LABEL["en"].title, "file": BY_LABEL["en"].file}  # fmt: skip
     assert row["readings"] == [{"reading": "one head of width 768 (n_heads 1)", "match": "exact"}]
     assert sum(data["summary"].values()) == len(rows) == 98
+
+
+def test_the_range_rows_judge_a_named_population_not_whatever_the_suite_knows(
+    audited: tuple[Inputs, dict[str, Row]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Adding Phi-3 to the suite's model table once moved "30K to 60K tokens" from misleading to wrong.
+    from verifier.model import known_models as km
+
+    inputs, rows = audited
+    table = dict(km.known_models())
+    table["big-vocab"] = km.KnownModel("big-vocab", "a test", {**table["qwen3-8b"].fields, "vocab_size": 10**6})
+    monkeypatch.setattr(km, "known_models", lambda: table)
+    monkeypatch.setattr(stories15m_claims, "known_models", lambda: table, raising=False)  # an import by name
+    for claim_id in ("stories15m-vocab-range", "stories15m-dim-range"):
+        assert check(BY_ID[claim_id], inputs).why == rows[claim_id].why
