@@ -225,6 +225,7 @@ def record_ratio(ratio: float) -> None:
     compared()
     record = _current()
     if record is not None and not np.isnan(ratio):
+        ratio = float(ratio)  # never NumPy's: pytest-xdist's channel refuses to send a numpy.float64
         record.worst_ratio = ratio if record.worst_ratio is None else max(record.worst_ratio, ratio)
 
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import execnet
 import numpy as np
 import pytest
 
 from verifier.analysis import tolerance
 from verifier.analysis.divergence import DecodeDivergence, DivergentChunk, chunk_list, localize, plot_stage_errors
 from verifier.analysis.precision import BFLOAT16
+from verifier.properties import checks
 
 
 def _trace() -> dict[str, np.ndarray]:
@@ -132,3 +134,16 @@ def test_a_chunk_list_writes_runs_once() -> None:
     assert chunk_list((8,) + (1,) * 16) == "[8, 1 x 16]"
     assert chunk_list((3, 9, 1, 11)) == "[3, 9, 1, 11]" and chunk_list((2, 2, 2, 14)) == "[2 x 3, 14]"
     assert chunk_list((1, 1, 5)) == "[1, 1, 5]"
+
+
+def test_the_stage_rows_a_failure_records_are_plain_floats() -> None:
+    # A property's record crosses pytest-xdist's channel, which refuses numpy.float64: `-n 2` once
+    # ended in an INTERNALERROR on a property's worst error ratio.
+    expected = _trace()
+    found = dict(expected) | {"layers.0.scores": expected["layers.0.scores"] + 0.5}
+    rows = localize(found, expected).as_rows()
+    assert all(type(error) is float and type(bound) is float for _, error, bound in rows), rows
+    with checks.recording("p") as record:
+        checks.record_ratio(np.float64(0.5))
+        record.stage_errors = rows
+        execnet.dumps(record.user_properties())
