@@ -21,7 +21,8 @@ from benchmarks._machine import describe  # noqa: E402
 from benchmarks.results_file import write_section  # noqa: E402
 
 RUNS = {
-    "default run (the README's test command)": ["-m", "pytest", "-q", "-p", "no:cacheprovider"],
+    "default run (the README's test command)": ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "auto"],
+    "default run in one process": ["-m", "pytest", "-q", "-p", "no:cacheprovider"],
     "slow tests (`.ci/run`'s second step)": ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "slow", "-n", "2"],
 }
 
@@ -38,7 +39,9 @@ def timed_run(args: list[str]) -> tuple[float, str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--write", action="store_true", help="update the section in benchmarks/RESULTS.md")
+    parser.add_argument("--default-only", action="store_true", help="time the default run only (not the slow tests)")
     args = parser.parse_args()
+    runs = {name: a for name, a in RUNS.items() if not (args.default_only and "-m" in a[1:] and "slow" in a)}
     lines = [
         "## Test run times",
         "",
@@ -49,7 +52,7 @@ def main() -> None:
         "| run | command | wall time | pytest's summary |",
         "|---|---|---:|---|",
     ]
-    for name, run_args in RUNS.items():
+    for name, run_args in runs.items():
         wall, summary = timed_run(run_args)
         lines.append(f"| {name} | `python {' '.join(run_args)}` | {wall / 60:.1f} min | {summary} |")
         print(lines[-1], file=sys.stderr, flush=True)
