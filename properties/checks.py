@@ -46,6 +46,7 @@ from hypothesis.control import currently_in_test_context
 
 from verifier.analysis.divergence import DecodeDivergence, Divergence, DivergentChunk, localize
 from verifier.analysis.precision import EMULATION, FLOAT32, HINT_CLASSES, Precision, closest, rounding_fit
+from verifier.model.stages import is_index_stage
 from verifier.plugin.contract import CheckedModel, ContractViolation
 from verifier.properties import oracle as oracles
 from verifier.properties.oracle import Expected, Oracle
@@ -128,8 +129,21 @@ class Record:
         if self.message is not None:
             found.append(("failure_message", self.message))
         if self.near_ties:
-            found.append(("near_ties", f"{len(self.near_ties)}: " + "; ".join(_first(self.near_ties))))
+            found.append(("near_ties", self.near_tie_summary() + "\n" + "; ".join(_first(self.near_ties))))
         return found
+
+    def near_tie_summary(self) -> str:
+        """`2 router near-ties met; either choice accepted, the other one taken in 1 comparison`: how many
+        near-ties the property met and how they were judged (`near_ties` holds each "met at ..." and each
+        "... accepted ..." that `verifier.properties.oracle` kept)."""
+        met = sum(what.startswith("met at ") for what in self.near_ties)
+        other = sum("accepted" in what for what in self.near_ties)
+        judged = (
+            f"the other one taken in {other} comparison{'s' if other != 1 else ''}"
+            if other
+            else "the other one never taken"
+        )
+        return f"{met} router near-tie{'s' if met != 1 else ''} met; either choice accepted, {judged}"
 
 
 def _first(reasons: dict[str, None], n: int = 3) -> list[str]:
@@ -418,7 +432,8 @@ class Localizer:
         the oracle, over the same tokens (the oracle's trace streamed a layer at a time)."""
         emulation = self.oracle.neighbour_models(precision)[EMULATION]
         found = localize(emulation.trace(self.tokens), self.oracle.model.trace_layers(self.tokens), precision=precision)
-        return {s.stage: s.max_error for s in found.stages}
+        # the chosen experts are indices: their "error" counts tokens, no rounding's size to fit
+        return {s.stage: s.max_error for s in found.stages if not is_index_stage(s.stage)}
 
 
 def localizer(model: CheckedModel, oracle: Oracle, tokens: np.ndarray) -> Localizer:

@@ -12,7 +12,9 @@ a token's k-th and (k+1)-th router probability in the oracle is within the class
 with the oracle computed with each choice (every combination of the near-ties flipped, through the
 reference's routing override; each with its neighbours routed alike), and accepted if one agrees;
 the test's record says which near-tie was met (`checks.agree`). The choices away from near-ties stay
-the oracle's: a wrong router still fails.
+the oracle's: a wrong router still fails. A trace's `experts` stage (the experts each token used) may
+take either expert of a near-tie, and `localize` follows the choices a trace shows, layer by layer,
+before it tries the combinations.
 
 Comparisons are judged at the precision class of the model under test (`verifier.analysis.precision`):
 `models.build` calls `judge_at(model.precision)` when it builds the model for an example, and the
@@ -254,6 +256,18 @@ def _flipped(routes: Mapping[int, np.ndarray], ties: Sequence[NearTie]) -> dict[
     return out
 
 
+def _either_expert(ties: Sequence[NearTie]) -> dict[tuple[int, int], frozenset[int]]:
+    """{(MoE layer, position): the two experts of a near-tie there}: the choices a traced `experts` stage
+    may make either way (`verifier.analysis.divergence.localize`)."""
+    return {(t.layer, t.position): frozenset((t.chosen, t.other)) for t in ties}
+
+
+def _took_other(traced: np.ndarray, own: np.ndarray, tie: NearTie) -> bool:
+    """Whether a token's traced experts [k] are the oracle's own [top_k] with `tie`'s other expert in place
+    of the one the oracle chose."""
+    return set(np.asarray(traced).tolist()) == (set(np.asarray(own).tolist()) - {tie.chosen}) | {tie.other}
+
+
 class Oracle:
     """The float64 reference for one config and weight set at a precision class, and its neighbours;
     with `stream`, each runs layer by layer from `weights` (a mapped checkpoint too large to hold)."""
@@ -403,11 +417,15 @@ class Oracle:
             near_tie_met("met at " + tie.describe())
         return self._near_ties[key]
 
-    def _find_near_ties(self, tokens: np.ndarray, attention_mask: np.ndarray | None) -> list[NearTie]:
+    def _find_near_ties(
+        self, tokens: np.ndarray, attention_mask: np.ndarray | None, given: Routes | None = None
+    ) -> list[NearTie]:
+        """The near-ties of every MoE layer with the choices at the layers `given` made as given (their
+        inputs, and the later layers', are those choices'); see `near_ties`."""
         c = self.config
-        probs = self.model.router_probs(tokens, attention_mask)
+        probs = self.model.router_probs(tokens, attention_mask, routes=given)
         # the neighbours routed as the oracle is: each layer's inputs as the oracle's choices make them
-        chosen = self.routes(tokens, attention_mask)
+        chosen = self.routes(tokens, attention_mask, given)
         others = [m.router_probs(tokens, attention_mask, routes=chosen) for m in self.neighbour_models(self.precision)]
         real = np.ones(np.shape(tokens), bool) if attention_mask is None else np.asarray(attention_mask, bool)
         found = []
@@ -457,30 +475,66 @@ class Oracle:
         floor_only = compare(self.model.trace_layers(tokens))
         if max((s.ratio for s in floor_only.stages), default=0.0) <= 0.25:  # as in Expected.compare
             return floor_only
+        if c.n_experts:  # a token may choose either expert of a near-tie: its `experts` stage may differ there
+            compare = partial(compare, near_ties=_either_expert(self.near_ties(tokens)))
         found = compare(
             self.model.trace_layers(tokens), [m.trace_layers(tokens) for m in self.neighbour_models(self.precision)]
         )
         if found.first is None or c.n_experts == 0:
             return found
-        return self._localize_other_choices(found, compare, tokens)
+        return self._localize_other_choices(found, compare, trace, tokens)
 
     def _localize_other_choices(
-        self, found: Divergence, compare: Callable[..., Divergence], tokens: np.ndarray
+        self, found: Divergence, compare: Callable[..., Divergence], trace: Mapping[str, np.ndarray], tokens: np.ndarray
     ) -> Divergence:
         """`found` departs: the trace compared with the oracle's computed with other choices at the
-        router's near-ties (`NearTie`), the first with no divergent stage, or `found`."""
+        router's near-ties (`NearTie`): first the choices its `experts` stages show the model took
+        (`_traced_choices`), then each set of `_tie_subsets`; the first with no divergent stage, or `found`."""
+        routes, taken, met = self._traced_choices(trace, tokens)
+        if taken:
+            other = self._routed(compare, tokens, routes, met)
+            if other.first is None:
+                near_tie_met("trace accepted with the model's own choice at " + "; ".join(t.describe() for t in taken))
+                return other
         ties = self.near_ties(tokens)
         chosen = self.routes(tokens)
         for flipped in _tie_subsets(ties):
-            routes = self.routes(tokens, given=_flipped(chosen, flipped))
-            other = compare(
-                self.model.trace_layers(tokens, routes=routes),
-                [m.trace_layers(tokens, routes=routes) for m in self.neighbour_models(self.precision)],
-            )
+            other = self._routed(compare, tokens, self.routes(tokens, given=_flipped(chosen, flipped)), ties)
             if other.first is None:
                 near_tie_met("trace accepted with the other choice at " + "; ".join(t.describe() for t in flipped))
                 return other
         return found
+
+    def _routed(
+        self, compare: Callable[..., Divergence], tokens: np.ndarray, routes: Routes, ties: Sequence[NearTie]
+    ) -> Divergence:
+        """The trace compared with the oracle's and its neighbours' computed with `routes` (every MoE layer's),
+        either expert of each of `ties` (the near-ties along those routes) accepted at the `experts` stages."""
+        return compare(
+            self.model.trace_layers(tokens, routes=routes),
+            [m.trace_layers(tokens, routes=routes) for m in self.neighbour_models(self.precision)],
+            near_ties=_either_expert(ties),
+        )
+
+    def _traced_choices(
+        self, trace: Mapping[str, np.ndarray], tokens: np.ndarray
+    ) -> tuple[dict[int, np.ndarray], list[NearTie], list[NearTie]]:
+        """The choices a model's trace of tokens [T] shows it made at near-ties, followed layer by layer (a
+        choice moves the later layers' inputs, and with them their near-ties): at each MoE layer the oracle's
+        own choice after the earlier layers' routes, with the other expert wherever the trace's `experts` took
+        it at a near-tie. Returns those routes ({layer: [T, top_k]}), the near-ties where the model took the
+        other expert, and every near-tie met along the routes."""
+        routes: dict[int, np.ndarray] = {}
+        taken: list[NearTie] = []
+        met: list[NearTie] = []
+        for layer in (i for i in range(self.config.n_layers) if self.config.is_moe_layer(i)):
+            here = [t for t in self._find_near_ties(tokens, None, routes) if t.layer == layer]
+            own = self.routes(tokens, given=routes)[layer]
+            traced = trace.get(stages.layer_stage(layer, "experts"))
+            took = [t for t in here if traced is not None and _took_other(traced[t.position], own[t.position], t)]
+            routes[layer] = _flipped({layer: own}, took)[layer] if took else own
+            taken, met = taken + took, met + here
+        return routes, taken, met
 
     def trace(self, tokens: np.ndarray) -> dict[str, np.ndarray]:
         return self.model.trace(tokens)

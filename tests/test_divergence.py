@@ -147,3 +147,51 @@ def test_the_stage_rows_a_failure_records_are_plain_floats() -> None:
         checks.record_ratio(np.float64(0.5))
         record.stage_errors = rows
         execnet.dumps(record.user_properties())
+
+
+def _moe_trace() -> dict[str, np.ndarray]:
+    """A MoE layer's router probabilities [3, 4], chosen experts int [3, 2] and output [3, 4]."""
+    rng = np.random.default_rng(1)
+    return {
+        "layers.0.router_probs": rng.dirichlet(np.ones(4), 3),
+        "layers.0.experts": np.array([[0, 1], [2, 3], [1, 3]]),
+        "layers.0.mlp_out": rng.standard_normal((3, 4)),
+    }
+
+
+def test_chosen_experts_are_compared_as_a_set_per_token_and_a_wrong_choice_named_with_its_token() -> None:
+    expected = _moe_trace()
+    reordered = expected | {"layers.0.experts": expected["layers.0.experts"][:, ::-1]}
+    assert localize(reordered, expected).first is None  # the order of a token's experts does not matter
+    top_one = expected | {"layers.0.experts": expected["layers.0.experts"][:, :1]}
+    first = localize(top_one, expected).first
+    assert first is not None and first.stage == "layers.0.experts" and first.index == (0,)
+    assert first.problem == (
+        "at position 0 the model uses experts [0] where the oracle chose [0, 1] (3 of 3 tokens chose otherwise)"
+    )
+    other = expected | {"layers.0.experts": np.array([[0, 1], [2, 0], [1, 3]])}
+    text = localize(other, expected).describe()
+    assert text.startswith("layer 0 experts: at position 1 the model uses experts [0, 2] where the oracle chose [2, 3]")
+    assert "before it, within tolerance: layer 0: router_probs 0.0e+00" in text
+
+
+def test_the_other_expert_of_a_near_tie_is_accepted_at_that_token_only() -> None:
+    expected = _moe_trace()
+    flipped = expected | {"layers.0.experts": np.array([[0, 2], [2, 3], [1, 3]])}  # token 0: 2 for 1
+    assert localize(flipped, expected).first is not None
+    assert localize(flipped, expected, near_ties={(0, 0): frozenset({1, 2})}).first is None
+    assert localize(flipped, expected, near_ties={(0, 1): frozenset({1, 2})}).first is not None  # another token
+    assert localize(flipped, expected, near_ties={(0, 0): frozenset({1, 3})}).first is not None  # other experts
+
+
+def test_a_divergent_moe_layer_says_whether_it_chose_the_oracle_s_experts() -> None:
+    expected = _moe_trace()
+    wrong_sum = expected | {"layers.0.mlp_out": expected["layers.0.mlp_out"] + 1.0}
+    assert "; layer 0 chose the oracle's experts at every token; before it" in localize(wrong_sum, expected).describe()
+    wrong_router = wrong_sum | {
+        "layers.0.router_probs": expected["layers.0.router_probs"][::-1],
+        "layers.0.experts": np.array([[0, 1], [2, 3], [0, 3]]),
+    }
+    text = localize(wrong_router, expected).describe()
+    assert text.startswith("layer 0 router_probs: max |diff|")
+    assert "; layer 0 chose other experts than the oracle: at position 2 the model uses experts [0, 3] where" in text

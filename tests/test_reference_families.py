@@ -728,6 +728,21 @@ def test_a_trace_takes_routes_as_logits_does() -> None:
     np.testing.assert_array_equal(trace["layers.1.router_probs"], model.router_probs(tokens)[1])
 
 
+@pytest.mark.parametrize("rounding", [None, R.BFLOAT16])
+def test_the_experts_stage_holds_the_experts_each_token_uses(rounding: R.Rounding | None) -> None:
+    """Each MoE layer's `experts` stage is int [T, top_k]: the router's top-k, most probable first, or the
+    experts `routes` gives the layer; never rounded (in bfloat16 too), and absent from a dense layer."""
+    config = family_configs_example("qwen2_moe", n_experts=4, top_k=2, n_layers=2, dense_layers=(1,))
+    model = NumpyModel(config, init_weights(config, seed=15, scale=0.5), np.float32, rounding=rounding)
+    tokens = np.random.default_rng(12).integers(0, config.vocab_size, 9)
+    trace = model.trace(tokens)
+    chosen = trace["layers.0.experts"]
+    assert chosen.shape == (9, 2) and np.issubdtype(chosen.dtype, np.integer) and "layers.1.experts" not in trace
+    np.testing.assert_array_equal(chosen, L.top_k_experts(trace["layers.0.router_probs"], 2))
+    routes = {0: _other_choice(trace["layers.0.router_probs"], config.top_k)}
+    np.testing.assert_array_equal(model.trace(tokens, routes=routes)["layers.0.experts"], routes[0])
+
+
 def test_router_probabilities_stay_float32_in_a_bfloat16_pass() -> None:
     """transformers takes the router's softmax in float32 (`.float()`, dtype=torch.float) whatever the
     model's dtype: rounded to bfloat16, probabilities 0.3 apart by less than 2^-9 would tie, and the

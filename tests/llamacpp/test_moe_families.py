@@ -15,7 +15,7 @@ Measured with llama-cpp-python 0.3.36 (this file's configs, seed 3, scale 0.2, 1
   RoPE scaling too), phi3 (fused q/k/v and gate/up; half of each head rotated,
   and the whole head; tied): agree, 8e-6 to 2e-5 on logits up to 5-7 (bound 7e-5 to 9e-5); the
   suite's float64 oracle passes them, and no traced stage is off (a MoE layer's router_probs
-  traced from llama.cpp's ffn_moe_probs).
+  traced from llama.cpp's ffn_moe_probs, its experts from the first top_k columns of ffn_moe_argsort).
 - qwen2_moe with norm_topk_prob true: llama.cpp's qwen2moe never renormalises (its graph passes
   no weight normalisation, whatever qwen2moe.expert_weights_norm says): 3.1 off on logits, and
   within the bound of the same model without renormalisation.
@@ -115,6 +115,7 @@ def test_the_new_families_llama_cpp_computes_as_transformers_agree(name: str, tm
     assert comparison.ok, f"error / tolerance {comparison.ratio:.3g}"
     trace = model.trace(TOKENS)
     assert ("layers.0.router_probs" in trace) == bool(config.n_experts)  # llama.cpp's ffn_moe_probs
+    assert ("layers.0.experts" in trace) == bool(config.n_experts)  # its ffn_moe_argsort's first top_k columns
     divergence = oracle.localize(trace, TOKENS)
     assert divergence.first is None, divergence.describe()
 
@@ -216,6 +217,7 @@ def test_the_suite_draws_the_new_families_for_llama_cpp_only_where_it_can_hold_t
 def test_the_trace_names_a_moe_layer_s_router_and_not_its_shared_expert_s_mlp() -> None:
     names = llamacpp.graph_names(QWEN2_MOE.replace(d_shared_expert=QWEN2_MOE.d_ff))
     assert names["ffn_moe_probs-0"] == {None: "layers.0.router_probs"}
+    assert names["ffn_moe_argsort-0"] == {None: "layers.0.experts"}
     assert names["ffn_out-1"] == {None: "layers.1.mlp_out"}  # the routed sum plus the gated shared expert
     assert not {"ffn_gate-0", "ffn_up-0", "ffn_swiglu-0"} & set(names)  # the shared expert's, not the layer's
 

@@ -117,12 +117,12 @@ FIRST_DIVERGENT_STAGE = {
     "FinalSoftcapMissing": "logits",
     "QueryScaleIgnored": "layers.0.scores",
     "SandwichNormMissing": "layers.0.resid_attn",  # the mutant traces no attn_post_norm
-    "TopOneInsteadOfTopK": "layers.0.mlp_out",  # the router's probabilities are right, its choice is not
+    "TopOneInsteadOfTopK": "layers.0.experts",  # the router's probabilities are right, its choice is not
     "RoutingNotRenormalised": "layers.0.mlp_out",
     "RoutingRenormalisedWhereNot": "layers.0.mlp_out",
     "RouterSoftmaxWrongAxis": "layers.0.router_probs",
     "SharedExpertUngated": "layers.0.mlp_out",
-    "ExpertBySlot": "layers.0.mlp_out",
+    "ExpertBySlot": "layers.0.experts",  # the experts it runs are the slots 0..k-1, not the ones it chose
     "ExpertCapacityDropsTokens": "layers.0.mlp_out",
     "TopKLogitsThenSoftmax": "layers.0.mlp_out",
     "FusedGateUpSwapped": "layers.0.mlp_gate",

@@ -80,6 +80,24 @@ def test_the_free_switches_trace_and_decode_as_the_reference(name: str) -> None:
     assert found.ok, found
 
 
+@needs.transformers
+@pytest.mark.parametrize("kind", ["mixtral", "qwen2_moe"])
+def test_the_experts_each_token_uses_are_those_transformers_router_hands_its_experts(kind: str) -> None:
+    """In float32, each MoE layer's `experts` [T, top_k] (the indices transformers' router returns and its
+    experts use) are, token by token, the set the reference chooses."""
+    config = PROBE_CONFIGS[kind]
+    tokens = np.random.default_rng(3).integers(0, config.vocab_size, config.n_ctx)
+    weights = init_weights(config, seed=3, scale=0.3)
+    trace = hf_transformers.build(config, weights).trace(tokens)
+    reference = NumpyModel(config, weights).trace(tokens)
+    moe_layers = [i for i in range(config.n_layers) if config.is_moe_layer(i)]
+    assert moe_layers
+    for i in moe_layers:
+        stage = stages.layer_stage(i, "experts")
+        assert trace[stage].shape == (len(tokens), config.top_k) and np.issubdtype(trace[stage].dtype, np.integer)
+        np.testing.assert_array_equal(np.sort(trace[stage], -1), np.sort(reference[stage], -1), err_msg=stage)
+
+
 def assert_trace_agrees(config: ModelConfig, T: int) -> None:
     tokens = np.random.default_rng(T).integers(0, config.vocab_size, T)
     weights = init_weights(config, seed=T, scale=0.3)
@@ -91,6 +109,9 @@ def assert_trace_agrees(config: ModelConfig, T: int) -> None:
     for stage, expected in oracle.items():
         actual = trace[stage]
         assert actual.shape == expected.shape, f"{stage}: shape {actual.shape}, expected {expected.shape}"
+        if stages.is_index_stage(stage):  # each token's chosen experts, in any order
+            np.testing.assert_array_equal(np.sort(actual, axis=-1), np.sort(expected, axis=-1), err_msg=stage)
+            continue
         if stages.split_stage(stage)[1] in stages.CAUSAL_OPS:  # above the diagonal is undefined
             actual, expected = actual[:, below], expected[:, below]
         ratio = tolerance.error_ratio(actual, expected)

@@ -12,8 +12,11 @@ from tests.meta.mutants.base import Transformer
 from verifier.analysis.precision import BFLOAT16, FLOAT32
 from verifier.model.config import ModelConfig
 from verifier.model.weights import init_weights
+from verifier.properties import checks
 from verifier.properties import oracle as oracles
 from verifier.properties.oracle import ChoiceComparison, Expected, NearTie, Oracle, near_ties
+from verifier.report import render
+from verifier.report.results import Header, ModelCard, Report, Result
 
 MIXTRAL = ModelConfig(
     family="mixtral", vocab_size=53, n_ctx=32, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=24,
@@ -111,3 +114,46 @@ def test_many_near_ties_are_tried_each_alone_and_all_together_never_every_subset
     assert subsets == [(t,) for t in ties] + [tuple(ties)]
     few = oracles._tie_subsets(ties[: oracles.MAX_NEAR_TIES])
     assert len(few) == 2**oracles.MAX_NEAR_TIES - 1 and len(set(few)) == len(few)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_trace_taking_the_other_expert_at_near_ties_is_accepted_and_a_wrong_router_is_named_at_its_choice(
+    seed: int,
+) -> None:
+    """The `experts` stage shows which expert a model took at each near-tie: the oracle follows those
+    choices layer by layer (a bfloat16 model that breaks every near-tie the other way agrees with it at
+    every stage), while a router that chooses wrongly is localised to the first MoE layer's `experts`."""
+    config = MIXTRAL.replace(top_k=1)
+    weights = _tied_weights(seed)
+    tokens = np.random.default_rng(seed).integers(0, config.vocab_size, 12)
+    oracle = Oracle(config, weights, BFLOAT16)
+    for model in (Transformer, OtherChoiceAtTies):
+        divergence = oracle.localize(model(config, weights, "bfloat16").trace(tokens), tokens)
+        assert divergence.first is None, f"{model.__name__}: {divergence.describe()}"
+    top_two = Oracle(MIXTRAL, weights, BFLOAT16)
+    for wrong in (catalog.TopOneInsteadOfTopK, catalog.ExpertBySlot):
+        divergence = top_two.localize(wrong(MIXTRAL, weights, "bfloat16").trace(tokens), tokens)
+        assert divergence.first is not None and divergence.first.stage == "layers.0.experts", wrong.__name__
+        assert "the model uses experts" in divergence.describe() and "where the oracle chose" in divergence.describe()
+
+
+def test_the_report_says_how_many_near_ties_a_property_met_and_how_they_were_judged() -> None:
+    """End to end: a property's record of the near-ties its comparisons met becomes the report's line."""
+    config = MIXTRAL.replace(top_k=1)
+    weights = _tied_weights(1)
+    tokens = np.random.default_rng(1).integers(0, config.vocab_size, 12)
+    with checks.recording("test_moe.py::test_routing") as record:
+        oracle = Oracle(config, weights, BFLOAT16)
+        oracle.localize(OtherChoiceAtTies(config, weights, "bfloat16").trace(tokens), tokens)
+    met = len(oracle.near_ties(tokens))
+    near_ties = dict(record.user_properties())["near_ties"]
+    summary = f"{met} router near-ties met; either choice accepted, the other one taken in 1 comparison"
+    assert near_ties.splitlines()[0] == summary
+    result = Result("test_moe.py::test_routing", "m", "pass", worst_error_ratio=0.5, near_ties=near_ties)
+    header = Header([ModelCard("m", "--model", {"mixtral": "trace"})], {}, "dev", {}, "suite", "now")
+    assert f"test_moe.py::test_routing / m: {summary}" in render.text(Report(header, [result], 0)).splitlines()
+
+
+def test_a_near_tie_met_and_never_taken_the_other_way_is_said_so() -> None:
+    record = checks.Record("p", near_ties={"met at layer 0, position 1: experts 1 and 2 ...": None})
+    assert record.near_tie_summary() == "1 router near-tie met; either choice accepted, the other one never taken"

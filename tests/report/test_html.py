@@ -73,3 +73,14 @@ def test_the_page_renders_in_headless_chromium(tmp_path: Path) -> None:
     )
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     shutil.rmtree(tmp_path / "profile", ignore_errors=True)
+
+
+def test_a_cell_whose_property_met_router_near_ties_says_so_below_its_outcome() -> None:
+    report = _report()
+    report.results[0].near_ties = "1 router near-tie met; either choice accepted, the other one never taken\n..."
+    page = html(report)
+    assert (
+        '<td class="pass">pass 0.012<br><small class="near-ties">1 router near-tie met; either choice accepted, the '
+        "other one never taken</small></td>"
+    ) in page
+    assert page.count('class="near-ties"') == 1

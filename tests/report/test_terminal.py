@@ -137,3 +137,36 @@ def test_the_progress_line_is_a_character_a_test_and_a_count() -> None:
     first, second = stream.getvalue().splitlines()
     assert first == ".Fs" + "E" + "." * (Progress.WIDTH - 4) + f" {Progress.WIDTH}/{Progress.WIDTH + 2}"
     assert second == f"xX {Progress.WIDTH + 2}/{Progress.WIDTH + 2}"
+
+
+TIES = (
+    "2 router near-ties met; either choice accepted, the other one taken in 1 comparison\n"
+    "met at layer 0, position 3: experts 1 and 2 0.0001 apart in probability (bound 0.06); met at layer 0, "
+    "position 5: experts 1 and 2 0.0002 apart in probability (bound 0.06); accepted with the other choice at ..."
+)
+
+
+def test_a_property_that_met_router_near_ties_says_how_many_and_how_they_were_judged() -> None:
+    met = Result("test_moe.py::test_routing", "m", "pass", worst_error_ratio=0.5, examples=2, near_ties=TIES)
+    lines = render.text(_report(met, Result("p", "m", "pass", worst_error_ratio=0.1))).splitlines()
+    line = "test_moe.py::test_routing / m: 2 router near-ties met; either choice accepted, the other one taken in 1 " \
+           "comparison"  # fmt: skip
+    assert lines.count(line) == 1 and lines[lines.index(line) + 1] == "", lines
+    assert "met at layer 0" not in "\n".join(lines)  # which ones: in the report files
+
+
+def test_a_failing_run_keeps_its_paragraphs_and_folds_the_passing_properties_near_ties_in_one_line() -> None:
+    detail, case = split_message(MESSAGE)
+    failed = Result("test_agreement.py::test_logits_agree_with_the_oracle", "m", "fail", detail, 2.9e4,
+                    "layers.0.experts", case=case, near_ties=TIES)  # fmt: skip
+    passed = [Result(f"test_moe.py::test_{n}", "m", "pass", worst_error_ratio=0.1, near_ties=TIES) for n in "ab"]
+    lines = render.text(_report(failed, *passed)).splitlines()
+    assert lines[0].endswith(
+        "first divergent stage layers.0.experts; 2 router near-ties met; either choice accepted, the other one "
+        "taken in 1 comparison"
+    )
+    assert lines[4] == "", lines  # heading, message (two lines), case: the paragraph is no longer
+    assert "router near-ties met by 2 more properties, either choice accepted: each is in the report files" in lines
+    assert not [line for line in lines if line.startswith("test_moe.py::test_a / m:")]
+    markdown = render.markdown(_report(failed, *passed))
+    assert "## Router near-ties" in markdown and "- test_moe.py::test_b / m: 2 router near-ties met" in markdown

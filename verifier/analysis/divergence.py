@@ -7,6 +7,11 @@ beyond its bound is named with the error there and at the stages before it:
     layer 0 scores: max |diff| 3.1e-01 at [1, 3, 2] (tolerance 2.0e-05, 1.6e+04x);
     before it, within tolerance: embed 1.2e-08; layer 0: attn_norm 3.0e-08, q 1.1e-08, ...
 
+A MoE layer's `experts` (indices: `stages.INDEX_OPS`) is compared as each token's set of experts: it
+diverges at the first token whose set is not the oracle's, unless the oracle met a near-tie there and the
+model took the other expert of it (`near_ties`); a divergent MoE layer's description says whether the
+model chose the oracle's experts there, and if not, at which token.
+
 Stages a model does not trace are skipped; a stage of the wrong shape diverges there, and so does a
 Llama q or k stage that matches the oracle's only in the other RoPE layout (`_layout_problem`: the
 model's trace holds q/k in an order it does not declare, and the message says what to declare). The oracle's
@@ -41,6 +46,9 @@ GELU_FAMILIES = frozenset(
 _LISTED_BEFORE = 12
 
 Trace = Mapping[str, np.ndarray]
+# Near-ties of the oracle's routers: {(MoE layer, position): the two experts whose router probabilities
+# nearly tie there, the k-th and the (k+1)-th}; a token may use either.
+NearTies = Mapping[tuple[int, int], frozenset[int]]
 # A whole trace, or its groups of stages in compute order (e.g. `NumpyModel.trace_layers`).
 Stages = Trace | Iterable[Trace]
 
@@ -102,7 +110,7 @@ class Divergence:
                 f"{first.ratio:.2g}x the bound)"
             )
         before = self.stages[: self.stages.index(first)]
-        return head + "; " + _describe_agreeing(before)
+        return head + _describe_choice(first, self.stages) + "; " + _describe_agreeing(before)
 
     def as_rows(self) -> list[tuple[str, float, float]]:
         """(stage, max error, bound) per compared stage, in compute order (inf error: wrong shape)."""
@@ -204,6 +212,20 @@ class DecodeDivergence(Divergence):
         return "\n".join(lines)
 
 
+def _describe_choice(first: StageError, compared: Sequence[StageError]) -> str:
+    """Whether the MoE layer of a divergent stage (other than its `experts`) chose the oracle's experts: a
+    clause naming the first token where it did not; "" outside a MoE layer, or where it traces no choice."""
+    layer, op = stages.split_stage(first.stage)
+    if layer is None or op in stages.INDEX_OPS:
+        return ""
+    chosen = next((s for s in compared if s.stage == stages.layer_stage(layer, "experts")), None)
+    if chosen is None:
+        return ""
+    if chosen.ok:
+        return f"; layer {layer} chose the oracle's experts at every token"
+    return f"; layer {layer} chose other experts than the oracle: {chosen.problem}"
+
+
 def _describe_agreeing(before: Sequence[StageError]) -> str:
     if not before:
         return "it is the first stage traced"
@@ -213,7 +235,7 @@ def _describe_agreeing(before: Sequence[StageError]) -> str:
     current_layer: int | None = None
     for s in listed:
         layer, op = stages.split_stage(s.stage)
-        item = f"{op} {s.max_error:.1e}"
+        item = f"{op} the oracle's" if op in stages.INDEX_OPS else f"{op} {s.max_error:.1e}"
         if layer is not None and layer == current_layer:
             groups[-1] += f", {item}"
         else:
@@ -254,6 +276,35 @@ def _floor_scale(stage: str, oracle_value: np.ndarray, group: Trace, family: str
     return np.maximum(np.abs(oracle_value), 0.5 * np.abs(gelu_input))
 
 
+def _compare_experts(stage: str, got: np.ndarray, want: np.ndarray, near_ties: NearTies) -> StageError:
+    """A MoE layer's chosen experts, int [T, k], against the oracle's [T, top_k], as a set per token: the
+    error is the number of tokens whose set differs (a near-tie's other expert taken in place of the
+    oracle's is no difference), at the first of them."""
+    if got.ndim != 2 or got.shape[0] != want.shape[0]:  # a count of experts other than top_k is compared
+        problem = f"shape {list(got.shape)} where the oracle has {list(want.shape)}"
+        return StageError(stage, float("inf"), 0.0, problem=problem)
+    layer = stages.split_stage(stage)[0]
+    ties = {t: experts for (at, t), experts in near_ties.items() if at == layer}  # position -> the tied pair
+    differ = [t for t in range(len(want)) if not _same_choice(got[t], want[t], ties.get(t))]
+    if not differ:
+        return StageError(stage, 0.0, 0.0)
+    t = differ[0]
+    problem = (
+        f"at position {t} the model uses experts {sorted(map(int, got[t]))} where the oracle chose "
+        f"{sorted(map(int, want[t]))} ({len(differ)} of {len(want)} tokens chose otherwise)"
+    )
+    return StageError(stage, float(len(differ)), 0.0, (t,), problem)
+
+
+def _same_choice(got: np.ndarray, want: np.ndarray, tie: frozenset[int] | None) -> bool:
+    """Whether a token's experts got [k] are the oracle's want [top_k] in any order, or differ from them
+    only by the near-tie `tie`'s other expert in place of the one the oracle took."""
+    mine, oracle = set(got.tolist()), set(want.tolist())
+    if len(mine) != len(got) or len(mine) != len(oracle):  # an expert used twice, or a count not top_k
+        return False
+    return mine == oracle or (tie is not None and (mine ^ oracle) <= tie)
+
+
 def _groups(stages: Stages) -> Iterator[Trace]:
     return iter([stages]) if isinstance(stages, Mapping) else iter(stages)
 
@@ -268,10 +319,12 @@ def localize(
     n_layers: int = 1,
     family: str | None = None,
     rope_layout: str = stages.ROTATE_HALF,
+    near_ties: NearTies | None = None,
 ) -> Divergence:
     """Compare a model's `trace` with the oracle's `expected` trace, stage by stage, under the
     bounds of `precision` (`verifier.analysis.precision`); the `family` ("gpt2", "llama", ...) says
-    which stages' floors follow their inputs (`_floor_scale`).
+    which stages' floors follow their inputs (`_floor_scale`). A MoE layer's `experts` are compared as
+    sets (`_compare_experts`), either expert of a near-tie of the oracle's router (`near_ties`) accepted.
 
     `neighbours` are the traces the tolerance policy measures conditioning with (see
     `verifier.analysis.tolerance`), given as `expected` is (whole, or as groups read in step with
@@ -286,6 +339,9 @@ def localize(
                 untraced.append(stage)
                 continue
             got = np.asarray(trace[stage])
+            if stages.is_index_stage(stage):
+                compared.append(_compare_experts(stage, got, np.asarray(want), near_ties or {}))
+                continue
             if got.shape != want.shape:
                 problem = f"shape {list(got.shape)} where the oracle has {list(want.shape)}"
                 compared.append(StageError(stage, float("inf"), 0.0, problem=problem))

@@ -108,6 +108,8 @@ def _llama_operation(config: ModelConfig, layer: int, op: str) -> str:
         r = c.rotated_dims
         text = "RoPE: rotate pairs " + ("(2i, 2i + 1)" if c.rope_pairs == "interleaved" else f"(i, i + {r // 2})")
         text += f" of the first {r} dims, the other {c.d_head - r} pass" if r < c.d_head else ""
+    if op == "experts":
+        text = f"the {c.top_k} of {c.n_experts} experts each token uses: its top-{c.top_k} router probabilities"
     if op == "mlp_out" and c.is_moe_layer(layer):
         weighting = "renormalised" if c.norm_topk else "probability"
         text = f"top-{c.top_k} of {c.n_experts} experts' SwiGLU, {weighting}-weighted sum"

@@ -16,8 +16,11 @@ RoPE, [heads, T, d_head]); `attn_post_norm`, `mlp_post_norm` (sandwich_norm: the
 attention output and of the MLP output, before each is added to the residual stream, [T, d_model]).
 Gemma's normaliser is part of `embed`, biases part of the projection they follow.
 A MoE layer (`config.is_moe_layer(i)`) has `router_probs` (the softmax of the router logits,
-[T, n_experts]) in place of mlp_gate, mlp_up and mlp_act; its `mlp_out` is the weighted sum of the chosen
-experts' outputs (plus the gated shared expert). With partial rotary, q_rope and k_rope hold the rotated
+[T, n_experts]) and `experts` (the indices of the experts each token used, as the model chose them,
+int [T, top_k], in any order) in place of mlp_gate, mlp_up and mlp_act; its `mlp_out` is the weighted
+sum of the chosen experts' outputs (plus the gated shared expert). `experts` holds indices, not values
+(`INDEX_OPS`): it is compared as a set per token, and a model with the right probabilities that routes
+wrongly (top-1 for top-2) shows its other choice there. With partial rotary, q_rope and k_rope hold the rotated
 dims and the passed-through ones, in the head's own order. `stage_weights`
 names the canonical weights (`verifier.model.weights`) each stage is computed with.
 """
@@ -44,6 +47,8 @@ _LLAMA_OPS = (
 
 # Stages whose entries above the diagonal are undefined: compare them on the lower triangle.
 CAUSAL_OPS = frozenset({"scores"})
+# Stages of integer indices, not values: never rounded, compared as a set per token (not by |diff|).
+INDEX_OPS = frozenset({"experts"})
 
 # The orders of each head's q and k a trace may hold, and what RoPE pairs in each: "rotate_half"
 # (`transformers`, the order the suite reads) pairs (i, i + d_head/2); "interleaved" (Meta's llama,
@@ -79,12 +84,13 @@ def from_rotate_half(x: np.ndarray, layout: str) -> np.ndarray:
 
 def layer_ops(config: ModelConfig, layer: int) -> tuple[str, ...]:
     """The ops of layer `layer`, in the order the forward pass computes them (the family's, and the
-    stages its switches add): a MoE layer has `router_probs` in place of mlp_gate, mlp_up, mlp_act."""
+    stages its switches add): a MoE layer has `router_probs` and `experts` in place of mlp_gate, mlp_up,
+    mlp_act."""
     if config.family == "gpt2":
         return _GPT2_OPS
     ops = list(_LLAMA_OPS)
     if config.is_moe_layer(layer):
-        ops[ops.index("mlp_gate") : ops.index("mlp_out")] = ["router_probs"]
+        ops[ops.index("mlp_gate") : ops.index("mlp_out")] = ["router_probs", "experts"]
     if config.qk_norm:
         ops[ops.index("q_rope") : ops.index("q_rope")] = ["q_norm", "k_norm"]
     if config.sandwich_norm:
@@ -106,6 +112,11 @@ def split_stage(stage: str) -> tuple[int | None, str]:
     return None, stage
 
 
+def is_index_stage(stage: str) -> bool:
+    """Whether `stage` holds indices (`INDEX_OPS`), e.g. `layers.0.experts`."""
+    return split_stage(stage)[1] in INDEX_OPS
+
+
 def _op_shape(config: ModelConfig, op: str, T: int) -> tuple[int, ...]:
     if op in ("q", "q_norm", "q_rope"):
         return (config.n_heads, T, config.d_head)
@@ -117,6 +128,8 @@ def _op_shape(config: ModelConfig, op: str, T: int) -> tuple[int, ...]:
         return (T, config.d_ff)
     if op == "router_probs":
         return (T, config.n_experts)
+    if op == "experts":
+        return (T, config.top_k)
     if op == "attn":  # the heads merged: n_heads * d_head, which head_dim decouples from d_model
         return (T, config.n_heads * config.d_head)
     return (T, config.d_model)

@@ -161,7 +161,8 @@ def moe(
 ) -> np.ndarray:
     """A MoE layer: [B, T, d_model] -> [B, T, d_model], the router's chosen experts' gated MLPs weighted
     (`route`), plus Qwen2-MoE's shared expert times sigmoid(h w_s^T). `chosen` [B, T, top_k] overrides
-    the router's choice (see `NumpyModel.logits`'s `routes`). `inner(stage, value)` rounds each expert's
+    the router's choice (see `NumpyModel.logits`'s `routes`); the experts used, int [B, T, top_k], are the
+    `experts` stage. `inner(stage, value)` rounds each expert's
     gate, up and product as a dense layer's mlp_gate, mlp_up and mlp_act stages are rounded (at a narrower
     precision; they are not stages of a MoE layer, so nothing records them).
 
@@ -171,6 +172,7 @@ def moe(
     p = moe_prefix(c, i)
     probs = stage(layer_stage(i, "router_probs"), L.router_probs(h, w[p + "gate.weight"]))
     chosen, weights = route(c, probs, chosen)
+    chosen = stage(layer_stage(i, "experts"), chosen)
     k = chosen.shape[-1]
     flat, chosen, weights = h.reshape(-1, d), chosen.reshape(-1, k), weights.reshape(-1, k)
     out = np.zeros_like(flat)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from verifier.model.stages import INDEX_OPS
 from verifier.model.weights import input_axis
 
 Array = np.ndarray
@@ -99,7 +100,8 @@ class Rounding:
     def rounds(self, stage: str) -> bool:
         """Whether the output of `stage` ("embed", "layers.0.q", ...) is rounded (never a float32 stage)."""
         op = stage.rpartition(".")[2]
-        return op not in FLOAT32_STAGES and (self.stages is None or op in self.stages)
+        exempt = op in FLOAT32_STAGES or op in INDEX_OPS  # indices (the chosen experts) are not values to round
+        return not exempt and (self.stages is None or op in self.stages)
 
 
 # Stages every implementation computes in float32 whatever the model's dtype: the router's softmax

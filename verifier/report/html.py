@@ -1,6 +1,7 @@
 """The conformance report as one self-contained HTML page (no external files): the verdicts, the
 header, the property x model table with colored cells (a failure's first divergent stage in its
-cell, each cell's note number a link to the note), each note's whole message, and the
+cell, each cell's note number a link to the note, the router near-ties a property met below its
+outcome), each note's whole message, and the
 error-per-stage plot of each localized failure inline as a PNG data URI. Readable as a CI artifact."""
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ td.pass, td.xfail { background: #d4f4d4; }
 td.fail, td.error, td.xpass { background: #f8c8c8; font-weight: bold; }
 td.skip { background: #f4f0c8; }
 td.none { color: #999; }
+small.near-ties { font-family: system-ui, sans-serif; color: #555; }
 pre { background: #f6f6f6; padding: 0.6em; overflow-x: auto; white-space: pre-wrap; }
 .conforms { color: #060; } .fails, .untested { color: #a00; } .left-out { color: #666; }
 """
@@ -41,6 +43,14 @@ def _cell(cell: str) -> str:
     return _NOTE_NUMBER.sub(lambda m: f' <a href="#note-{m[1]}">[{m[1]}]</a>', text)
 
 
+def _td(t: render.Table, prop: str, model: str) -> str:
+    """The cell of `prop` on `model`, with the router near-ties it met (how many, how judged) below its outcome."""
+    cell = t.cells.get((prop, model), "-")
+    ties = t.near_ties.get((prop, model))
+    below = f'<br><small class="near-ties">{escape(ties)}</small>' if ties else ""
+    return f'<td class="{_cell_class(cell)}">{_cell(cell)}{below}</td>'
+
+
 def html(report: Report) -> str:
     """The whole page."""
     t = render.table(report)
@@ -58,8 +68,7 @@ def html(report: Report) -> str:
     out += [f"<th>{escape(t.heading(m))}</th>" for m in t.models]
     out.append("</tr></thead><tbody>")
     for p in t.properties:
-        cells = [t.cells.get((p, m), "-") for m in t.models]
-        row = "".join(f'<td class="{_cell_class(c)}">{_cell(c)}</td>' for c in cells)
+        row = "".join(_td(t, p, m) for m in t.models)
         out.append(f"<tr><th><code>{escape(p)}</code></th>{row}</tr>")
     out.append("</tbody></table>")
     if t.notes:

@@ -11,6 +11,11 @@ contract breach that several properties of a model share is one note. Then each 
 The terminal (`text`) puts the verdict last: one paragraph per failure first, then the header, the
 table (without the rows that passed on every model, when something failed) and the skips' notes,
 then the verdicts and the summary.
+
+A property that met router near-ties (a MoE model's top-k choice within the precision class's bound,
+`properties/oracle.py`) says so: how many and how they were judged, in a failure's paragraph heading,
+else one line each after the table (when something failed, one line counting them, so that a failing
+run stays on a screen), in the HTML page's cell and in the Markdown's list of them.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ class Table:
     cells: dict[tuple[str, str], str]
     notes: list[tuple[list[Result], str]]  # (the results a note is for, its text), numbered from 1
     headings: dict[str, str] = field(default_factory=dict)  # model -> its column heading
+    near_ties: dict[tuple[str, str], str] = field(default_factory=dict)  # (property, model) -> `near_tie_line`
 
     def heading(self, model: str) -> str:
         """The model's name, and its precision class where it is not float32: `m (bfloat16)`."""
@@ -91,7 +97,8 @@ def table(report: Report) -> Table:
             cells[prop, model] = " ".join(parts)
     classes = {v.model: v.precision for v in report.verdicts()}
     headings = {m: f"{m} ({classes[m]})" for m in models if classes.get(m, "float32") != "float32"}
-    return Table(properties, models, cells, notes, headings)
+    near_ties = {cell: near_tie_line(r) for cell, r in by_cell.items() if r.near_ties}
+    return Table(properties, models, cells, notes, headings, near_ties)
 
 
 _VERDICTS = {"conforms": "conforms", "fails": "does not conform", "untested": "untested: not conforming"}
@@ -121,6 +128,22 @@ def verdict_lines(report: Report) -> list[str]:
             )
         lines.append(line)
     return lines
+
+
+def near_tie_line(result: Result) -> str:
+    """The first line of `result.near_ties`: how many router near-ties it met and how they were judged."""
+    return result.near_ties.split("\n", 1)[0]
+
+
+def near_tie_lines(report: Report, *, fold: bool = False) -> list[str]:
+    """One line per property and model that met router near-ties and did not fail (a failure's paragraph
+    says it): `p / m: 2 router near-ties met; either choice accepted, ...`; with `fold`, one line
+    counting them."""
+    met = [r for r in report.results if r.near_ties and r.outcome not in FAILING]
+    if fold and met:
+        return [f"router near-ties met by {len(met)} more {'property' if len(met) == 1 else 'properties'}, either "
+                "choice accepted: each is in the report files"]  # fmt: skip
+    return [f"{r.property} / {r.model or NO_MODEL}: {near_tie_line(r)}" for r in met]
 
 
 def left_out_lines(report: Report) -> list[str]:
@@ -182,6 +205,8 @@ def text(report: Report, written: Sequence[Path] = ()) -> str:
         first, *rest = t.notes[n - 1][1].splitlines() or [""]
         lines.append(f"[{n}] {t.note_heading(n)}: {first}")
         lines += [f"    {line}" for line in rest]
+    ties = near_tie_lines(report, fold=bool(failures))
+    lines += ["", *ties] if ties else []
     files = f"; reports written: {', '.join(map(str, written))}" if written else ""
     lines += ["", *verdict_lines(report), *left_out_lines(report), summary(report) + files]
     return "\n".join(lines)
@@ -206,6 +231,8 @@ def _paragraph(t: Table, n: int) -> list[str]:
         facts.append(f"worst error {result.worst_error_ratio:.3g}x the {result.precision or 'float32'} bound")
     if result.first_divergent_stage:
         facts.append(f"first divergent stage {result.first_divergent_stage}")
+    if result.near_ties:  # a clause, not a line: the paragraph keeps its length
+        facts.append(near_tie_line(result))
     head = f"[{n}] {_LABELS[result.outcome]} {t.note_heading(n)}" + (f": {'; '.join(facts)}" if facts else "")
     body = _statement(result).splitlines() or ["(no message)"]
     if result.first_divergent_stage:  # the heading names it; its errors stage by stage are in the report files
@@ -242,6 +269,11 @@ def markdown(report: Report) -> str:
     out.append("|---" * (len(t.models) + 1) + "|")
     for p in t.properties:
         out.append(f"| `{_md_cell(p)}` | {' | '.join(_md_cell(t.cells.get((p, m), '-')) for m in t.models)} |")
+    ties = [f"- {line}" for line in near_tie_lines(report)]
+    ties += [f"- {r.property} / {r.model or NO_MODEL} ({r.outcome}): {near_tie_line(r)}" for r in report.results
+             if r.near_ties and r.outcome in FAILING]  # fmt: skip
+    if ties:
+        out += ["", "## Router near-ties", "", *ties]
     if t.notes:
         out += ["", "## Notes", ""]
     for n, (results, note) in enumerate(t.notes, 1):

@@ -15,8 +15,9 @@ these keys; each also shows in pytest's own JUnit XML:
 - `precision`: str, the precision class the model was judged at (`verifier.analysis.precision`);
 - `behaves_like`: str, on a failure of a model that declares no class, the coarser floating class
   whose rounding the reported failure's error follows (the class the model behaves like);
-- `near_ties`: str, on a MoE model's property that met router near-ties (`properties/oracle.py`):
-  how many, and the first ones with how each was judged (the oracle's choice, or the other one accepted);
+- `near_ties`: str, on a MoE model's property that met router near-ties (`properties/oracle.py`): its
+  first line how many and how they were judged (`2 router near-ties met; either choice accepted, ...`,
+  what the terminal and the HTML page show), its second the first ones, each with its judgement;
 - `failure_message`: str, on a failure raised as a group (Hypothesis' distinct failures, whose title
   is all pytest's one-line message says), the exception line(s) and notes of the reported one.
 
@@ -83,7 +84,7 @@ class Result:
     contract_rule: str | None = None
     precision: str | None = None
     behaves_like: str | None = None
-    near_ties: str = ""  # the router near-ties the property met, and how each was judged
+    near_ties: str = ""  # the router near-ties the property met, and how each was judged (see NEAR_TIES above)
     case: str = ""  # a failure's case, as the suite noted it (`config = ...` lines), to reproduce it
 
 

@@ -121,7 +121,7 @@ class Transformer:
 
     def stage(self, stage: str, value: np.ndarray) -> np.ndarray:
         """A stage's output as the model goes on with it (rounded at its precision), recorded when tracing."""
-        if self._rounding is not None:
+        if self._rounding is not None and np.issubdtype(value.dtype, np.floating):  # indices are not rounded
             round_, stages, _ = self._rounding
             if stages is None or stage.rsplit(".", 1)[-1] in stages:
                 value = round_(value)
@@ -410,6 +410,7 @@ class Transformer:
         # transformers takes its softmax in float32 whatever the model's dtype
         self.stage(f"layers.{i}.router_probs", probs.reshape(B, T, -1))
         chosen, weights = self.route(logits, probs)
+        self.stage(f"layers.{i}.experts", chosen.reshape(B, T, -1))  # the experts it uses, right or wrong
         out = np.zeros_like(rows)
         for e, names in enumerate(experts):
             token, slot = np.nonzero(chosen == e)

@@ -21,8 +21,8 @@ of the RoPE families (`apply_rotary_pos_emb` with the captured rotary tables, on
 and k), and `scores` (q k^T times the attention module's own `scaling`, soft-capped by its own
 `attn_logit_softcapping` in Gemma 2). Phi-3's q, k, v are split from `qkv_proj`'s output, gate and up
 from a fused `gate_up_proj`'s (Phi-3, GLM), and a MoE layer's `router_probs` are the softmax of its
-router's logits; q_rope / k_rope use the family's own `apply_rotary_pos_emb` (Phi-3's and GLM's
-partial rotary, GLM's interleaved pairs).
+router's logits, its `experts` the top-k indices its router returns and its experts use; q_rope / k_rope
+use the family's own `apply_rotary_pos_emb` (Phi-3's and GLM's partial rotary, GLM's interleaved pairs).
 """
 
 from __future__ import annotations
@@ -97,8 +97,9 @@ _SANDWICH_LAYER: dict[str, tuple[str, str | int]] = {
 # (split in two halves, gate first, as their MLPs `chunk` it).
 _FUSED_QKV_LAYER: dict[str, tuple[str, str | int]] = {"qkv": ("self_attn.qkv_proj", "out")}
 _FUSED_GATE_UP_LAYER: dict[str, tuple[str, str | int]] = {"mlp_gate_up": ("mlp.gate_up_proj", "out")}
-# A MoE layer: the router's logits [T, n_experts] (its first output), made probabilities as it makes them.
-_MOE_LAYER: dict[str, tuple[str, str | int]] = {"router_logits": ("mlp.gate", 0)}
+# A MoE layer: the router's logits [T, n_experts] (its first output), made probabilities as it makes them,
+# and the top-k indices [T, top_k] it hands the experts (its third: `_, weights, indices = self.gate(h)`).
+_MOE_LAYER: dict[str, tuple[str, str | int]] = {"router_logits": ("mlp.gate", 0), "experts": ("mlp.gate", 2)}
 _DENSE_MLP_OPS = ("mlp_gate", "mlp_up", "mlp_act")
 
 
@@ -241,12 +242,13 @@ class TransformersModel:
         self._split_fused(captured)
         self._rebuild_attention(captured)
         order = stages.stage_shapes(self.config, len(tokens))
-        return {stage: captured[stage][0].float().numpy() for stage in order}
+        return {stage: _array(captured[stage][0]) for stage in order}
 
     def _split_fused(self, captured: dict[str, Any]) -> None:
         """Phi-3's q, k, v from its fused output (rows q, then k, then v); gate and up from a fused
         gate/up output (its two halves); a MoE layer's router probabilities [1, T, n_experts], the
-        softmax in float32 as the router computes it (its logits are [T, n_experts], tokens flattened)."""
+        softmax in float32 as the router computes it (its logits are [T, n_experts], tokens flattened),
+        and the experts it chose, int [1, T, top_k]."""
         c = self.config
         for i in range(c.n_layers):
 
@@ -262,6 +264,7 @@ class TransformersModel:
             if c.is_moe_layer(i):
                 logits = captured.pop(stage("router_logits"))
                 captured[stage("router_probs")] = self._torch.softmax(logits.float(), dim=-1)[None]
+                captured[stage("experts")] = captured[stage("experts")][None]
             elif c.fused_gate_up:
                 captured[stage("mlp_gate")], captured[stage("mlp_up")] = captured.pop(stage("mlp_gate_up")).chunk(
                     2, dim=-1
@@ -303,6 +306,11 @@ class TransformersModel:
             scores = self._torch.matmul(q, k.transpose(2, 3)) * attention.scaling
             cap = getattr(attention, "attn_logit_softcapping", None)
             captured[stage("scores")] = scores if cap is None else self._torch.tanh(scores / cap) * cap
+
+
+def _array(x: Any) -> np.ndarray:
+    """A captured tensor as NumPy: values in float32 (whatever the model's dtype), indices as they are."""
+    return x.float().numpy() if x.is_floating_point() else x.numpy()
 
 
 def _heads(x: Any, d_head: int) -> Any:

@@ -13,7 +13,9 @@ nothing but llama.cpp's own arithmetic stands between it and the reference.
   callback of the context params (`cb_eval`), by the names llama.cpp's graph gives them
   (`ffn_gelu-0`) and, where one name is given to several tensors, the op that computes it: the
   residual stream, the norms, Llama's q, k, v before and after RoPE (reordered from llama.cpp's
-  interleaved pairs), attention's probabilities and output, and the MLP's stages. The scores are
+  interleaved pairs), attention's probabilities and output, and the MLP's stages (a MoE layer's router
+  probabilities, `ffn_moe_probs`, and the experts it uses, the first top_k columns of `ffn_moe_argsort`,
+  an I32 tensor: its `ffn_moe_topk` is a strided view of them). The scores are
   left out (llama.cpp scales them inside its softmax), as are GPT-2's q, k, v (strided views). llama-cpp-python
   exposes the callback but no tensor type, so the start of ggml's `struct ggml_tensor` (type,
   buffer, ne[4]) is declared here as ggml.h of the vendored llama.cpp lays it out, and every
@@ -67,6 +69,8 @@ from verifier.plugin.interface import Constraints, Unsupported
 INTERLEAVED_FAMILIES = ("llama", "mistral", "mixtral")
 INSTALL = "pip install 'lm-verifier[llamacpp]' (pip compiles llama.cpp: several minutes)"
 _GGML_TYPE_F32 = 0
+# The ggml types the trace reads, and as what: values in F32, indices (a MoE layer's argsort) in I32.
+_READ_TYPES = {_GGML_TYPE_F32: np.float32, 26: np.int32}  # GGML_TYPE_I32 = 26
 _LOG_LINES = 20
 
 
@@ -287,6 +291,9 @@ def _as_stage(stage: str, value: np.ndarray | None, shape: tuple[int, ...], inte
             return value
         # llama.cpp rotates adjacent pairs (2i, 2i + 1); the stage is in rotate-half order (i, i + d/2).
         return value.reshape(heads, T, d_head // 2, 2).transpose(0, 1, 3, 2).reshape(shape)
+    if op == "experts":  # the argsort [T, n_experts] -> its first top_k columns, the experts used
+        T, k = shape
+        return value.reshape(T, -1)[:, :k].astype(np.int64) if value.size % T == 0 and value.size >= T * k else None
     if op == "probs":
         n_heads, T, _ = shape
         if value.size % (n_heads * T):
@@ -331,6 +338,9 @@ def graph_names(config: ModelConfig) -> dict[str, dict[str | None, str]]:
     # A MoE layer's router probabilities; its MLP names (ffn_gate, ...) are the shared expert's, not the layer's.
     moe_layer = {k: v for k, v in per_layer.items() if v not in ("mlp_gate", "mlp_up", "mlp_act")}
     moe_layer["ffn_moe_probs"] = "router_probs"
+    # Its choice: `ffn_moe_topk`, the experts it uses, is a strided view of the first top_k columns of
+    # `ffn_moe_argsort` (the experts by falling probability, contiguous), which is read and cut instead.
+    moe_layer["ffn_moe_argsort"] = "experts"
     for i in range(config.n_layers):
         ops = moe_layer if config.is_moe_layer(i) else per_layer
         found |= {f"{name}-{i}": {None: stages.layer_stage(i, op)} for name, op in ops.items()}
@@ -369,8 +379,11 @@ class _Recorder:
         if stage is None:
             return True
         head = _TensorHead.from_address(tensor)
-        out = np.empty(tuple(int(n) for n in reversed(head.ne)), np.float32)  # numpy order: ne[0] is fastest
-        if head.type == _GGML_TYPE_F32 and ggml.ggml_is_contiguous(tensor) and ggml.ggml_nbytes(tensor) == out.nbytes:
+        dtype = _READ_TYPES.get(head.type)
+        if dtype is None:
+            return True  # a type this reader does not know is left out of the trace
+        out = np.empty(tuple(int(n) for n in reversed(head.ne)), dtype)  # numpy order: ne[0] is fastest
+        if ggml.ggml_is_contiguous(tensor) and ggml.ggml_nbytes(tensor) == out.nbytes:
             ggml.ggml_backend_tensor_get(tensor, out.ctypes.data, 0, out.nbytes)
             self.captured[stage] = out
         return True  # a layout this reader does not know is left out of the trace
