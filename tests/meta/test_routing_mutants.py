@@ -61,11 +61,16 @@ def test_top_k_logits_then_softmax_is_softmax_top_k_renormalised(seed: int) -> N
     being monotone), exp(l_i) / sum_j exp(l_j) over those k = p_i / sum_j p_j with p = softmax(l) over
     every expert (the full partition function cancels). So on Mixtral, and on Qwen2-MoE with
     norm_topk_prob, no property can kill TopKLogitsThenSoftmax; only where the family does not
-    renormalise is it a bug (the test above)."""
+    renormalise is it a bug (the test above), and there it is RoutingRenormalisedWhereNot's."""
     for config in (RICH["mixtral"], RICH["qwen2_moe"].replace(norm_topk=True)):
         base = _logits(Transformer, config, seed)
         found = _logits(catalog.TopKLogitsThenSoftmax, config, seed)
         np.testing.assert_allclose(found, base, rtol=0, atol=1e-12 * np.abs(base).max())
+    # where the family does not renormalise, it is the same bug as RoutingRenormalisedWhereNot
+    config = RICH["qwen2_moe"].replace(norm_topk=False)
+    renormalised = _logits(catalog.RoutingRenormalisedWhereNot, config, seed)
+    found = _logits(catalog.TopKLogitsThenSoftmax, config, seed)
+    np.testing.assert_allclose(found, renormalised, rtol=0, atol=1e-12 * np.abs(renormalised).max())
     # and the law itself, on one row of logits
     logits = np.random.default_rng(seed).normal(size=8) * 3
     p = np.exp(logits - logits.max()) / np.exp(logits - logits.max()).sum()
