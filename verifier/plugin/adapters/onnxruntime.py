@@ -104,6 +104,7 @@ class OnnxRuntimeModel:
             self._torch_model, {"input_ids": self._sample(2), "use_cache": False}, onnx_config))  # fmt: skip
         self._session = self._open(self.model_path)
         self._decoder: Any = None
+        self._decoder_inputs: set[str] = set()
 
     def _sample(self, batch: int) -> Any:
         """Sample input_ids [batch, T] to trace with. T is 2 where n_ctx allows: torch.export
@@ -149,6 +150,8 @@ class OnnxRuntimeModel:
             raise ValueError(f"{start} cached + {len(tokens)} new tokens exceed n_ctx={self.config.n_ctx}")
         feed = {"input_ids": tokens[None], "position_ids": np.arange(start, start + len(tokens), dtype=np.int64)[None]}
         feed |= self._empty_cache() if cache is None else cache.arrays
+        if "attention_mask" in self._decoder_inputs:  # Gemma's and Gemma 2's graphs take the mask [1, past + T]
+            feed["attention_mask"] = np.ones((1, start + len(tokens)), dtype=np.int64)
         names = [spec.name for spec in decoder.get_outputs()]
         outputs = dict(zip(names, decoder.run(names, feed), strict=True))
         arrays = {"input." + name.removeprefix("output."): value for name, value in outputs.items() if name != "logits"}
@@ -177,6 +180,7 @@ class OnnxRuntimeModel:
                 self._torch_model, {"input_ids": self._sample(1), **_GENERATE}, onnx_config,
                 multi_token_decode=True))  # fmt: skip
             self._decoder = self._open(path)
+            self._decoder_inputs = {spec.name for spec in self._decoder.get_inputs()}
         return self._decoder
 
 
