@@ -1,0 +1,88 @@
+"""ONNX Runtime (a transformers model exported by transformers' ONNX exporter, default graph
+optimisations, CPU) as a model under test, against the float64 oracle within float32's bound."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from verifier.plugin.adapters import onnxruntime
+
+if onnxruntime.missing() is not None:
+    pytest.skip(onnxruntime.missing() or "", allow_module_level=True)
+
+from tests.meta.suite_runs import run_suite
+from verifier.model.presets import preset
+from verifier.model.weights import init_weights
+from verifier.properties.oracle import Oracle
+
+GPT2 = preset("gpt2").replace(vocab_size=100, n_ctx=24, d_model=32, n_layers=2, n_heads=4, n_kv_heads=4, d_ff=128)
+LLAMA = preset("llama2c-stories260K").replace(n_layers=2, n_ctx=24)  # 8 heads, 4 kv heads
+MISTRAL_WINDOW = LLAMA.replace(family="mistral", sliding_window=3, norm_eps=1e-6)
+TOKENS = np.random.default_rng(0).integers(0, 100, size=20)
+
+
+def built(config):  # type: ignore[no-untyped-def]
+    weights = init_weights(config, seed=3, scale=0.2)
+    return onnxruntime.build(config, weights), Oracle(config, weights)
+
+
+@pytest.mark.parametrize("config", [GPT2, LLAMA], ids=["gpt2", "llama-gqa"])
+def test_logits_of_one_sequence_and_a_batch_agree_with_the_oracle(config) -> None:  # type: ignore[no-untyped-def]
+    model, oracle = built(config)
+    assert model.precision == "float32"
+    expected = oracle.logits(TOKENS)
+    comparison = expected.compare(model.logits(TOKENS))
+    assert comparison.ok, f"logits: error / tolerance {comparison.ratio:.3g}"
+    batch = model.logits(np.stack([TOKENS, TOKENS[::-1]]))
+    assert batch.shape == (2, len(TOKENS), config.vocab_size)
+    assert expected.compare(batch[0]).ok
+
+
+@pytest.mark.parametrize("config", [LLAMA, MISTRAL_WINDOW], ids=["llama", "mistral-window-3"])
+def test_decode_continues_its_own_kv_cache(config) -> None:  # type: ignore[no-untyped-def]
+    model, oracle = built(config)
+    expected = oracle.logits(TOKENS)
+    first, cache = model.decode(TOKENS[:9])
+    rest, _ = model.decode(TOKENS[9:], cache)
+    again, _ = model.decode(TOKENS[9:], cache)  # the cache is not consumed
+    assert expected.compare(np.concatenate([first, rest])).ok
+    np.testing.assert_array_equal(again, rest)
+
+
+def test_a_gpt2_too_short_to_export_for_generation_has_no_decode() -> None:
+    model, _ = built(GPT2.replace(n_ctx=3))
+    assert model.capabilities == frozenset({"logits"})
+
+
+def test_a_config_and_its_weights_are_exported_once() -> None:
+    weights = init_weights(LLAMA, seed=3, scale=0.2)
+    model = onnxruntime.build(LLAMA, weights)
+    assert onnxruntime.build(LLAMA, dict(weights)) is model
+    assert onnxruntime.build(LLAMA, init_weights(LLAMA, seed=4, scale=0.2)) is not model
+
+
+def test_a_missing_package_is_a_reason_to_skip(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(onnxruntime.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(onnxruntime.Unsupported, match=r"onnxruntime.* not installed here.*\[onnxruntime\]"):
+        onnxruntime.build(LLAMA, init_weights(LLAMA))
+
+
+@pytest.mark.slow  # 43 examples, an export each: 12 minutes here on 2 shared cores
+def test_the_suite_s_logits_property_conforms(tmp_path: Path) -> None:
+    report = run_suite("onnxruntime", tmp_path, "-k", "logits_agree")
+    (verdict,) = report.verdicts()
+    assert verdict.verdict == "conforms", "\n".join(r.detail for r in report.failures)
+
+
+@pytest.mark.slow
+@pytest.mark.skip(
+    reason="too slow for run_suite's 1,800 s: with an export per drawn model (4 to 25 s), the whole suite in "
+    "the dev profile timed out here (2 shared cores); left for issue 28's parallel, resumable matrix run"
+)
+def test_the_whole_suite_conforms_on_what_it_runs(tmp_path: Path) -> None:
+    report = run_suite("onnxruntime", tmp_path, profile="dev")
+    (verdict,) = report.verdicts()
+    assert verdict.verdict == "conforms", "\n".join(r.detail for r in report.failures)

@@ -1,0 +1,22 @@
+"""Where onnxruntime is missing (or cannot import), `--model onnxruntime` is untested with the
+reason, never conforming."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from tests.meta.suite_runs import run_suite
+
+
+def test_a_missing_package_leaves_onnxruntime_untested_with_the_reason(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    site = tmp_path / "site"
+    (site / "onnxruntime").mkdir(parents=True)
+    stand_in = "raise ImportError('no onnxruntime (this test stands in for it)')\n"
+    (site / "onnxruntime" / "__init__.py").write_text(stand_in)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]))
+    report = run_suite("onnxruntime", tmp_path / "reports", "-k", "test_agreement or test_shapes")
+    (verdict,) = report.verdicts()
+    assert verdict.verdict == "untested"
+    assert "onnxruntime cannot be imported here" in verdict.reason
+    assert "pip install 'lm-verifier[onnxruntime]'" in verdict.reason
