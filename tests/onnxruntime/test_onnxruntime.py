@@ -29,6 +29,7 @@ def built(config):  # type: ignore[no-untyped-def]
     return onnxruntime.build(config, weights), Oracle(config, weights)
 
 
+@pytest.mark.slow  # an ONNX export each (4 to 25 s here)
 @pytest.mark.parametrize("config", [GPT2, LLAMA], ids=["gpt2", "llama-gqa"])
 def test_logits_of_one_sequence_and_a_batch_agree_with_the_oracle(config) -> None:  # type: ignore[no-untyped-def]
     model, oracle = built(config)
@@ -41,6 +42,7 @@ def test_logits_of_one_sequence_and_a_batch_agree_with_the_oracle(config) -> Non
     assert expected.compare(batch[0]).ok
 
 
+@pytest.mark.slow  # an ONNX export each (4 to 25 s here)
 @pytest.mark.parametrize("config", [LLAMA, MISTRAL_WINDOW], ids=["llama", "mistral-window-3"])
 def test_decode_continues_its_own_kv_cache(config) -> None:  # type: ignore[no-untyped-def]
     model, oracle = built(config)
@@ -52,11 +54,13 @@ def test_decode_continues_its_own_kv_cache(config) -> None:  # type: ignore[no-u
     np.testing.assert_array_equal(again, rest)
 
 
+@pytest.mark.slow  # an ONNX export each (4 to 25 s here)
 def test_a_gpt2_too_short_to_export_for_generation_has_no_decode() -> None:
     model, _ = built(GPT2.replace(n_ctx=3))
     assert model.capabilities == frozenset({"logits"})
 
 
+@pytest.mark.slow  # an ONNX export each (4 to 25 s here)
 def test_a_config_and_its_weights_are_exported_once() -> None:
     weights = init_weights(LLAMA, seed=3, scale=0.2)
     model = onnxruntime.build(LLAMA, weights)

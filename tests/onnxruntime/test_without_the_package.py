@@ -6,9 +6,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from tests.meta.suite_runs import run_suite
 
 
+@pytest.mark.slow  # a suite run in a subprocess
 def test_a_missing_package_leaves_onnxruntime_untested_with_the_reason(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     site = tmp_path / "site"
     (site / "onnxruntime").mkdir(parents=True)
