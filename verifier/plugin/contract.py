@@ -534,7 +534,8 @@ def probe(spec: ModelSpec) -> list[Probe]:
     if fixed is None:
         return probes
     kind = probe_kind(fixed.config)
-    return [_on_checkpoint(spec, p, fixed) if p.kind == kind and p.unsupported is not None else p for p in probes]
+    retry = spec.unselected(fixed.config.family) is None  # a family not selected stays refused
+    return [_on_checkpoint(spec, p, fixed) if retry and p.kind == kind and p.unsupported else p for p in probes]
 
 
 def _on_checkpoint(spec: ModelSpec, refused: Probe, fixed: checkpoint.FixedCheckpoint) -> Probe:
@@ -566,6 +567,10 @@ def _tiny_probes(spec: ModelSpec) -> list[Probe]:
     shapes = {c.describe(): c for c in spec.constraints} if spec.constraints else PROBE_SHAPES
     probes = []
     for kind in PROBE_KINDS:
+        unselected = spec.unselected(PROBE_KINDS[kind][0])
+        if unselected is not None:
+            probes.append(Probe(kind, frozenset(), unsupported=unselected))
+            continue
         reasons: dict[str, str] = {}
         for label, shape in shapes.items():
             config = probe_config(kind, shape)

@@ -8,6 +8,10 @@ Three ways in here, all ending as a `ModelSpec` (the fourth, a program on the co
 3. an installed package's entry point in the group `verifier.models` (name = factory); a run
    whose ini sets `verifier_installed_models = false` (the clone's own tests) leaves them out.
 
+Any of these spec texts may end in `@FAMILY` (`onnxruntime@gemma2`, `my.mod:build@llama`): the same
+factory, tested on that family only (its other families are refused as not selected, and its verdict
+says so); `verifier matrix` names its cells so.
+
 `select` applies the precedence: `--model` options, else the variable, else everything
 registered (except models registered with `default=False`, run by name only) or installed.
 `--model` and the variable also accept a registered or entry-point name. A model registered as
@@ -17,6 +21,7 @@ unavailable here (the built-in `transformers` without the `transformers` extra) 
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -25,10 +30,12 @@ from importlib import metadata
 from pathlib import PureWindowsPath
 from typing import Any
 
+from verifier.model.config import FAMILIES
 from verifier.plugin.interface import Constraints, Factory, declared_constraints
 
 ENV_VAR = "VERIFIER_MODEL"
 ENTRY_POINT_GROUP = "verifier.models"
+NOT_SELECTED = "not selected"  # how a family outside `NAME@FAMILY` is refused, in probes and reports
 
 
 class PluginError(ValueError):
@@ -39,13 +46,14 @@ class PluginError(ValueError):
 class ModelSpec:
     """A named factory and where it came from (for reports and error messages); a model that is not
     `default` is tested only when named (`--model NAME`); `unavailable` says why the factory cannot run
-    here ("" when it can)."""
+    here ("" when it can); `family`, when set (`NAME@FAMILY`), is the one family it is tested on."""
 
     name: str
     factory: Factory
     origin: str
     default: bool = True
     unavailable: str = field(default="", repr=False)
+    family: str | None = None
 
     def __post_init__(self) -> None:
         try:
@@ -55,8 +63,18 @@ class ModelSpec:
 
     @property
     def constraints(self) -> tuple[Constraints, ...] | None:
-        """The configs its factory declares it runs (`factory.constraints`), or None."""
-        return declared_constraints(self.factory)
+        """The configs its factory declares it runs (`factory.constraints`), or None; of `family` only, if set
+        (a declaration without it is then empty: the model runs nothing selected)."""
+        declared = declared_constraints(self.factory)
+        if declared is None or self.family is None:
+            return declared
+        return tuple(dataclasses.replace(c, families=(self.family,)) for c in declared if self.family in c.families)
+
+    def unselected(self, family: str) -> str | None:
+        """Why `family` is not tested on this model (`NAME@FAMILY` names another one), or None."""
+        if self.family is None or family == self.family:
+            return None
+        return f"{NOT_SELECTED} ({self.name} is tested on {self.family} only)"
 
 
 @dataclass(frozen=True)
@@ -95,8 +113,16 @@ def registered() -> list[ModelSpec]:
 def load_spec(text: str, *, origin: str = "--model") -> ModelSpec:
     """A registered name, an entry point's name, or `module.path:factory` imported.
 
-    The name shown in test ids and reports is `text` itself.
+    The name shown in test ids and reports is `text` itself; `text` may end in `@FAMILY`.
     """
+    base, at, family = text.rpartition("@")
+    if at:
+        if family not in FAMILIES:
+            raise PluginError(f"{origin} {text!r}: {family!r} after '@' is not a family: expected one of {FAMILIES}")
+        spec = load_spec(base, origin=origin)
+        if spec.family is not None:
+            raise PluginError(f"{origin} {text!r}: one '@FAMILY' a spec")
+        return dataclasses.replace(spec, name=text, family=family, default=True)
     if text in _REGISTERED:
         return _REGISTERED[text]
     module_name, sep, attr = text.partition(":")

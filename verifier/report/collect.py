@@ -70,6 +70,8 @@ from verifier.report.results import (
 
 # Distributions whose versions the header shows.
 LIBRARIES = ("lm-verifier", "numpy", "torch", "transformers", "hypothesis", "pytest")
+# The inference engines built-in models run, shown where installed (the engine matrix names their versions).
+ENGINES = ("onnxruntime", "llama-cpp-python", "ctranslate2", "litgpt", "transformer-lens")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -526,7 +528,11 @@ def header(config: pytest.Config, probing: Callable[[str], None] | None = None) 
     return Header(
         models=models,
         unavailable=unavailable,
-        versions={"python": platform.python_version(), **{name: _version(name) for name in LIBRARIES}},
+        versions={
+            "python": platform.python_version(),
+            **{name: _version(name) for name in LIBRARIES},
+            **{name: v for name in ENGINES if (v := _version(name)) != "not installed"},
+        },
         hypothesis_profile=settings.get_current_profile_name(),
         hypothesis_settings={name: str(getattr(current, name)) for name in ("max_examples", "derandomize", "deadline")},
         suite=" ".join(str(arg) for arg in config.args) or str(config.rootpath),

@@ -45,6 +45,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from verifier.plugin.registry import NOT_SELECTED
+
 MODEL = "model"
 WORST_ERROR_RATIO = "worst_error_ratio"
 FIRST_DIVERGENT_STAGE = "first_divergent_stage"
@@ -163,7 +165,11 @@ class Report:
         elif verdict == "conforms" and self.stopped:
             verdict, reason = "untested", f"the run was {self.stopped} before every property ran on it"
         card = next((c for c in self.header.models if c.name == model), None)
-        refused = [kind for kind, probe in (card.probes if card else {}).items() if probe.startswith("unsupported")]
+        refused = [
+            kind
+            for kind, probe in (card.probes if card else {}).items()
+            if probe.startswith("unsupported") and NOT_SELECTED not in probe  # `NAME@FAMILY` says what it left out
+        ]
         if verdict != "untested" and refused:  # what it conforms on is not every family: say which it was not tested on
             reason = f"not tested on {', '.join(refused)}: refused by the model (see the header)"
         judged = next((r.precision for r in mine if r.precision), "float32")
@@ -175,7 +181,8 @@ class Report:
 
     def _why_untested(self, model: str, results: list[Result]) -> str:
         card = next((c for c in self.header.models if c.name == model), None)
-        refused = {k: p for k, p in (card.probes if card else {}).items() if p.startswith(("unsupported", "broken"))}
+        probed = {k: p for k, p in (card.probes if card else {}).items() if NOT_SELECTED not in p}
+        refused = {k: p for k, p in probed.items() if p.startswith(("unsupported", "broken"))}
         if not results:
             why = (
                 f"the run was {self.stopped} before any property ran on it" if self.stopped else "no property ran on it"
@@ -188,7 +195,7 @@ class Report:
         for kind, probe in refused.items():
             kinds_by_probe.setdefault(probe, []).append(kind)
         listed = "; ".join(f"{', '.join(kinds)}: {probe}" for probe, kinds in kinds_by_probe.items())
-        if refused and card is not None and len(refused) == len(card.probes):
+        if refused and len(refused) == len(probed):
             return f"{why}: it refused every config family probed ({listed})"
         if refused:
             return f"{why}; refused: {listed} (see the skip reasons)"
