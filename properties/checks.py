@@ -48,6 +48,7 @@ from verifier.analysis.divergence import DecodeDivergence, Divergence, Divergent
 from verifier.analysis.precision import EMULATION, FLOAT32, HINT_CLASSES, Precision, closest, rounding_fit
 from verifier.model.stages import is_index_stage
 from verifier.plugin.contract import CheckedModel, ContractViolation
+from verifier.plugin.interface import Deviation
 from verifier.properties import oracle as oracles
 from verifier.properties.oracle import Expected, Oracle
 from verifier.properties.strategies import Case
@@ -99,6 +100,26 @@ class Record:
     behaves_like: str | None = None  # an undeclared model's reported failure follows this class's rounding
     message: str | None = None  # of a group of failures, the one reported (see `record_failure`)
     near_ties: dict[str, None] = field(default_factory=dict)  # router near-ties met, and how each was judged
+    declared: tuple[Deviation, ...] = ()  # the model's declared deviations (set by the conftest hook)
+    last_ratio: float | None = None  # of the latest comparison: the size of a failure it raises
+    deviated: dict[str, list[float]] = field(default_factory=dict)  # a declared deviation's reason -> [largest, n]
+    families: dict[str, None] = field(default_factory=dict)  # the families of the models compared
+
+    def deviation_note(self) -> str | None:
+        """`deviates (declared): reason; measured up to 1.02x the bound in 3 examples`, if one happened."""
+        if not self.deviated:
+            return None
+        parts = [f"{reason}; measured up to {size:.3g}x the bound in {int(n)} example{'s' if n != 1 else ''}"
+                 for reason, (size, n) in self.deviated.items()]  # fmt: skip
+        return "deviates (declared): " + " | ".join(parts)
+
+    def deviations_not_seen(self) -> list[str]:
+        """The declared deviations of this property on the families it compared, that did not happen."""
+        return [
+            d.reason
+            for d in self.declared
+            if d.property == self.property and set(d.families) & set(self.families) and d.reason not in self.deviated
+        ]
 
     def why_nothing_compared(self, model: str) -> str:
         """The skip reason of a property that ran `examples` cases on `model` and compared nothing."""
@@ -130,6 +151,8 @@ class Record:
             found.append(("failure_message", self.message))
         if self.near_ties:
             found.append(("near_ties", self.near_tie_summary() + "\n" + "; ".join(_first(self.near_ties))))
+        if not self.deviated and (not_seen := self.deviations_not_seen()):
+            found.append(("deviation_not_seen", "; ".join(not_seen)))
         return found
 
     def near_tie_summary(self) -> str:
@@ -186,6 +209,7 @@ def judge_at(model: CheckedModel, case: Case | None = None) -> None:
     record = _current()
     if record is not None:
         record.precision = model.precision.label
+        record.last_ratio = None  # a new example: a failure's size is of its own comparisons
     if case is not None:
         reject_out_of_range(model, case, case.token_array())
 
@@ -241,6 +265,7 @@ def record_ratio(ratio: float) -> None:
     if record is not None and not np.isnan(ratio):
         ratio = float(ratio)  # never NumPy's: pytest-xdist's channel refuses to send a numpy.float64
         record.worst_ratio = ratio if record.worst_ratio is None else max(record.worst_ratio, ratio)
+        record.last_ratio = ratio
 
 
 class PropertyFailure(AssertionError):
@@ -301,7 +326,24 @@ def fail(
     __tracebackhide__ = True
     name = model if isinstance(model, str) else model.name
     label = oracles.precision().label if isinstance(model, str) else model.precision.label
+    if not isinstance(model, str):
+        _declared_deviation(model)
     raise PropertyFailure(f"{property_name()}: model {name!r} ({label}), {what}: {detail}", divergence, behaves_like)
+
+
+def _declared_deviation(model: CheckedModel) -> None:
+    """If `model` declares this failure (its property, its config's family, within `up_to` times the bound),
+    record its size and reject the example (Hypothesis goes on drawing others); else return."""
+    record = _current()
+    if record is None:
+        return
+    size = record.last_ratio if record.last_ratio is not None else math.inf
+    for deviation in record.declared:
+        if deviation.covers(record.property, model.config.family) and size <= deviation.up_to:
+            largest, n = record.deviated.get(deviation.reason, [0.0, 0])
+            record.deviated[deviation.reason] = [max(largest, size), n + 1]
+            note(f"deviates (declared): {deviation.reason} ({size:.3g}x the bound)")
+            reject()
 
 
 def _at(array: np.ndarray, index: tuple[int, ...]) -> str:
@@ -327,6 +369,9 @@ def agree(
     __tracebackhide__ = True
     c = expected.compare(found, against=against, slack=slack)
     record_ratio(c.ratio)
+    record = _current()
+    if record is not None and isinstance(model, CheckedModel):
+        record.families[model.config.family] = None
     if expected.ties and currently_in_test_context():  # Hypothesis prints notes with the failing example
         note("router near-ties: " + "; ".join(t.describe() for t in expected.ties))
         if isinstance(c, oracles.ChoiceComparison):

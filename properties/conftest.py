@@ -81,6 +81,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     model = None if spec is None else spec.name
     shapes = (strategies.FREE_SHAPE,) if spec is None else models.support(spec).constraints
     with checks.recording(item.originalname if isinstance(item, pytest.Function) else item.name) as record:
+        record.declared = () if spec is None else spec.deviations
         try:
             with _declined_inputs_rejected(item), _timing_first_failure(item), strategies.drawing_for(shapes):
                 outcome = yield
@@ -91,6 +92,8 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
             checks.record_refusal(str(declined) or "it raised Unsupported")
             pytest.skip(record.why_nothing_compared(model))
         except (Unsatisfiable, FailedHealthCheck) as error:
+            if record.deviated and _every_draw_rejected(error):  # every example it ran deviated as declared
+                pytest.xfail(record.deviation_note() or "")
             if model is None or not _every_draw_rejected(error):
                 checks.record_failure(record, error)
                 raise
@@ -102,6 +105,8 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
             item.user_properties.extend(record.user_properties())
         if model is not None and record.comparisons == 0:
             pytest.skip(record.why_nothing_compared(model))
+        if record.deviated:  # the property holds but where the model declared it computes something else
+            pytest.xfail(record.deviation_note() or "")
         return outcome
 
 

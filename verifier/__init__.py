@@ -11,7 +11,7 @@ from verifier.model.config import ConfigError, ModelConfig, from_hf_dict, from_t
 from verifier.model.params import count_parameters, parameter_table
 from verifier.model.presets import PRESETS, gpt2_d_ff, llama2c_hidden_dim, preset
 from verifier.model.weights import Weights, init_weights, weight_shapes
-from verifier.plugin.interface import GPT2_PUBLISHED, LLAMA2C_PUBLISHED, Constraints, Unsupported
+from verifier.plugin.interface import GPT2_PUBLISHED, LLAMA2C_PUBLISHED, Constraints, Deviation, Unsupported
 from verifier.reference import KVCache, NumpyModel
 
 __version__ = metadata.version("lm-verifier")
@@ -22,6 +22,7 @@ __all__ = [
     "PRESETS",
     "ConfigError",
     "Constraints",
+    "Deviation",
     "KVCache",
     "ModelConfig",
     "NumpyModel",

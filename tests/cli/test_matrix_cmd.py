@@ -40,7 +40,7 @@ def test_a_failing_cell_shows_the_worst_error_the_stage_and_how_to_reproduce_it(
     assert "`verifier check --model e@gpt2`" in md and "- numpy 2" in md
     html = matrix.html()
     assert '<td class="fails"' in html and "config = ModelConfig(...)" in html
-    assert not matrix.conforms  # a cell not run is not conforming either
+    assert not matrix.accepted  # a cell not run is not conforming either
     assert Cell.from_report("e", "gpt2", _report(Result("a", "e@gpt2", "pass", examples=5)), 1).summary() == "conforms"
 
 
@@ -48,7 +48,7 @@ def test_a_matrix_round_trips_through_its_json(tmp_path: Path) -> None:
     cells = [Cell("e", "gpt2", "conforms", worst_ratio=0.1, properties_run=3, examples=9)]
     matrix = Matrix("ci", "2026-01-01", {"numpy": "2"}, ["e"], ["gpt2"], cells)
     (tmp_path / "m.json").write_text(matrix.to_json())
-    assert Matrix.read(tmp_path / "m.json") == matrix and matrix.conforms
+    assert Matrix.read(tmp_path / "m.json") == matrix and matrix.accepted
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,8 @@ native code) fails, the report naming the signal, the property and the model
 (`verifier.report.collect`).
 
 Exit status: 0 when every model conforms (none of its tests failed, and its properties ran
-examples on it), 1 when one does not or was untested (a crash included), 2 when pytest could not
+examples on it) or deviates only as it declared (`verifier.Deviation`), 1 when one does not or was
+untested (a crash included), 2 when pytest could not
 start (a bad --model, a bad pytest option, an empty --checkpoint, a --reports another run is
 writing into), 130 when Ctrl-C or SIGTERM stopped the run (after the reports of what ran).
 """
@@ -228,4 +229,4 @@ def _check(
     if report.interrupted:  # the reports of what ran are written; the status says the run did not finish
         print(f"verifier check: {report.stopped}", file=sys.stderr)
         return INTERRUPTED
-    return 0 if report.conforms else 1
+    return 0 if report.accepted else 1

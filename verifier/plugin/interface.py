@@ -291,6 +291,51 @@ def declared_constraints(factory: Any) -> tuple[Constraints, ...] | None:
     return tuple(found)
 
 
+@dataclass(frozen=True)
+class Deviation:
+    """A difference from the oracle a model computes knowingly, declared as `build.deviations =
+    Deviation(...)` (or a tuple of them), like scikit-learn's `expected_failed_checks`: where
+    `property` (a test name, `test_logits_agree_with_the_oracle`) fails on a config of one of
+    `families`, by at most `up_to` times the bound, the example is recorded, not failed, and the
+    property reports "deviates (declared): reason" with the size measured; every other example, and
+    a larger error, still fails. A declared deviation that did not happen is reported too."""
+
+    property: str
+    reason: str
+    families: tuple[Family, ...] = FAMILIES
+    up_to: float = math.inf
+
+    def __post_init__(self) -> None:
+        families = (self.families,) if isinstance(self.families, str) else tuple(self.families)
+        object.__setattr__(self, "families", families)
+        unknown = [f for f in families if f not in FAMILIES]
+        if not self.property.startswith("test_") or not self.reason.strip() or not families or unknown:
+            raise ValueError(
+                f"Deviation({self.property!r}, {self.reason!r}, families={families!r}): expected a property's test "
+                f"name (test_...), a reason, and families of {FAMILIES}"
+            )
+        if not self.up_to > 0:
+            raise ValueError(f"Deviation({self.property!r}): up_to={self.up_to!r} must be above 0")
+
+    def covers(self, prop: str, family: str) -> bool:
+        return prop == self.property and family in self.families
+
+
+def declared_deviations(factory: Any) -> tuple[Deviation, ...]:
+    """The Deviations a factory declares by its `deviations` attribute (one, or a tuple); TypeError for
+    anything else."""
+    declared = getattr(factory, "deviations", None)
+    if declared is None:
+        return ()
+    found = (declared,) if isinstance(declared, Deviation) else declared
+    if not isinstance(found, tuple | list) or not all(isinstance(d, Deviation) for d in found):
+        raise TypeError(
+            f"{getattr(factory, '__name__', factory)!r}.deviations is {declared!r}: expected a verifier.Deviation, "
+            "or a tuple of them"
+        )
+    return tuple(found)
+
+
 def declared_capabilities(model: Any) -> frozenset[str] | None:
     """The capabilities a model declares by its `capabilities` attribute, or None if it declares none."""
     declared = getattr(model, "capabilities", None)

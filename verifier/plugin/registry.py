@@ -31,7 +31,7 @@ from pathlib import PureWindowsPath
 from typing import Any
 
 from verifier.model.config import FAMILIES
-from verifier.plugin.interface import Constraints, Factory, declared_constraints
+from verifier.plugin.interface import Constraints, Deviation, Factory, declared_constraints, declared_deviations
 
 ENV_VAR = "VERIFIER_MODEL"
 ENTRY_POINT_GROUP = "verifier.models"
@@ -58,6 +58,7 @@ class ModelSpec:
     def __post_init__(self) -> None:
         try:
             self.constraints  # noqa: B018 - a malformed declaration is the spec's error, found early
+            self.deviations  # noqa: B018
         except TypeError as e:
             raise PluginError(f"model {self.name!r} ({self.origin}): {e}") from None
 
@@ -69,6 +70,11 @@ class ModelSpec:
         if declared is None or self.family is None:
             return declared
         return tuple(dataclasses.replace(c, families=(self.family,)) for c in declared if self.family in c.families)
+
+    @property
+    def deviations(self) -> tuple[Deviation, ...]:
+        """The differences its factory declares it computes knowingly (`factory.deviations`)."""
+        return declared_deviations(self.factory)
 
     def unselected(self, family: str) -> str | None:
         """Why `family` is not tested on this model (`NAME@FAMILY` names another one), or None."""

@@ -51,6 +51,7 @@ from verifier.report.results import (
     BEHAVES_LIKE,
     CONTRACT_RULE,
     CTRL_C,
+    DEVIATION_NOT_SEEN,
     EXAMPLES,
     FAILURE_MESSAGE,
     FIRST_DIVERGENT_STAGE,
@@ -58,6 +59,7 @@ from verifier.report.results import (
     INTERRUPTED,
     MODEL,
     NEAR_TIES,
+    NOT_SEEN,
     PRECISION,
     STAGE_ERRORS,
     WORST_ERROR_RATIO,
@@ -409,6 +411,8 @@ class Collector:
         if report.when == "call":
             if report.passed:
                 result.outcome, result.detail = ("xpass", xfail) if xfail is not None else ("pass", "")
+                if DEVIATION_NOT_SEEN in props:  # a declared deviation that stopped happening: say so
+                    result.outcome, result.detail = "xpass", f"{NOT_SEEN}: {props[DEVIATION_NOT_SEEN]}"
             elif report.skipped:
                 result.outcome, result.detail = ("xfail", xfail) if xfail is not None else ("skip", _message(report))
             else:
@@ -468,6 +472,7 @@ class Collector:
             return
         for v in report.verdicts():
             counts = {"verdict": v.verdict, "run": v.run, "passed": v.passed, "failed": v.failed}
+            counts |= {"deviated": v.deviated} if v.deviated else {}
             counts |= {"skipped": v.skipped, "examples": v.examples, **({"reason": v.reason} if v.reason else {})}
             counts |= {"precision": v.precision, **({"behaves_like": v.behaves_like} if v.behaves_like else {})}
             for name, value in counts.items():

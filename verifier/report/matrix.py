@@ -71,7 +71,7 @@ class Cell:
         if self.verdict == "fails":
             stage = f" at {self.first_divergent_stage}" if self.first_divergent_stage else ""
             return f"FAILS{ratio}{stage}"
-        return f"{self.verdict}{ratio}" if self.verdict == "conforms" else self.verdict
+        return f"{self.verdict}{ratio}" if self.verdict in ("conforms", "deviates") else self.verdict
 
 
 @dataclass
@@ -89,10 +89,10 @@ class Matrix:
         return next((c for c in self.cells if c.model == model and c.family == family), None)
 
     @property
-    def conforms(self) -> bool:
-        """Every cell ran and conforms."""
+    def accepted(self) -> bool:
+        """Every cell ran and conforms, or deviates only as its model declared."""
         return len(self.cells) == len(self.models) * len(self.families) and all(
-            c.verdict == "conforms" for c in self.cells
+            c.verdict in ("conforms", "deviates") for c in self.cells
         )
 
     def counts(self) -> dict[str, int]:
@@ -154,7 +154,7 @@ class Matrix:
             "body{font-family:system-ui,sans-serif;margin:2em}table{border-collapse:collapse}"
             "th,td{border:1px solid #bbb;padding:.3em .6em}td{font-family:monospace;white-space:nowrap}"
             "td.conforms{background:#d4f4d4}td.fails{background:#f8c8c8;font-weight:bold}"
-            "td.untested{background:#f4f0c8}pre{background:#f6f6f6;padding:.5em}</style></head><body>"
+            "td.deviates{background:#f4e4c8}td.untested{background:#f4f0c8}pre{background:#f6f6f6;padding:.5em}</style></head><body>"
             f"<h1>Engine matrix</h1><p>{escape(self.created)}, Hypothesis profile <code>{escape(self.profile)}"
             "</code>. A cell: the verdict and the worst error / tolerance of any property (the bound is 1).</p>"
             f"<table><tr><th>model</th>{head}</tr>{''.join(rows)}</table>"

@@ -28,7 +28,8 @@ from pathlib import Path
 from verifier.report.results import FAILING, Report, Result
 
 NO_MODEL = "(no model)"
-_LABELS = {"pass": "pass", "fail": "FAIL", "error": "ERROR", "skip": "skip", "xfail": "xfail", "xpass": "xpass"}
+# xfail: a declared deviation happened (`verifier.Deviation`); xpass: one did not, or pytest's own xfail passed.
+_LABELS = {"pass": "pass", "fail": "FAIL", "error": "ERROR", "skip": "skip", "xfail": "deviates", "xpass": "xpass"}
 
 
 @dataclass
@@ -101,7 +102,12 @@ def table(report: Report) -> Table:
     return Table(properties, models, cells, notes, headings, near_ties)
 
 
-_VERDICTS = {"conforms": "conforms", "fails": "does not conform", "untested": "untested: not conforming"}
+_VERDICTS = {
+    "conforms": "conforms",
+    "deviates": "deviates as declared",
+    "fails": "does not conform",
+    "untested": "untested: not conforming",
+}
 
 
 def summary(report: Report) -> str:
@@ -116,8 +122,9 @@ def verdict_lines(report: Report) -> list[str]:
     lines = []
     for v in report.verdicts():
         run = f"{v.run} {'property' if v.run == 1 else 'properties'} run"
-        counts = f"{run}: {v.passed} pass, {v.failed} fail; {v.skipped} skip; {v.examples:,} examples"
-        label = v.verdict.upper() if v.verdict != "conforms" else v.verdict
+        deviated = f"{v.deviated} deviate (declared), " if v.deviated else ""
+        counts = f"{run}: {v.passed} pass, {deviated}{v.failed} fail; {v.skipped} skip; {v.examples:,} examples"
+        label = v.verdict.upper() if v.verdict in ("fails", "untested") else v.verdict
         name = v.model if v.precision == "float32" else f"{v.model} ({v.precision})"
         line = f"{name}: {label} ({counts})" + (f"; {v.reason}" if v.reason else "")
         if v.behaves_like:

@@ -58,6 +58,8 @@ PRECISION = "precision"
 BEHAVES_LIKE = "behaves_like"
 FAILURE_MESSAGE = "failure_message"
 NEAR_TIES = "near_ties"
+DEVIATION_NOT_SEEN = "deviation_not_seen"  # a declared deviation's reasons, where it did not happen
+NOT_SEEN = "the declared deviation did not happen"
 
 # pytest's exit status for a run stopped by Ctrl-C (pytest.ExitCode.INTERRUPTED).
 INTERRUPTED = 2
@@ -105,11 +107,12 @@ class ModelVerdict:
     precision: str = "float32"  # the class it was judged at
     declared: bool = False  # whether the model declared it
     behaves_like: str = ""  # undeclared: the one class its failures' errors follow, and in how many
+    deviated: int = 0  # properties where a deviation it declared happened (`verifier.Deviation`)
 
     @property
     def run(self) -> int:
-        """Properties that ran on the model: passed or failed."""
-        return self.passed + self.failed
+        """Properties that ran on the model: passed, deviated as declared, or failed."""
+        return self.passed + self.deviated + self.failed
 
 
 @dataclass
@@ -158,9 +161,13 @@ class Report:
         mine = [r for r in self.results if r.model == model]
         failed = sum(r.outcome in FAILING for r in mine)
         passed = sum(r.outcome in ("pass", "xpass") for r in mine)
-        examples = sum(r.examples or 0 for r in mine if r.outcome in (*FAILING, "pass", "xpass"))
+        deviated = [r for r in mine if r.outcome == "xfail"]  # properties where a declared deviation happened
+        examples = sum(r.examples or 0 for r in mine if r.outcome in (*FAILING, "pass", "xpass", "xfail"))
         verdict, reason = ("fails", "") if failed else ("conforms", "") if passed else ("untested", "")
-        if verdict == "untested":
+        if verdict in ("conforms", "untested") and deviated:  # (untested: every property it ran deviated)
+            verdict = "deviates"
+            reason = "; ".join(f"{property_short(r.property)}: {r.detail}" for r in deviated)
+        elif verdict == "untested":
             reason = self._why_untested(model, mine)
         elif verdict == "conforms" and self.stopped:
             verdict, reason = "untested", f"the run was {self.stopped} before every property ran on it"
@@ -171,12 +178,16 @@ class Report:
             if probe.startswith("unsupported") and NOT_SELECTED not in probe  # `NAME@FAMILY` says what it left out
         ]
         if verdict != "untested" and refused:  # what it conforms on is not every family: say which it was not tested on
-            reason = f"not tested on {', '.join(refused)}: refused by the model (see the header)"
+            not_tested = f"not tested on {', '.join(refused)}: refused by the model (see the header)"
+            reason = "; ".join(filter(None, [reason, not_tested]))
+        not_seen = [f"{property_short(r.property)}: {r.detail}" for r in mine if r.detail.startswith(NOT_SEEN)]
+        if not_seen:
+            reason = "; ".join(filter(None, [reason, *not_seen]))
         judged = next((r.precision for r in mine if r.precision), "float32")
         precision, declared = (card.precision, card.declared) if card else (judged, judged != "float32")
         return ModelVerdict(
-            model, verdict, passed, failed, len(mine) - passed - failed, examples, reason, precision, declared,
-            "" if declared else _behaves_like(mine),
+            model, verdict, passed, failed, len(mine) - passed - failed - len(deviated), examples, reason, precision,
+            declared, "" if declared else _behaves_like(mine), len(deviated),
         )  # fmt: skip
 
     def _why_untested(self, model: str, results: list[Result]) -> str:
@@ -231,13 +242,18 @@ class Report:
         verdicts = {v.verdict for v in self.verdicts()}
         if self.failures or "fails" in verdicts:
             return "fails"
-        if self.stopped or "untested" in verdicts or not any(r.outcome == "pass" for r in self.results):
+        if self.stopped or "untested" in verdicts or not any(r.outcome in ("pass", "xfail") for r in self.results):
             return "untested"
-        return "conforms"
+        return "deviates" if "deviates" in verdicts else "conforms"
 
     @property
     def conforms(self) -> bool:
         return self.verdict == "conforms"
+
+    @property
+    def accepted(self) -> bool:
+        """Every model conforms, or deviates only where it declared it does (exit status 0)."""
+        return self.verdict in ("conforms", "deviates")
 
     def to_dict(self) -> dict[str, Any]:
         models = [{**dataclasses.asdict(v), "run": v.run} for v in self.verdicts()]
@@ -293,3 +309,8 @@ def finite(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [finite(v) for v in value]
     return value
+
+
+def property_short(nodeid: str) -> str:
+    """`test_x` of `test_file.py::test_x`."""
+    return nodeid.rsplit("::", 1)[-1]
