@@ -50,7 +50,7 @@ from verifier.model.stages import is_index_stage
 from verifier.plugin.contract import CheckedModel, ContractViolation
 from verifier.plugin.interface import Deviation
 from verifier.properties import oracle as oracles
-from verifier.properties.oracle import Expected, Oracle
+from verifier.properties.oracle import Expected, Oracle, log_softmax
 from verifier.properties.strategies import Case
 
 __all__ = [
@@ -367,6 +367,10 @@ def agree(
     is called on failure to name the first divergent stage.
     """
     __tracebackhide__ = True
+    if against is None and expected.logits and isinstance(model, CheckedModel) and model.logits_up_to_a_constant:
+        # Defined up to a constant per position (declared): compared as log-probabilities.
+        found, expected = log_softmax(found), expected.log_softmax()
+        what += " (as log-probabilities: its logits are declared up to a constant per position)"
     c = expected.compare(found, against=against, slack=slack)
     record_ratio(c.ratio)
     record = _current()

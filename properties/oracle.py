@@ -140,8 +140,10 @@ class Expected:
         ties: Sequence[NearTie] = (),
         choices: Callable[[], list[tuple[str, Expected]]] | None = None,
         follow: Callable[[np.ndarray], tuple[str, Expected] | None] | None = None,
+        logits: bool = False,
     ) -> None:
         self.value = value
+        self.logits = logits  # every position's logits over the vocabulary (the last axis)
         self._follow = follow  # the choices at near-ties an output [..., T, V] follows, found position by position
         self.ties = tuple(ties)  # the near-ties of the router this value was computed at
         self._choices = choices  # the oracle computed with the other choices at them (`NearTie`)
@@ -216,8 +218,9 @@ class Expected:
     def __getitem__(self, index: Any) -> Expected:
         """The same slice of the value and of every neighbour."""
         choices = self._choices
+        value = self.value[index]
         return Expected(
-            self.value[index],
+            value,
             lambda p: tuple(n[index] for n in self.neighbours_at(p)),
             self.rope_positions,
             precision=self.precision,
@@ -226,7 +229,39 @@ class Expected:
             scale=self.scale[index],
             ties=self.ties,
             choices=None if choices is None else lambda: [(name, e[index]) for name, e in choices()],
+            logits=self.logits and value.shape[-1:] == self.value.shape[-1:],
         )
+
+    def log_softmax(self) -> Expected:
+        """These logits as log-probabilities, the neighbours' and the other choices' too, under the same
+        bound (its scale is the logits'): logits compared up to a constant per position."""
+        choices, follow = self._choices, self._follow
+        expected = Expected(
+            log_softmax(self.value),
+            lambda p: tuple(log_softmax(n) for n in self.neighbours_at(p)),
+            self.rope_positions,
+            precision=self.precision,
+            n_layers=self.n_layers,
+            scale=self.scale,
+            ties=self.ties,
+            choices=None if choices is None else lambda: [(name, e.log_softmax()) for name, e in choices()],
+            logits=True,
+        )
+        if follow is not None:
+
+            def followed(actual: np.ndarray) -> tuple[str, Expected] | None:
+                found = follow(actual)
+                return None if found is None else (found[0], found[1].log_softmax())
+
+            expected._follow = followed
+        return expected
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    """Log-probabilities over the last axis, in float64."""
+    x = np.asarray(logits, np.float64)
+    top = x.max(axis=-1, keepdims=True)
+    return x - top - np.log(np.exp(x - top).sum(axis=-1, keepdims=True))
 
 
 def exact(value: np.ndarray, rope_positions: int = 0, *, scale: np.ndarray | None = None) -> Expected:
@@ -400,6 +435,7 @@ class Oracle:
             n_layers=self.config.n_layers,
             ties=ties,
             choices=choices,
+            logits=True,
         )
 
     def near_ties(self, tokens: np.ndarray, attention_mask: np.ndarray | None = None) -> list[NearTie]:

@@ -82,6 +82,12 @@ def declares_an_unknown_rope_layout(config: ModelConfig, weights: dict) -> _Inte
     return _InterleavedTrace(config, weights, "meta")
 
 
+def declares_logits_up_to_a_constant_as_text(config: ModelConfig, weights: dict) -> Any:
+    model = reference.build(config, weights)
+    model.logits_up_to_a_constant = "yes"  # type: ignore[attr-defined]
+    return model
+
+
 # Each case: the broken factory, what the test calls, the rule it must break, the call named.
 CASES = {
     "factory raises": (broken.factory_raises, None, "factory", "factory(config=gpt2 d_model=8 n_layers=1, weights)"),
@@ -121,6 +127,12 @@ CASES = {
     ),
     "unknown precision": (broken.declares_unknown_precision, None, "precision", "precision = 'int3'"),
     "unknown rope layout": (declares_an_unknown_rope_layout, None, "rope-layout", "rope_layout = 'meta'"),
+    "not a bool up to a constant": (
+        declares_logits_up_to_a_constant_as_text,
+        None,
+        "logits-up-to-a-constant",
+        "logits_up_to_a_constant = 'yes'",
+    ),
 }
 
 

@@ -39,6 +39,7 @@ from verifier.plugin.interface import (
     accepts_keyword,
     capabilities,
     declared_capabilities,
+    declared_logits_up_to_a_constant,
     declared_precision,
     declared_rope_layout,
     lacking,
@@ -62,6 +63,8 @@ RULES = {
     "precision": "a declared precision names a class of verifier.analysis.precision",
     "rope-layout": "trace() holds each head's q and k (before and after RoPE) in the rotate-half order of "
     "transformers, or in the one the model declares by rope_layout ('rotate_half' or 'interleaved')",
+    "logits-up-to-a-constant": "a declared logits_up_to_a_constant is True (logits compared as log-probabilities) "
+    "or False",
 }
 
 
@@ -103,6 +106,7 @@ class CheckedModel:
         self.batched = "unbatched" not in self.capabilities
         self.precision, self.precision_declared = self._precision(declared_precision(model, factory))
         self.rope_layout = self._rope_layout(declared_rope_layout(model, factory))
+        self.logits_up_to_a_constant = self._up_to_a_constant(declared_logits_up_to_a_constant(model, factory))
 
     def _precision(self, declared: Any) -> tuple[Precision, bool]:
         """The precision class the model (or its factory) declares, else float32."""
@@ -124,6 +128,16 @@ class CheckedModel:
             call = f"{type(self.model).__name__}.rope_layout = {declared!r}"
             raise ContractViolation(self.name, "rope-layout", call, f"expected one of {list(stages.ROPE_LAYOUTS)}")
         return str(declared)
+
+    def _up_to_a_constant(self, declared: Any) -> bool:
+        """Whether the model (or its factory) declares its logits defined up to a constant per position."""
+        __tracebackhide__ = True
+        if declared is None:
+            return False
+        if not isinstance(declared, bool):
+            call = f"{type(self.model).__name__}.logits_up_to_a_constant = {declared!r}"
+            raise ContractViolation(self.name, "logits-up-to-a-constant", call, "expected True or False")
+        return declared
 
     def _check_declared(self) -> None:
         __tracebackhide__ = True

@@ -351,6 +351,17 @@ def declared_precision(model: Any, factory: Any = None) -> Any | None:
     return None
 
 
+def declared_logits_up_to_a_constant(model: Any, factory: Any = None) -> Any | None:
+    """Whether a model's logits are defined only up to a constant per position (an unembedding centred over
+    the vocabulary, as interpretability libraries keep it), declared by its `logits_up_to_a_constant`
+    attribute, else its factory's, else None."""
+    for holder in (model, factory):
+        declared = getattr(holder, "logits_up_to_a_constant", None)
+        if declared is not None:
+            return declared
+    return None
+
+
 def declared_rope_layout(model: Any, factory: Any = None) -> Any | None:
     """The order of q/k in a model's trace, declared by its `rope_layout` attribute, else its factory's, else None."""
     for holder in (model, factory):
