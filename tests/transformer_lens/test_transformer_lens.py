@@ -84,3 +84,23 @@ def test_the_suite_s_logits_property_conforms(tmp_path: Path) -> None:
     report = run_suite("transformer-lens", tmp_path, "-k", "logits_agree")
     (verdict,) = report.verdicts()
     assert verdict.verdict == "conforms", "\n".join(r.detail for r in report.failures)
+
+
+@pytest.mark.slow  # the whole suite: 3 minutes here
+def test_the_whole_suite_fails_only_in_decode_s_cached_path(tmp_path: Path) -> None:
+    """What the suite finds in TransformerLens: every property that decodes after a cache fails (the cache
+    stays empty, tests/transformer_lens/test_families.py); everything else passes or skips for a capability."""
+    report = run_suite("transformer-lens", tmp_path)
+    (verdict,) = report.verdicts()
+    assert verdict.verdict == "fails"
+    failing = {r.property.split("::")[-1]: r for r in report.failures}
+    assert set(failing) == {
+        "test_decoding_in_chunks_gives_the_logits_of_one_full_pass",
+        "test_decoding_a_batch_in_chunks_gives_the_logits_of_one_full_pass",
+        "test_a_cache_stays_usable_after_decoding_from_it",
+        "test_two_sequences_decoded_alternately_each_give_their_own_full_pass",
+        "test_logits_past_the_original_context_agree_with_the_oracle",
+        "test_decoding_past_the_window_with_the_cache_gives_the_logits_of_one_full_pass",
+    }, "\n".join(r.detail for r in report.failures)
+    for result in failing.values():
+        assert "the bug is in decode's cached path" in result.detail, result.detail
