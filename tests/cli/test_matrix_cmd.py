@@ -87,8 +87,12 @@ def test_a_matrix_of_two_models_and_two_families_is_written_and_resumed(tmp_path
     assert failing.case.startswith("config = ModelConfig(") and failing.reproduce.endswith(f"{MUTANT}@gpt2")
     assert {"numpy", "torch", "lm-verifier"} <= set(matrix.versions)
     assert "| numpy | conforms " in (out / "matrix.md").read_text()
-    logs = {p: p.stat().st_mtime_ns for p in (out / "cells").glob("*/pytest.log")}
-    assert len(logs) == 4
+    assert by_cell["numpy", "llama"].distribution["max_kl"] < 1e-8  # `verifier kl` beside the verdict
+    assert by_cell[MUTANT, "gpt2"].distribution["mean_kl"] > 1e-3
+    logs = {
+        p: p.stat().st_mtime_ns for p in (out / "cells").glob("*/*") if p.name in ("pytest.log", "distribution.json")
+    }
+    assert len(logs) == 8
 
     again = run(ROOT, *args, env={"HF_HUB_OFFLINE": "1"})
     assert "4 cells (2 models x 2 families), 4 kept from an earlier run" in again.stdout, again

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from verifier import __version__
 from verifier.analysis.audit import AuditError
 from verifier.analysis.trace import TraceError
-from verifier.cli import audit_cmd, check_cmd, inspect_cmd, matrix_cmd, models_cmd, params_cmd, trace_cmd
+from verifier.cli import audit_cmd, check_cmd, inspect_cmd, kl_cmd, matrix_cmd, models_cmd, params_cmd, trace_cmd
 from verifier.extra import ExtraMissing
 from verifier.formats.errors import CheckpointError
 from verifier.formats.sources import SourceError
@@ -23,7 +23,7 @@ from verifier.report.output import ReportError
 from verifier.report.suite import PytestOptionError, SuiteNotFound
 
 # Each module has `add_parser(subparsers)`, which registers its subcommand with `func=run`.
-SUBCOMMANDS = (params_cmd, inspect_cmd, trace_cmd, audit_cmd, check_cmd, matrix_cmd, models_cmd)
+SUBCOMMANDS = (params_cmd, inspect_cmd, trace_cmd, audit_cmd, check_cmd, matrix_cmd, kl_cmd, models_cmd)
 
 # Errors that mean "bad input", reported in one line with exit status 2, not as a traceback.
 USER_ERRORS = (

@@ -5,7 +5,8 @@ Each cell is `verifier check --model MODEL@FAMILY` in its own process, its repor
 profile is kept, so a stopped matrix continues where it stopped (`--fresh` runs every cell again).
 Cells run `--jobs` at a time; arguments after `--` go to every cell's pytest (`-- -n 2` runs each
 cell's properties on pytest-xdist workers). A line per finished cell shows the progress; at the end
-`OUT/matrix.json`, `matrix.md` and `matrix.html` hold every cell (`verifier.report.matrix`).
+`OUT/matrix.json`, `matrix.md` and `matrix.html` hold every cell (`verifier.report.matrix`), each with
+`verifier kl`'s next-token distribution statistics on the bundled text beside its verdict.
 
 Models default to every built-in model (the engines and their precision classes); a model that
 cannot run here (a package not installed) gets cells that say so, never "conforms". Exit status 0
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import subprocess
 import sys
 import time
@@ -35,6 +37,7 @@ from verifier.report.results import Report
 
 CELLS = "cells"
 _TIME = "seconds.txt"  # beside a cell's reports: how long its run took
+DISTRIBUTION = "distribution.json"  # beside them: `verifier kl`'s row for the cell
 
 
 def add_parser(subparsers: Any) -> None:
@@ -131,7 +134,9 @@ def _finished(out: Path, model: str, family: str, profile: str) -> Cell | None:
     if report.header.hypothesis_profile != profile or report.stopped:
         return None
     seconds = float((directory / _TIME).read_text()) if (directory / _TIME).exists() else 0.0
-    return Cell.from_report(model, family, report, seconds)
+    cell = Cell.from_report(model, family, report, seconds)
+    cell.distribution = _distribution(directory, model, family)
+    return cell
 
 
 def _run_cell(out: Path, model: str, family: str, profile: str, pytest_args: list[str]) -> Cell:
@@ -148,7 +153,21 @@ def _run_cell(out: Path, model: str, family: str, profile: str, pytest_args: lis
         why = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
         return Cell(model, family, "untested", f"the check did not run: {why}", seconds=seconds)
     write_atomic(directory / _TIME, f"{seconds}\n".encode())
-    return Cell.from_report(model, family, Report.read(path), seconds)
+    cell = Cell.from_report(model, family, Report.read(path), seconds)
+    cell.distribution = _distribution(directory, model, family)
+    return cell
+
+
+def _distribution(directory: Path, model: str, family: str) -> dict[str, Any]:
+    """`verifier kl`'s row for the cell (kept from an earlier run), or why there is none."""
+    path = directory / DISTRIBUTION
+    if not path.exists():
+        command = [sys.executable, "-m", "verifier", "kl", "--model", model, "--families", family, "--json", str(path)]
+        done = subprocess.run(command, capture_output=True, text=True)
+        if not path.exists():
+            return {"unsupported": f"verifier kl failed: {(done.stderr.strip().splitlines() or ['?'])[-1]}"}
+    rows: list[dict[str, Any]] = json.loads(path.read_text())
+    return rows[0] if rows else {}
 
 
 def _write(out: Path, models: list[str], families: list[str], profile: str, cells: list[Cell]) -> Matrix:

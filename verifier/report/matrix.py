@@ -19,6 +19,11 @@ from typing import Any
 from verifier.report.results import FAILING, Report
 
 JSON, MARKDOWN, HTML = "matrix.json", "matrix.md", "matrix.html"
+DISTRIBUTION_NOTE = (
+    "`verifier kl` per cell: the text tokenized by the family's real tokenizer, run through the model and the "
+    "float64 oracle on the family's probe config with seeded weights (scale 0.3): how the model's precision "
+    "moves the distributions, not how a trained model's would move (`verifier kl --checkpoint` measures that)."
+)
 
 
 def cell_spec(model: str, family: str) -> str:
@@ -43,6 +48,7 @@ class Cell:
     failure: str = ""  # the first failure's message, first line
     case: str = ""  # the first failure's case (`config = ...` lines)
     seconds: float = 0.0
+    distribution: dict[str, Any] = field(default_factory=dict)  # `verifier kl` on the bundled text: its row
 
     @classmethod
     def from_report(cls, model: str, family: str, report: Report, seconds: float) -> Cell:
@@ -124,6 +130,8 @@ class Matrix:
         for model in self.models:
             cells = [self.cell(model, f) for f in self.families]
             lines.append(f"| {model} | " + " | ".join(c.summary() if c else "not run" for c in cells) + " |")
+        lines += ["", "## Next-token distributions on the bundled text", "", DISTRIBUTION_NOTE, "", *DISTRIBUTION_HEAD]
+        lines += [row for c in self.cells if (row := _distribution_row(c))]
         lines += ["", "## What is not `conforms`", ""]
         for c in self.cells:
             if c.verdict != "conforms":
@@ -149,6 +157,12 @@ class Matrix:
             if c.verdict != "conforms"
         ]
         versions = "".join(f"<li>{escape(n)} {escape(v)}</li>" for n, v in sorted(self.versions.items()))
+        dist_head = "".join(f"<th>{escape(h.strip())}</th>" for h in DISTRIBUTION_HEAD[0].strip("|").split("|"))
+        dist_rows = "".join(
+            "<tr>" + "".join(f"<td>{escape(x.strip())}</td>" for x in row.strip("|").split("|")) + "</tr>"
+            for c in self.cells
+            if (row := _distribution_row(c))
+        )
         return (
             "<!doctype html><html><head><meta charset='utf-8'><title>Engine matrix</title><style>"
             "body{font-family:system-ui,sans-serif;margin:2em}table{border-collapse:collapse}"
@@ -158,9 +172,23 @@ class Matrix:
             f"<h1>Engine matrix</h1><p>{escape(self.created)}, Hypothesis profile <code>{escape(self.profile)}"
             "</code>. A cell: the verdict and the worst error / tolerance of any property (the bound is 1).</p>"
             f"<table><tr><th>model</th>{head}</tr>{''.join(rows)}</table>"
+            f"<h2>Next-token distributions on the bundled text</h2><p>{escape(DISTRIBUTION_NOTE)}</p>"
+            f"<table><tr>{dist_head}</tr>{dist_rows}</table>"
             f"<h2>What is not conforms</h2><ul>{''.join(notes)}</ul><h2>Versions</h2><ul>{versions}</ul>"
             "</body></html>\n"
         )
+
+
+DISTRIBUTION_HEAD = ("| cell | mean KL | 99% KL | max KL | same top token | RMS Delta p |", "|---|---|---|---|---|---|")
+
+
+def _distribution_row(c: Cell) -> str:
+    """The cell's row of the distribution table, or "" where `verifier kl` was not run on it."""
+    d, name = c.distribution, cell_spec(c.model, c.family)
+    if "mean_kl" not in d:
+        return f"| {name} | {d.get('unsupported', 'not measured')} | | | | |" if d else ""
+    kl = f"{d['mean_kl']:.3g} | {d['p99_kl']:.3g} | {d['max_kl']:.3g}"
+    return f"| {name} | {kl} | {100 * d['same_top']:.1f}% | {100 * d['rms_dp']:.3g}% |"
 
 
 def _why(c: Cell) -> str:

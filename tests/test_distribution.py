@@ -1,0 +1,64 @@
+"""The distribution statistics of `verifier kl` (`verifier.analysis.distribution`), from their
+definitions: KL(P || Q) of the oracle's P against the model's Q per position, the top-token
+agreement, and Delta p of the text's next token; and the command on the bundled text."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.meta.suite_runs import mutant_spec
+from tests.plugin.project import ROOT, run
+from verifier.analysis.distribution import distribution_stats, log_probs
+from verifier.formats import save_checkpoint
+from verifier.model.config import ModelConfig
+from verifier.model.weights import init_weights
+
+
+def test_two_positions_by_hand() -> None:
+    # P = (1/2, 1/2) and (0.9, 0.1); Q = (0.9, 0.1) and (0.9, 0.1); the text is tokens 0, 1.
+    reference = np.log(np.array([[0.5, 0.5], [0.9, 0.1]]))
+    logits = np.log(np.array([[0.9, 0.1], [0.9, 0.1]])) + 7.0  # a constant changes no distribution
+    stats = distribution_stats(reference, logits, np.array([0, 1]))
+    first = 0.5 * math.log(0.5 / 0.9) + 0.5 * math.log(0.5 / 0.1)
+    assert stats.max_kl == pytest.approx(first) and stats.mean_kl == pytest.approx(first / 2)
+    assert stats.median_kl == pytest.approx(first / 2) and stats.positions == 2
+    assert stats.same_top == 1.0  # argmax 0 in both rows (ties broken alike: the first)
+    assert stats.mean_dp == pytest.approx(0.1 - 0.5) and stats.rms_dp == pytest.approx(0.4)  # the next token is 1
+
+
+def test_identical_logits_are_zero_and_shapes_are_checked() -> None:
+    logits = np.random.default_rng(0).normal(size=(6, 11))
+    stats = distribution_stats(logits, logits.copy(), np.arange(6))
+    assert stats.max_kl == 0.0 and stats.same_top == 1.0 and stats.rms_dp == 0.0
+    assert np.allclose(np.exp(log_probs(logits)).sum(axis=-1), 1.0)
+    with pytest.raises(ValueError, match="expected logits"):
+        distribution_stats(logits, logits[:, :5], np.arange(6))
+
+
+def test_kl_on_the_bundled_text_is_near_zero_for_the_reference_and_large_for_a_bug(tmp_path: Path) -> None:
+    out = tmp_path / "kl.json"
+    refusing = "tests.adapters.picogpt:build_124m_only"
+    done = run(ROOT, "-m", "verifier", "kl", "--model", "numpy", "--model", mutant_spec("ScaleByDHead"),
+               "--model", refusing, "--families", "gpt2", "--json", str(out))  # fmt: skip
+    assert done.returncode == 0, done
+    rows = {r["model"]: r for r in json.loads(out.read_text())}
+    assert rows["numpy"]["max_kl"] < 1e-8 and rows["numpy"]["same_top"] == 1.0 and rows["numpy"]["tokens"] > 200
+    assert rows[mutant_spec("ScaleByDHead")]["mean_kl"] > 1e-3
+    assert "GPT-2 small" in rows[refusing]["unsupported"]
+    assert "numpy on gpt2: KL mean " in done.stdout
+
+
+def test_kl_on_a_checkpoint_uses_its_config_and_weights(tmp_path: Path) -> None:
+    config = ModelConfig("llama", 32000, 64, 16, 1, 2, 2, 32, norm_eps=1e-5, tie_embeddings=True)
+    save_checkpoint(tmp_path / "m", config, init_weights(config, seed=2, scale=0.3))
+    done = run(ROOT, "-m", "verifier", "kl", "--model", "numpy-bfloat16", "--checkpoint", str(tmp_path / "m"),
+               "--json", str(tmp_path / "kl.json"))  # fmt: skip
+    (row,) = json.loads((tmp_path / "kl.json").read_text())
+    assert (row["family"], row["tokens"]) == ("llama", 64), row  # the text, cut at the checkpoint's context
+    assert 0 < row["mean_kl"] < 1e-2, row
+    assert done.returncode == 0

@@ -1,0 +1,106 @@
+"""`verifier kl`: how far a model's next-token distributions are from the float64 oracle's over a real
+text, in the statistics of llama.cpp's KL-divergence tool (`verifier.analysis.distribution`).
+
+The text (default: the bundled `verifier/data/text/sample.txt`) is tokenized by the family's real
+tokenizer (GPT-2's BPE for gpt2, llama2.c's Llama 2 vocabulary for the others) and run through the
+model and the oracle: with `--checkpoint`, on its config and weights (the user's real model); else,
+per family, on the suite's probe config of that family with the tokenizer's vocabulary and seeded
+weights (`--seed`, `--scale`), which shows how a precision class moves the distributions, not how a trained
+model's would move. A model that refuses a config is listed with its reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from verifier.analysis.distribution import DistributionStats, distribution_stats
+from verifier.cli import arguments
+from verifier.fixtures import plugin
+from verifier.formats import load_checkpoint
+from verifier.formats.tokenizer import find_tokenizer
+from verifier.model.config import FAMILIES, ModelConfig
+from verifier.model.weights import WeightMap, init_weights
+from verifier.plugin.contract import PROBE_CONFIGS, PROBE_KINDS, build_checked
+from verifier.plugin.interface import Unsupported
+from verifier.plugin.registry import PluginError, load_spec
+from verifier.reference import NumpyModel
+
+SAMPLE = Path(__file__).resolve().parents[1] / "data" / "text" / "sample.txt"
+
+
+def add_parser(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "kl",
+        help="KL divergence and top-token statistics of a model against the oracle over a real text",
+        description="Run a model and the float64 oracle over a text tokenized by the family's real tokenizer and "
+        "print llama.cpp's KL-divergence statistics: mean, median, 99th percentile and max KL, how often the top "
+        "token is the same, and the change in the next token's probability.",
+    )
+    p.add_argument("--model", action="append", required=True, metavar="SPEC", help="a model; repeatable")
+    p.add_argument(
+        "--families", default=",".join(FAMILIES), metavar="gpt2,llama,...",
+        help="the families, seeded weights on each (default: all; ignored with --checkpoint)",
+    )  # fmt: skip
+    p.add_argument("--checkpoint", type=arguments.nonempty, metavar="PATH", help="a checkpoint's config and weights")
+    p.add_argument("--text", type=arguments.nonempty, metavar="FILE", help=f"the text (default: {SAMPLE.name})")
+    p.add_argument("--seed", type=int, default=0, help="the seed of the drawn weights (default 0)")
+    p.add_argument(
+        "--scale", type=float, default=0.3,
+        help="the drawn weights' standard deviation (default 0.3: peaked next-token distributions, not uniform)",
+    )  # fmt: skip
+    p.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
+    p.set_defaults(func=run)
+
+
+def seeded_config(family: str, vocab_size: int, n_ctx: int) -> ModelConfig:
+    """The suite's probe config of `family` (its first kind) with a real tokenizer's vocabulary."""
+    kind = next(k for k, (f, _, _) in PROBE_KINDS.items() if f == family)
+    return PROBE_CONFIGS[kind].replace(vocab_size=vocab_size, n_ctx=n_ctx)
+
+
+def run(args: argparse.Namespace) -> int:
+    plugin.import_fixture_modules()  # the registered names
+    families = [f.strip() for f in args.families.split(",") if f.strip()]
+    unknown = [f for f in families if f not in FAMILIES]
+    if unknown or not families:
+        raise PluginError(f"--families {args.families!r}: expected families of {', '.join(FAMILIES)}")
+    specs = [load_spec(m) for m in dict.fromkeys(args.model)]
+    text = Path(args.text).read_text(encoding="utf-8") if args.text else SAMPLE.read_text(encoding="utf-8")
+    cases: list[tuple[ModelConfig, WeightMap]] = []
+    if args.checkpoint:
+        loaded = load_checkpoint(args.checkpoint)
+        cases.append((loaded.config, loaded.weights))
+    for family in [] if args.checkpoint else families:
+        vocab = 50257 if family == "gpt2" else 32000
+        config = seeded_config(family, vocab, 1024)
+        cases.append((config, init_weights(config, seed=args.seed, scale=args.scale)))
+    rows = []
+    for config, weights in cases:
+        tokenizer = find_tokenizer(config.family, config.vocab_size)
+        tokens = np.array(tokenizer.encode(text)[: config.n_ctx], dtype=np.int64)
+        reference = NumpyModel(config, weights, dtype=np.float64).logits(tokens)
+        for spec in specs:
+            row: dict[str, Any] = {"model": spec.name, "family": config.family, "tokens": len(tokens)}
+            try:
+                stats = _stats(build_checked(spec, config, weights), reference, tokens)
+            except Unsupported as e:
+                row["unsupported"] = str(e) or "it raised Unsupported"
+                print(f"{spec.name} on {config.family}: unsupported ({row['unsupported']})")
+            else:
+                row |= stats.as_dict()
+                print(f"{spec.name} on {config.family}: {stats.describe()}")
+            rows.append(row)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
+    return 0
+
+
+def _stats(model: Any, reference: np.ndarray, tokens: np.ndarray) -> DistributionStats:
+    if not model.every_position:
+        raise Unsupported("it gives the last position's logits only; the statistics need every position's")
+    return distribution_stats(reference, np.asarray(model.logits(tokens)), tokens)
