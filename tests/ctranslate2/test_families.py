@@ -1,9 +1,10 @@
 """CTranslate2 on one config of every family with every switch it has turned on
 (`tests.formats.families`), against the float64 oracle within float32's bound on the logits of 100
-tokens: what converts and agrees, what its converter refuses (`Unsupported`, with the converter's
-error), and what it converts but computes differently. Each difference is a strict xfail with the
-error measured here, and is checked by hand: CTranslate2's logits agree with the oracle of the config
-it does compute (`COMPUTES`), so the cause is known, not guessed."""
+tokens, and in int8 within its Q8_0 class: what converts and agrees, what its converter refuses
+(`Unsupported`, with the converter's error), and what it converts but computes differently. Each
+difference is a strict xfail with the error measured here, and is checked by hand: CTranslate2's
+logits agree with the oracle of the config it does compute (`COMPUTES`), so the cause is known, not
+guessed."""
 
 from __future__ import annotations
 
@@ -85,6 +86,11 @@ def test_every_family_s_logits_agree_or_are_refused_with_the_reason(name: str) -
     comparison = Oracle(config, weights).logits(tokens).compare(model.logits(tokens))
     print(f"{name}: logits error / tolerance {comparison.ratio:.3g}")
     assert comparison.ok, f"logits: error / tolerance {comparison.ratio:.3g}"
+    # The same conversion in int8, against the Q8_0 class it declares (a group per row, float32 scales).
+    int8 = ctranslate2.build_int8(config, weights)
+    quantized = Oracle(config, weights, int8.precision).logits(tokens).compare(int8.logits(tokens))
+    print(f"{name}: int8 logits error / {int8.precision.label} tolerance {quantized.ratio:.3g}")
+    assert quantized.ok, f"int8 logits: error / {int8.precision.label} tolerance {quantized.ratio:.3g}"
 
 
 @pytest.mark.slow  # a conversion each
