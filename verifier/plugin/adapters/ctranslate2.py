@@ -137,13 +137,15 @@ class Converted:
         self.names = vocabulary(config.vocab_size)
         self._dir = tempfile.TemporaryDirectory(prefix="verifier-ctranslate2-")
         source, self.path = Path(self._dir.name) / "transformers", Path(self._dir.name) / "ctranslate2"
-        TransformersModel(config, weights).model.save_pretrained(source)
-        _write_tokenizer(source, self.names)
-        try:
-            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        # Quiet: transformers' and the converter's progress bars would fill the suite's log.
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            TransformersModel(config, weights).model.save_pretrained(source)
+            _write_tokenizer(source, self.names)
+            try:
                 TransformersConverter(str(source)).convert(str(self.path), quantization="float32")
-        except Exception as e:  # it refuses in many ways (ValueError, KeyError, ...): the reason is its message
-            raise Unsupported(f"CTranslate2's converter failed on {config.family}: {type(e).__name__}: {e}") from None
+            except Exception as e:  # it refuses in many ways (ValueError, KeyError, ...): the reason is its message
+                reason = f"CTranslate2's converter failed on {config.family}: {type(e).__name__}: {e}"
+                raise Unsupported(reason) from None
         self.generators: dict[str, Any] = {}
 
     def generator(self, compute_type: str, threads: int) -> Any:
