@@ -80,7 +80,7 @@ DEVIATIONS = {
     "mistral sliding_window": "forward_batch of more tokens than the window raises 'buffer to copy is of size "
     "T but current storage size is W' (shorter sequences agree)",
     "llama head_dim": "the Llama loader does not pass head_dim: a head_dim other than d_model / n_heads "
-    "raises a shape error in forward_batch",
+    "raises a shape error in forward_batch, and greedy search picks other tokens than the oracle's",
     "gemma/gemma2 attention biases": "the Gemma and Gemma 2 loaders convert the q, k, v and o weights but not "
     "their biases: attention runs without them",
 }
