@@ -85,6 +85,20 @@ def test_int8_agrees_within_its_q8_0_class_and_not_within_float32(config) -> Non
     assert ratios["float32"] > 10, ratios  # int8, not float32 after all
 
 
+@pytest.mark.slow  # two conversions
+def test_int8_at_load_is_the_converter_s_int8(tmp_path: Path) -> None:
+    # compute_type int8_float32 on the float32 conversion gives the logits, bit for bit, of a model
+    # converted with quantization="int8" (`ct2-transformers-converter --quantization int8`).
+    import ctranslate2 as ct2
+    from ctranslate2.converters import TransformersConverter
+
+    model, weights = built(LLAMA, ctranslate2.build_int8)
+    source = ctranslate2.converted(LLAMA, weights).path.parent / "transformers"
+    TransformersConverter(str(source)).convert(str(tmp_path / "int8"), quantization="int8")
+    generator = ct2.Generator(str(tmp_path / "int8"), device="cpu", intra_threads=1)
+    np.testing.assert_array_equal(np.array(generator.forward_batch([TOKENS.tolist()]))[0], model.logits(TOKENS))
+
+
 def test_a_missing_package_is_a_reason_to_skip(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ctranslate2.importlib.util, "find_spec", lambda name: None)
     for build in (ctranslate2.build, ctranslate2.build_int8):
