@@ -18,6 +18,7 @@ if ctranslate2.missing() is not None:
 
 from tests.formats.families import FAMILY_EXAMPLES, LLAMA3
 from verifier.model.config import ModelConfig
+from verifier.model.presets import preset
 from verifier.model.weights import init_weights
 from verifier.plugin.interface import Unsupported
 from verifier.properties.oracle import Oracle
@@ -42,12 +43,17 @@ DEVIATES = {
 RAISES = {"mistral": "buffer to copy is of size 100 but current storage size is 8"}
 
 
+# GPT-2 (not among the examples: it has no switch) with its published LayerNorm eps, 1e-5.
+GPT2 = preset("gpt2").replace(vocab_size=96, n_ctx=128, d_model=32, n_layers=2, n_heads=4, n_kv_heads=4, d_ff=128)
+
+
 def _without_window(config: ModelConfig) -> ModelConfig:
     return config.replace(sliding_window=None, layer_types=None)
 
 
 # What CTranslate2 computes instead, for the deviations above and the switches the examples leave at
-# their defaults (a Gemma RoPE theta, a Qwen window): the oracle of these configs agrees with it.
+# their defaults (a Gemma RoPE theta, a Qwen window, GPT-2's LayerNorm eps, which its loader does not
+# convert: CTranslate2's default, 1e-5): the oracle of these configs agrees with it.
 COMPUTES: dict[str, tuple[ModelConfig, ModelConfig]] = {
     "llama3": (FAMILY_EXAMPLES["llama3"], FAMILY_EXAMPLES["llama3"].replace(rope_scaling=None)),
     "gemma2": (FAMILY_EXAMPLES["gemma2"], _without_window(FAMILY_EXAMPLES["gemma2"]).replace(
@@ -55,6 +61,7 @@ COMPUTES: dict[str, tuple[ModelConfig, ModelConfig]] = {
     "gemma-theta": (FAMILY_EXAMPLES["gemma"].replace(rope_theta=1e6), FAMILY_EXAMPLES["gemma"]),
     "gemma-bias": (FAMILY_EXAMPLES["gemma"].replace(qkv_bias=True, o_bias=True), FAMILY_EXAMPLES["gemma"]),
     "gemma-llama3": (FAMILY_EXAMPLES["gemma"].replace(rope_scaling=LLAMA3), FAMILY_EXAMPLES["gemma"]),
+    "gpt2-norm-eps": (GPT2.replace(norm_eps=1e-3), GPT2),
     "qwen2-window": (FAMILY_EXAMPLES["qwen2"].replace(sliding_window=8), FAMILY_EXAMPLES["qwen2"]),
     "qwen3-window": (FAMILY_EXAMPLES["qwen3"].replace(sliding_window=8), FAMILY_EXAMPLES["qwen3"]),
 }  # fmt: skip

@@ -81,6 +81,8 @@ DEVIATIONS = {
     "T but current storage size is W' (shorter sequences agree)",
     "llama head_dim": "the Llama loader does not pass head_dim: a head_dim other than d_model / n_heads "
     "raises a shape error in forward_batch, and greedy search picks other tokens than the oracle's",
+    "gpt2 norm_eps": "the GPT-2 loader does not convert layer_norm_epsilon: CTranslate2 normalises with its "
+    "default, 1e-5",
     "gemma/gemma2 attention biases": "the Gemma and Gemma 2 loaders convert the q, k, v and o weights but not "
     "their biases: attention runs without them",
 }
