@@ -92,12 +92,12 @@ def test_without_a_choice_every_registered_and_installed_model_is_tested(project
     # What the installed suite does (no ini file of ours): `verifier check`, `pytest --pyargs verifier.properties`.
     tested = models_tested(project, "-o", "verifier_installed_models=true", pythonpath=(installed,))
     # fixtures/builtin.py registers these six.
-    registered = {spec.name for spec in registry.registered()}
-    assert {"numpy", "transformers", "llamacpp", "onnxruntime", "litgpt", "transformer-lens"} <= registered
-    # All but llamacpp, onnxruntime, litgpt, transformer-lens and the precision built-ins (tested when named)
-    # and those that cannot run here (transformers without its extra).
+    by_name_built_ins = {"llamacpp", "onnxruntime", "ctranslate2", "ctranslate2-int8", "litgpt", "transformer-lens"}
+    assert {"numpy", "transformers", *by_name_built_ins} <= {spec.name for spec in registry.registered()}
+    # All but the engines and the precision built-ins (tested when named) and those that cannot run here
+    # (transformers without its extra).
     built_in = [spec.name for spec in registry.registered() if spec.default and not spec.unavailable]
-    assert not {"llamacpp", "onnxruntime", "litgpt", "transformer-lens"} & set(built_in)
+    assert not by_name_built_ins & set(built_in)
     by_name = [spec.name for spec in registry.registered() if not spec.default]
     assert "transformers-bfloat16" in by_name and not set(by_name) & set(tested)
     # Models a user installed into this environment are tested too: expected, and not this test's to fail.
