@@ -42,12 +42,10 @@ with the way to install them.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import importlib
 import importlib.util
 import io
 import tempfile
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +55,7 @@ from verifier import extra
 from verifier.analysis import precision
 from verifier.model.config import Family, ModelConfig
 from verifier.model.weights import Weights
+from verifier.plugin.adapters.built_once import BuiltOnce
 from verifier.plugin.adapters.hf_transformers import TransformersModel
 from verifier.plugin.interface import Constraints, Unsupported
 
@@ -201,33 +200,14 @@ def int8_precision(config: ModelConfig) -> precision.Precision:
 SHAPES = Constraints(families=CONVERTED)
 
 
-# Converted models, the most recently used last: every property builds the suite's pinned cases again,
-# and a conversion writes and reads the model twice (a second or more), so a config and its weights
-# are converted once. A model holds no state between calls, so sharing it is safe.
-_CONVERTED: OrderedDict[tuple[ModelConfig, str], Converted] = OrderedDict()
-_KEEP = 32  # more than the suite's pinned cases (23), so that each is converted once per run
-
-
-def _digest(weights: Weights) -> str:
-    """A digest of every weight's name, shape and bytes."""
-    digest = hashlib.blake2b(digest_size=16)
-    for name in sorted(weights):
-        array = np.ascontiguousarray(weights[name])
-        digest.update(f"{name}{array.shape}{array.dtype}".encode())
-        digest.update(array.data)
-    return digest.hexdigest()
+# A conversion writes and reads the model twice (a second or more): each config and weights once.
+_converted = BuiltOnce(Converted)
 
 
 def converted(config: ModelConfig, weights: Weights) -> Converted:
     """`config` and `weights` converted by CTranslate2's converter, once."""
     _ctranslate2()
-    key = (config, _digest(weights))
-    if key not in _CONVERTED:
-        _CONVERTED[key] = Converted(config, weights)
-        while len(_CONVERTED) > _KEEP:
-            _CONVERTED.popitem(last=False)
-    _CONVERTED.move_to_end(key)
-    return _CONVERTED[key]
+    return _converted(config, weights)
 
 
 def build(config: ModelConfig, weights: Weights) -> CTranslate2Model:

@@ -23,11 +23,9 @@ raises `Unsupported` with the way to install them.
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import importlib.util
 import tempfile
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +36,7 @@ import numpy as np
 from verifier import extra
 from verifier.model.config import FAMILIES, ModelConfig
 from verifier.model.weights import Weights
+from verifier.plugin.adapters.built_once import BuiltOnce
 from verifier.plugin.adapters.hf_transformers import TransformersModel
 from verifier.plugin.interface import Constraints, Unsupported
 
@@ -194,33 +193,14 @@ class OnnxRuntimeModel:
 SHAPES = Constraints(families=FAMILIES)
 
 
-# Built models, the most recently used last: every property builds the suite's pinned cases again, and
-# an export takes seconds (4 to 25 here), so a model is exported once per config and weights. A model
-# holds no state between calls (a decode cache is handed back to the caller), so sharing it is safe.
-_BUILT: OrderedDict[tuple[ModelConfig, str], OnnxRuntimeModel] = OrderedDict()
-_KEEP = 32  # more than the suite's pinned cases (23), so that each is exported once per run
-
-
-def _digest(weights: Weights) -> str:
-    """A digest of every weight's name, shape and bytes."""
-    digest = hashlib.blake2b(digest_size=16)
-    for name in sorted(weights):
-        array = np.ascontiguousarray(weights[name])
-        digest.update(f"{name}{array.shape}{array.dtype}".encode())
-        digest.update(array.data)
-    return digest.hexdigest()
+# An export takes seconds (4 to 25 here): each config and weights is exported once.
+_exported = BuiltOnce(OnnxRuntimeModel)
 
 
 def build(config: ModelConfig, weights: Weights) -> OnnxRuntimeModel:
     """The family's transformers model in float32, exported to ONNX, on ONNX Runtime's CPU provider."""
     _onnxruntime()
-    key = (config, _digest(weights))
-    if key not in _BUILT:
-        _BUILT[key] = OnnxRuntimeModel(config, weights)
-        while len(_BUILT) > _KEEP:
-            _BUILT.popitem(last=False)
-    _BUILT.move_to_end(key)
-    return _BUILT[key]
+    return _exported(config, weights)
 
 
 build.constraints = SHAPES  # type: ignore[attr-defined]
