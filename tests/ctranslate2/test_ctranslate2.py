@@ -15,6 +15,7 @@ from verifier.plugin.adapters import ctranslate2
 if ctranslate2.missing() is not None:
     pytest.skip(ctranslate2.missing() or "", allow_module_level=True)
 
+from tests.engines import assert_sequence_and_batch_agree
 from tests.meta.suite_runs import run_suite
 from verifier.analysis.precision import Q8_0
 from verifier.model.presets import preset
@@ -35,15 +36,7 @@ def built(config, build=ctranslate2.build):  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize("config", [GPT2, LLAMA], ids=["gpt2", "llama-gqa"])
 def test_logits_of_one_sequence_and_a_batch_agree_with_the_oracle(config) -> None:  # type: ignore[no-untyped-def]
     model, weights = built(config)
-    assert model.precision == "float32"
-    oracle = Oracle(config, weights)
-    expected = oracle.logits(TOKENS)
-    comparison = expected.compare(model.logits(TOKENS))
-    assert comparison.ok, f"logits: error / tolerance {comparison.ratio:.3g}"
-    batch = model.logits(np.stack([TOKENS, TOKENS[::-1]]))
-    assert batch.shape == (2, len(TOKENS), config.vocab_size)
-    assert expected.compare(batch[0]).ok
-    assert oracle.logits(TOKENS[::-1]).compare(batch[1]).ok
+    assert_sequence_and_batch_agree(model, Oracle(config, weights), TOKENS)
 
 
 @pytest.mark.slow  # a conversion each

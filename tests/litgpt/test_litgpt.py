@@ -14,6 +14,7 @@ from verifier.plugin.adapters import litgpt
 if litgpt.missing() is not None:
     pytest.skip(litgpt.missing() or "", allow_module_level=True)
 
+from tests.engines import assert_sequence_and_batch_agree
 from tests.meta.suite_runs import run_suite
 from verifier.model.presets import preset
 from verifier.model.weights import init_weights
@@ -33,15 +34,7 @@ def built(config):  # type: ignore[no-untyped-def]
 @pytest.mark.slow  # litgpt's import: 4 to 5 s
 @pytest.mark.parametrize("config", [LLAMA, QWEN2], ids=["llama-gqa", "qwen2-bias"])
 def test_logits_of_one_sequence_and_a_batch_agree_with_the_oracle(config) -> None:  # type: ignore[no-untyped-def]
-    model, oracle = built(config)
-    assert model.precision == "float32"
-    expected = oracle.logits(TOKENS)
-    comparison = expected.compare(model.logits(TOKENS))
-    assert comparison.ok, f"logits: error / tolerance {comparison.ratio:.3g}"
-    batch = model.logits(np.stack([TOKENS, TOKENS[::-1]]))
-    assert batch.shape == (2, len(TOKENS), config.vocab_size)
-    assert expected.compare(batch[0]).ok
-    assert oracle.logits(TOKENS[::-1]).compare(batch[1]).ok
+    assert_sequence_and_batch_agree(*built(config), TOKENS)
 
 
 @pytest.mark.slow  # litgpt's import: 4 to 5 s

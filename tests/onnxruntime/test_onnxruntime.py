@@ -13,6 +13,7 @@ from verifier.plugin.adapters import onnxruntime
 if onnxruntime.missing() is not None:
     pytest.skip(onnxruntime.missing() or "", allow_module_level=True)
 
+from tests.engines import assert_sequence_and_batch_agree
 from tests.meta.suite_runs import run_suite
 from verifier.model.presets import preset
 from verifier.model.weights import init_weights
@@ -32,14 +33,7 @@ def built(config):  # type: ignore[no-untyped-def]
 @pytest.mark.slow  # an ONNX export each (4 to 25 s here)
 @pytest.mark.parametrize("config", [GPT2, LLAMA], ids=["gpt2", "llama-gqa"])
 def test_logits_of_one_sequence_and_a_batch_agree_with_the_oracle(config) -> None:  # type: ignore[no-untyped-def]
-    model, oracle = built(config)
-    assert model.precision == "float32"
-    expected = oracle.logits(TOKENS)
-    comparison = expected.compare(model.logits(TOKENS))
-    assert comparison.ok, f"logits: error / tolerance {comparison.ratio:.3g}"
-    batch = model.logits(np.stack([TOKENS, TOKENS[::-1]]))
-    assert batch.shape == (2, len(TOKENS), config.vocab_size)
-    assert expected.compare(batch[0]).ok
+    assert_sequence_and_batch_agree(*built(config), TOKENS)
 
 
 @pytest.mark.slow  # an ONNX export each (4 to 25 s here)
