@@ -44,13 +44,14 @@ import numpy as np
 from hypothesis import note, reject
 from hypothesis.control import currently_in_test_context
 
+from verifier.analysis.agreement import log_softmax
 from verifier.analysis.divergence import DecodeDivergence, Divergence, DivergentChunk, localize
 from verifier.analysis.precision import EMULATION, FLOAT32, HINT_CLASSES, Precision, closest, rounding_fit
 from verifier.model.stages import is_index_stage
 from verifier.plugin.contract import CheckedModel, ContractViolation
 from verifier.plugin.interface import Deviation
 from verifier.properties import oracle as oracles
-from verifier.properties.oracle import Expected, Oracle, log_softmax
+from verifier.properties.oracle import Expected, Oracle
 from verifier.properties.strategies import Case
 
 __all__ = [

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from verifier.analysis import tolerance
+from verifier.analysis.agreement import log_softmax
 from verifier.analysis.divergence import Divergence, localize
 from verifier.analysis.precision import FLOAT32, Precision
 from verifier.model import stages
@@ -255,13 +256,6 @@ class Expected:
 
             expected._follow = followed
         return expected
-
-
-def log_softmax(logits: np.ndarray) -> np.ndarray:
-    """Log-probabilities over the last axis, in float64."""
-    x = np.asarray(logits, np.float64)
-    top = x.max(axis=-1, keepdims=True)
-    return x - top - np.log(np.exp(x - top).sum(axis=-1, keepdims=True))
 
 
 def exact(value: np.ndarray, rope_positions: int = 0, *, scale: np.ndarray | None = None) -> Expected:

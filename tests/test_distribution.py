@@ -1,5 +1,5 @@
-"""The distribution statistics of `verifier kl` (`verifier.analysis.distribution`), from their
-definitions: KL(P || Q) of the oracle's P against the model's Q per position, the top-token
+"""The distribution statistics of `verifier kl` (`verifier.analysis.agreement.distribution_agreement`),
+from their definitions: KL(P || Q) of the oracle's P against the model's Q per position, the top-token
 agreement, and Delta p of the text's next token; and the command on the bundled text."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 
 from tests.meta.suite_runs import mutant_spec
 from tests.plugin.project import ROOT, run
-from verifier.analysis.distribution import distribution_stats, log_probs
+from verifier.analysis.agreement import distribution_agreement, log_softmax
 from verifier.formats import save_checkpoint
 from verifier.model.config import ModelConfig
 from verifier.model.weights import init_weights
@@ -23,7 +23,7 @@ def test_two_positions_by_hand() -> None:
     # P = (1/2, 1/2) and (0.9, 0.1); Q = (0.9, 0.1) and (0.9, 0.1); the text is tokens 0, 1.
     reference = np.log(np.array([[0.5, 0.5], [0.9, 0.1]]))
     logits = np.log(np.array([[0.9, 0.1], [0.9, 0.1]])) + 7.0  # a constant changes no distribution
-    stats = distribution_stats(reference, logits, np.array([0, 1]))
+    stats = distribution_agreement(reference, logits, np.array([0, 1]))
     first = 0.5 * math.log(0.5 / 0.9) + 0.5 * math.log(0.5 / 0.1)
     assert stats.max_kl == pytest.approx(first) and stats.mean_kl == pytest.approx(first / 2)
     assert stats.median_kl == pytest.approx(first / 2) and stats.positions == 2
@@ -33,11 +33,11 @@ def test_two_positions_by_hand() -> None:
 
 def test_identical_logits_are_zero_and_shapes_are_checked() -> None:
     logits = np.random.default_rng(0).normal(size=(6, 11))
-    stats = distribution_stats(logits, logits.copy(), np.arange(6))
+    stats = distribution_agreement(logits, logits.copy(), np.arange(6))
     assert stats.max_kl == 0.0 and stats.same_top == 1.0 and stats.rms_dp == 0.0
-    assert np.allclose(np.exp(log_probs(logits)).sum(axis=-1), 1.0)
-    with pytest.raises(ValueError, match="expected logits"):
-        distribution_stats(logits, logits[:, :5], np.arange(6))
+    assert np.allclose(np.exp(log_softmax(logits)).sum(axis=-1), 1.0)
+    with pytest.raises(ValueError, match="expected logits of the same shape"):
+        distribution_agreement(logits, logits[:, :5], np.arange(6))
 
 
 def test_kl_on_the_bundled_text_is_near_zero_for_the_reference_and_large_for_a_bug(tmp_path: Path) -> None:
@@ -50,7 +50,7 @@ def test_kl_on_the_bundled_text_is_near_zero_for_the_reference_and_large_for_a_b
     assert rows["numpy"]["max_kl"] < 1e-8 and rows["numpy"]["same_top"] == 1.0 and rows["numpy"]["tokens"] > 200
     assert rows[mutant_spec("ScaleByDHead")]["mean_kl"] > 1e-3
     assert "GPT-2 small" in rows[refusing]["unsupported"]
-    assert "numpy on gpt2: KL mean " in done.stdout
+    assert "numpy on gpt2: mean KL divergence " in done.stdout
 
 
 def test_kl_on_a_checkpoint_uses_its_config_and_weights(tmp_path: Path) -> None:

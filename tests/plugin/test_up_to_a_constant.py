@@ -11,9 +11,10 @@ from pathlib import Path
 import numpy as np
 
 from tests.plugin.project import ROOT, run
+from verifier.analysis.agreement import log_softmax
 from verifier.model.config import ModelConfig
 from verifier.model.weights import init_weights
-from verifier.properties.oracle import Oracle, log_softmax
+from verifier.properties.oracle import Oracle
 
 MODELS = "tests.plugin.centred"
 GPT2 = ModelConfig("gpt2", 64, 16, 16, 2, 2, 2, 64, norm_eps=1e-5, tie_embeddings=True)

@@ -1,5 +1,5 @@
 """`verifier kl`: how far a model's next-token distributions are from the float64 oracle's over a real
-text, in the statistics of llama.cpp's KL-divergence tool (`verifier.analysis.distribution`).
+text, in the statistics of llama.cpp's KL-divergence tool (`verifier.analysis.agreement.distribution_agreement`).
 
 The text (default: the bundled `verifier/data/text/sample.txt`) is tokenized by the family's real
 tokenizer (GPT-2's BPE for gpt2, llama2.c's Llama 2 vocabulary for the others) and run through the
@@ -12,13 +12,14 @@ model's would move. A model that refuses a config is listed with its reason.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from verifier.analysis.distribution import DistributionStats, distribution_stats
+from verifier.analysis.agreement import DistributionAgreement, distribution_agreement
 from verifier.cli import arguments
 from verifier.fixtures import plugin
 from verifier.formats import load_checkpoint
@@ -92,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
                 row["unsupported"] = str(e) or "it raised Unsupported"
                 print(f"{spec.name} on {config.family}: unsupported ({row['unsupported']})")
             else:
-                row |= stats.as_dict()
+                row |= dataclasses.asdict(stats)
                 print(f"{spec.name} on {config.family}: {stats.describe()}")
             rows.append(row)
     if args.json:
@@ -100,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _stats(model: Any, reference: np.ndarray, tokens: np.ndarray) -> DistributionStats:
+def _stats(model: Any, reference: np.ndarray, tokens: np.ndarray) -> DistributionAgreement:
     if not model.every_position:
         raise Unsupported("it gives the last position's logits only; the statistics need every position's")
-    return distribution_stats(reference, np.asarray(model.logits(tokens)), tokens)
+    return distribution_agreement(reference, np.asarray(model.logits(tokens)), tokens)
