@@ -62,3 +62,14 @@ def test_kl_on_a_checkpoint_uses_its_config_and_weights(tmp_path: Path) -> None:
     assert (row["family"], row["tokens"]) == ("llama", 64), row  # the text, cut at the checkpoint's context
     assert 0 < row["mean_kl"] < 1e-2, row
     assert done.returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [(["--seed", "-1"], "argument --seed: must be an integer in [0, 4294967295], not '-1'"),
+     (["--families", "gpt3"], "argument --families: 'gpt3': expected families of gpt2, llama")],
+)  # fmt: skip
+def test_a_bad_seed_or_family_is_a_one_line_usage_error(args: list[str], message: str) -> None:
+    # A negative seed reached NumPy's generator and ended in its traceback.
+    done = run(ROOT, "-m", "verifier", "kl", "--model", "numpy", *args)
+    assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr, done

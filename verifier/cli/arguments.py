@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from verifier.model.config import FAMILIES
+
 MAX_SEED = 2**32 - 1  # NumPy's generators take seeds in [0, 2**32 - 1]
 
 
@@ -24,3 +26,11 @@ def seed(text: str) -> int:
     if not 0 <= value <= MAX_SEED:
         raise argparse.ArgumentTypeError(f"must be an integer in [0, {MAX_SEED}], not {text!r}")
     return value
+
+
+def families(text: str) -> list[str]:
+    """Families, comma-separated, each one of FAMILIES; each once, in the order given."""
+    names = [f.strip() for f in text.split(",") if f.strip()]
+    if not names or [f for f in names if f not in FAMILIES]:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected families of {', '.join(FAMILIES)}")
+    return list(dict.fromkeys(names))

@@ -28,7 +28,7 @@ from verifier.model.config import FAMILIES, ModelConfig
 from verifier.model.weights import WeightMap, init_weights
 from verifier.plugin.contract import PROBE_CONFIGS, PROBE_KINDS, build_checked
 from verifier.plugin.interface import Unsupported
-from verifier.plugin.registry import PluginError, load_spec
+from verifier.plugin.registry import load_spec
 from verifier.reference import NumpyModel
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "text" / "sample.txt"
@@ -44,12 +44,12 @@ def add_parser(subparsers: Any) -> None:
     )
     p.add_argument("--model", action="append", required=True, metavar="SPEC", help="a model; repeatable")
     p.add_argument(
-        "--families", default=",".join(FAMILIES), metavar="gpt2,llama,...",
+        "--families", type=arguments.families, default=list(FAMILIES), metavar="gpt2,llama,...",
         help="the families, seeded weights on each (default: all; ignored with --checkpoint)",
     )  # fmt: skip
     p.add_argument("--checkpoint", type=arguments.nonempty, metavar="PATH", help="a checkpoint's config and weights")
     p.add_argument("--text", type=arguments.nonempty, metavar="FILE", help=f"the text (default: {SAMPLE.name})")
-    p.add_argument("--seed", type=int, default=0, help="the seed of the drawn weights (default 0)")
+    p.add_argument("--seed", type=arguments.seed, default=0, help="the seed of the drawn weights (default 0)")
     p.add_argument(
         "--scale", type=float, default=0.3,
         help="the drawn weights' standard deviation (default 0.3: peaked next-token distributions, not uniform)",
@@ -66,17 +66,13 @@ def seeded_config(family: str, vocab_size: int, n_ctx: int) -> ModelConfig:
 
 def run(args: argparse.Namespace) -> int:
     plugin.import_fixture_modules()  # the registered names
-    families = [f.strip() for f in args.families.split(",") if f.strip()]
-    unknown = [f for f in families if f not in FAMILIES]
-    if unknown or not families:
-        raise PluginError(f"--families {args.families!r}: expected families of {', '.join(FAMILIES)}")
     specs = [load_spec(m) for m in dict.fromkeys(args.model)]
     text = Path(args.text).read_text(encoding="utf-8") if args.text else SAMPLE.read_text(encoding="utf-8")
     cases: list[tuple[ModelConfig, WeightMap]] = []
     if args.checkpoint:
         loaded = load_checkpoint(args.checkpoint)
         cases.append((loaded.config, loaded.weights))
-    for family in [] if args.checkpoint else families:
+    for family in [] if args.checkpoint else args.families:
         vocab = 50257 if family == "gpt2" else 32000
         config = seeded_config(family, vocab, 1024)
         cases.append((config, init_weights(config, seed=args.seed, scale=args.scale)))

@@ -54,7 +54,7 @@ def add_parser(subparsers: Any) -> None:
         help="a model (registered name or module.path:factory); repeatable (default: every built-in model)",
     )  # fmt: skip
     p.add_argument(
-        "--families", type=_families, default=list(FAMILIES), metavar="gpt2,llama,...",
+        "--families", type=arguments.families, default=list(FAMILIES), metavar="gpt2,llama,...",
         help=f"the families, comma-separated (default: all of {', '.join(FAMILIES)})",
     )  # fmt: skip
     p.add_argument(
@@ -66,14 +66,6 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--fresh", action="store_true", help="run every cell again, not only those without a report")
     p.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="passed to every cell's pytest")
     p.set_defaults(func=run)
-
-
-def _families(text: str) -> list[str]:
-    names = [f.strip() for f in text.split(",") if f.strip()]
-    unknown = [f for f in names if f not in FAMILIES]
-    if not names or unknown:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected families of {', '.join(FAMILIES)}")
-    return list(dict.fromkeys(names))
 
 
 def _positive(text: str) -> int:
