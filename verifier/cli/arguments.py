@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
 from verifier.model.config import FAMILIES
 
@@ -34,3 +36,10 @@ def families(text: str) -> list[str]:
     if not names or [f for f in names if f not in FAMILIES]:
         raise argparse.ArgumentTypeError(f"{text!r}: expected families of {', '.join(FAMILIES)}")
     return list(dict.fromkeys(names))
+
+
+def import_from_the_current_directory() -> None:
+    """Let `module.path:factory` specs import from the current directory, as `verifier check` does (pytest runs
+    as `python -m pytest`, which puts it first on sys.path); the `verifier` script's own path lacks it."""
+    if str(Path.cwd()) not in sys.path:
+        sys.path.insert(0, str(Path.cwd()))

@@ -66,6 +66,7 @@ def seeded_config(family: str, vocab_size: int, n_ctx: int) -> ModelConfig:
 
 def run(args: argparse.Namespace) -> int:
     plugin.import_fixture_modules()  # the registered names
+    arguments.import_from_the_current_directory()  # the user's module.path:factory specs
     specs = [load_spec(m) for m in dict.fromkeys(args.model)]
     text = Path(args.text).read_text(encoding="utf-8") if args.text else SAMPLE.read_text(encoding="utf-8")
     cases: list[tuple[ModelConfig, WeightMap]] = []

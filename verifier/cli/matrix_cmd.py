@@ -82,6 +82,7 @@ def default_models() -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     plugin.import_fixture_modules()  # the registered names
+    arguments.import_from_the_current_directory()  # the user's module.path:factory specs
     models = list(dict.fromkeys(args.model)) or default_models()
     for model in models:
         if "@" in model:

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from verifier.cli import arguments
 from verifier.fixtures import plugin
 from verifier.plugin import contract, registry
 from verifier.plugin.registry import ModelSpec, PluginError
@@ -85,10 +86,8 @@ def run(args: argparse.Namespace) -> int:
             f"no model named {', '.join(map(repr, unknown))}; the models are: {known}; "
             "or probe your own factory: verifier models module.path:factory"
         )
-    # Imported as `verifier check` imports them (pytest runs as `python -m pytest`, which puts the
-    # current directory first on sys.path), before anything is printed: one that cannot is one line.
-    if str(Path.cwd()) not in sys.path:
-        sys.path.insert(0, str(Path.cwd()))
+    # Imported as `verifier check` imports them, before anything is printed: one that cannot is one line.
+    arguments.import_from_the_current_directory()
     own = [registry.load_spec(n, origin="model") for n in dict.fromkeys(args.names) if n not in listed]
     for spec in specs:
         if args.names and spec.name not in args.names:  # asked about some: those only, not every model listed
