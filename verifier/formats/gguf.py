@@ -359,7 +359,10 @@ def _write_rope_family_metadata(writer: Any, config: ModelConfig) -> None:
                 writer.add_uint32(LLAMA3_KEY.format(field), value)
             else:
                 writer.add_float32(LLAMA3_KEY.format(field), value)
-    if config.sliding_window is not None:
+    # A window no layer uses is no window, and is written as none: llama.cpp's gemma2 aborts the process
+    # on a pattern without a sliding layer (GGML_ASSERT(hparams.is_swa_any()), llama-model.cpp).
+    if any(config.window(i) is not None for i in range(config.n_layers)):
+        assert config.sliding_window is not None
         writer.add_sliding_window(config.sliding_window)
         if config.layer_types or config.family == "gemma2":  # without it, every layer slides (gemma2's alternate)
             writer.add_sliding_window_pattern([config.window(i) is not None for i in range(config.n_layers)])
