@@ -42,6 +42,7 @@ Pinned cases are not the checkpoint's, so they are rejected then.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, NamedTuple, TypeVar
@@ -150,11 +151,20 @@ def drawing_for(shapes: tuple[Constraints, ...]) -> Iterator[None]:
         _drawing_for.pop()
 
 
-def published_d_ff(family: Family, d_model: int) -> st.SearchStrategy[int]:
-    """GPT-2's 4 x d_model, or llama2.c's hidden size for one of MULTIPLES_OF."""
+def published_d_ff(family: Family, d_model: int, block: int = 1) -> st.SearchStrategy[int]:
+    """GPT-2's 4 x d_model, or llama2.c's hidden size for one of MULTIPLES_OF (those that are
+    multiples of `block`: the hidden size is a multiple of its multiple_of)."""
     if family == "gpt2":
         return st.just(gpt2_d_ff(d_model))
-    return st.sampled_from(MULTIPLES_OF).map(lambda multiple_of: llama2c_hidden_dim(d_model, multiple_of))
+    multiples = [m for m in MULTIPLES_OF if m % block == 0]
+    return st.sampled_from(multiples).map(lambda multiple_of: llama2c_hidden_dim(d_model, multiple_of))
+
+
+def _width_step(n_heads: int, block: int, *, even: bool) -> int:
+    """The smallest step of d_head for which n_heads x d_head is a multiple of `block` (and d_head
+    even, where `even`: RoPE rotates pairs)."""
+    step = block // math.gcd(n_heads, block)
+    return math.lcm(step, 2) if even else step
 
 
 @st.composite
@@ -187,22 +197,34 @@ def configs(
     published = draw(st.booleans(), label="published shape")
     if published and family == "llama":
         free = ()  # llama2.c's published shape is the plain Llama
-    n_heads = draw(st.integers(1, 8), label="n_heads")
+    block = shape.block or 1  # every matrix input width a multiple of it (a quantized format's block)
+    if block == 1:
+        n_heads = draw(st.integers(1, 8), label="n_heads")
+    else:  # the head counts whose widths n_heads x d_head reach a multiple of the block within MAX_D_MODEL
+        fits = [n for n in range(1, 9) if n * _width_step(n, block, even=family != "gpt2") <= MAX_D_MODEL]
+        n_heads = draw(st.sampled_from(fits), label="n_heads")
     max_d_head = max(2, MAX_D_MODEL // n_heads)
     head_dim = None
     if family == "gpt2":
         n_kv_heads = n_heads
-        d_model = n_heads * draw(st.integers(2, max_d_head), label="d_head")
+        step = _width_step(n_heads, block, even=False)
+        d_model = n_heads * step * draw(st.integers(-(-2 // step), max_d_head // step), label="d_head")
     else:
         divisors = [d for d in range(1, n_heads + 1) if n_heads % d == 0 and (shape.grouped_query or d == n_heads)]
         n_kv_heads = draw(st.sampled_from(divisors[::-1]), label="n_kv_heads")
-        d_head = 2 * draw(st.integers(1, max_d_head // 2), label="d_head / 2")
+        step = _width_step(n_heads, block, even=True)
+        d_head = step * draw(st.integers(1, max_d_head // step), label=f"d_head / {step}")
         d_model = n_heads * d_head
-        if "head_dim" in free and draw(st.booleans(), label="head_dim decoupled from d_model / n_heads"):
+        per_model = _width_step(n_heads, block, even=False)
+        others = [k for k in range(per_model, MAX_D_MODEL // n_heads + 1, per_model) if k != d_head]
+        if "head_dim" in free and others and draw(st.booleans(), label="head_dim decoupled from d_model / n_heads"):
             # Qwen3-0.6B, Gemma-7B: d_model still a multiple of n_heads (transformers' Llama refuses
             # another), but not n_heads x d_head.
             head_dim = d_head
-            per_head = st.integers(1, max(1, MAX_D_MODEL // n_heads)).filter(lambda k: k != d_head)
+            if block == 1:
+                per_head = st.integers(1, max(1, MAX_D_MODEL // n_heads)).filter(lambda k: k != d_head)
+            else:
+                per_head = st.sampled_from(others)
             d_model = n_heads * draw(per_head, label="d_model / n_heads (not d_head)")
     max_n_ctx = min(max_n_ctx, shape.max_n_ctx or max_n_ctx)
     if min_n_ctx > max_n_ctx:
@@ -213,9 +235,9 @@ def configs(
     if shape.d_ff is not None:
         d_ff = shape.d_ff(d_model)
     elif published and family in ("gpt2", "llama"):
-        d_ff = draw(published_d_ff(family, d_model), label="d_ff")
+        d_ff = draw(published_d_ff(family, d_model, block), label="d_ff")
     else:
-        d_ff = draw(st.integers(1, 256), label="d_ff")
+        d_ff = block * draw(st.integers(1, 256 // block), label="d_ff")
     if shape.tie_embeddings is not None:
         tie_embeddings = shape.tie_embeddings
     else:
@@ -244,7 +266,7 @@ def configs(
         head_dim=head_dim,
         **fixed,
         **draw(drawn_switches(free, n_ctx, n_layers, head_dim or d_model // n_heads), label="switches"),
-        **(draw(drawn_experts(free, n_layers), label="experts") if family in MOE_FAMILIES else {}),
+        **(draw(drawn_experts(free, n_layers, block), label="experts") if family in MOE_FAMILIES else {}),
     )
     if shape.supports is not None and not shape.supports(config):
         reject()  # the declaration's predicate: what its fields cannot say is filtered
@@ -313,7 +335,7 @@ MAX_EXPERTS = 8
 
 
 @st.composite
-def drawn_experts(draw: st.DrawFn, free: tuple[str, ...], n_layers: int) -> dict[str, Any]:
+def drawn_experts(draw: st.DrawFn, free: tuple[str, ...], n_layers: int, block: int = 1) -> dict[str, Any]:
     """A MoE family's routed experts, always set (its config needs them): n_experts 2..8 and top_k
     1..min(4, n_experts), top-2 first (Mixtral's), below n_experts in most draws so that the router
     chooses; and the switches Qwen2-MoE leaves free, each on or off: an expert size of its own, the
@@ -323,11 +345,11 @@ def drawn_experts(draw: st.DrawFn, free: tuple[str, ...], n_layers: int) -> dict
                  label="top_k")  # fmt: skip
     found: dict[str, Any] = {"n_experts": n, "top_k": top_k}
     if "d_expert" in free and draw(st.booleans(), label="expert size other than d_ff"):
-        found["d_expert"] = draw(st.integers(1, 64), label="d_expert")
+        found["d_expert"] = block * draw(st.integers(1, 64 // block), label="d_expert")
     if "norm_topk" in free:
         found["norm_topk"] = draw(st.booleans(), label="norm_topk")
     if "d_shared_expert" in free and draw(st.booleans(), label="shared expert"):
-        found["d_shared_expert"] = draw(st.integers(1, 64), label="d_shared_expert")
+        found["d_shared_expert"] = block * draw(st.integers(1, 64 // block), label="d_shared_expert")
     if "dense_layers" in free and n_layers > 1 and draw(st.booleans(), label="dense layers"):
         dense = draw(st.sets(st.integers(0, n_layers - 1), min_size=1, max_size=n_layers - 1), label="dense_layers")
         found["dense_layers"] = tuple(sorted(dense))

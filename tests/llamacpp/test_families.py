@@ -22,6 +22,7 @@ Measured with llama-cpp-python 0.3.36 (the sizes below are this file's configs, 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -220,6 +221,16 @@ def test_llama_cpp_s_gemma2_attention_caps_windows_and_layer_pattern_agree(confi
     assert np.abs(hf_logits(config.replace(final_softcap=None), weights)).max() > GEMMA2.final_softcap  # type: ignore[operator]
 
 
+def test_a_gemma2_window_no_layer_uses_is_written_as_none_and_runs_as_full_attention() -> None:
+    """Written with its window and a pattern of no sliding layer, the file made llama.cpp abort the
+    process (GGML_ASSERT(hparams.is_swa_any()), llama-model.cpp), a crash the suite's draws reached."""
+    config = GEMMA2.replace(layer_types=("full_attention", "full_attention"))
+    weights, model = run(config, scale=1.0)
+    expected = hf_probs(config, weights, 0)
+    assert np.abs(model.trace(TOKENS)["layers.0.probs"] - expected).max() <= 1e-5
+    assert np.abs(hf_probs(config.replace(layer_types=()), weights, 0) - expected).max() > 1e-3  # a window bites
+
+
 def test_llama_cpp_s_gemma2_scales_queries_by_d_head_whatever_query_pre_attn_scalar_says() -> None:
     config = GEMMA2.replace(query_scale=24)
     weights, model = run(config)
@@ -269,7 +280,8 @@ def test_the_suite_draws_for_llama_cpp_only_what_it_can_hold() -> None:
     from verifier.plugin.interface import declared_constraints
 
     shapes = declared_constraints(llamacpp.build)
-    assert shapes is not None and declared_constraints(llamacpp.build_q8_0) == shapes
+    assert shapes is not None
+    assert declared_constraints(llamacpp.build_q8_0) == tuple(dataclasses.replace(s, block=32) for s in shapes)
 
     def drawn(config: ModelConfig) -> bool:
         return any(shape.refusal(config) is None for shape in shapes)

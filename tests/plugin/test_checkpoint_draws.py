@@ -137,19 +137,20 @@ def test_a_checkpoint_too_large_to_hold_streams_the_oracle_and_maps_the_factorys
 
 
 def test_a_model_refusing_every_tiny_probe_is_probed_on_the_checkpoint(tmp_path: Path) -> None:
-    """As llama.cpp's Q8_0 (rows of 32 only): refused on the tiny probes, it runs the checkpoint."""
+    """A model that runs real sizes only (rows of 64 here, wider than any tiny probe's d_model):
+    refused on the tiny probes, it runs the checkpoint."""
 
     def real_sizes_only(config: ModelConfig, weights: Mapping[str, np.ndarray]) -> NumpyModel:
-        if config.d_model % 32:
-            raise Unsupported(f"d_model {config.d_model} is no multiple of 32")
+        if config.d_model % 64:
+            raise Unsupported(f"d_model {config.d_model} is no multiple of 64")
         return NumpyModel(config, weights, np.float32)
 
     spec = ModelSpec("real-sizes-only", real_sizes_only, "test")
     assert all(p.unsupported for p in probe(spec))  # no checkpoint: the tiny probes only
-    with using(tmp_path, GPT2_VOCAB.replace(d_model=32)):
+    with using(tmp_path, GPT2_VOCAB.replace(d_model=64)):
         probes = {p.kind: p for p in probe(spec)}
     assert probes["gpt2"].unsupported is None and "trace" in probes["gpt2"].capabilities
     assert probes["llama"].unsupported is not None  # the other kinds keep their refusals
     with using(tmp_path, GPT2_VOCAB):  # d_model 8: the checkpoint is refused too, and says so
         refused = {p.kind: p for p in probe(spec)}["gpt2"].unsupported
-    assert refused is not None and "the checkpoint: d_model 8 is no multiple of 32" in refused
+    assert refused is not None and "the checkpoint: d_model 8 is no multiple of 64" in refused

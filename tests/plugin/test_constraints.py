@@ -18,9 +18,10 @@ from hypothesis import strategies as st
 
 from tests.plugin.project import ROOT, run
 from verifier import GPT2_PUBLISHED, LLAMA2C_PUBLISHED, Constraints
-from verifier.model.config import ModelConfig
+from verifier.model.config import FAMILIES, ModelConfig
 from verifier.model.presets import gpt2_d_ff, llama2c_hidden_dim, preset
-from verifier.plugin.contract import PROBE_SHAPES, probe
+from verifier.model.weights import init_weights, input_axis
+from verifier.plugin.contract import PROBE_KINDS, PROBE_SHAPES, probe, probe_config
 from verifier.plugin.registry import ModelSpec, PluginError, load_spec
 from verifier.properties import models
 from verifier.properties.strategies import configs, drawing_for
@@ -60,6 +61,7 @@ def test_a_declaration_names_what_it_refuses() -> None:
         ({"d_ff": 3072}, r"d_ff=3072\): expected a function, found int"),
         ({"norm_eps": 0.0}, r"norm_eps=0.0\): expected a positive number"),
         ({"max_n_ctx": 0}, r"max_n_ctx=0\): expected a positive number of positions"),
+        ({"block": 0}, r"block=0\): expected a positive whole number of values"),
     ],
 )
 def test_a_malformed_declaration_says_what_is_wrong(fields: dict, message: str) -> None:
@@ -96,6 +98,27 @@ def test_every_config_drawn_for_a_declaration_satisfies_it(declared: Constraints
     with drawing_for((declared,)):
         config = data.draw(configs(), label="config")
     assert declared.refusal(config) is None, config
+
+
+@settings(max_examples=100)
+@given(block=st.sampled_from([2, 8, 32]), family=st.sampled_from(FAMILIES), data=st.data())
+def test_a_block_draws_every_matrix_row_a_whole_number_of_blocks(block: int, family: str, data: st.DataObject) -> None:
+    """As a Q8_0 file needs (llama.cpp's blocks of 32): judged on the weights themselves, each matrix's
+    input axis, not on `ModelConfig.matrix_inputs` alone."""
+    declared = Constraints(families=(family,), block=block)
+    with drawing_for((declared,)):
+        config = data.draw(configs(), label="config")
+    assert declared.refusal(config) is None, config
+    for name, w in init_weights(config, seed=0).items():
+        axis = input_axis(name, w.ndim)
+        assert axis is None or w.shape[axis] % block == 0, (name, w.shape, config)
+
+
+def test_every_kind_is_probed_under_a_block() -> None:
+    assert all(probe_config(kind, Constraints(block=32)) is not None for kind in PROBE_KINDS)
+    assert Constraints(block=32).refusal(preset("gpt2").replace(d_ff=3000)) == (
+        "declared matrix input widths multiples of block=32, not d_ff 3000"
+    )
 
 
 @settings(max_examples=30)

@@ -43,7 +43,7 @@ def test_each_probe_turns_on_what_its_family_adds() -> None:
         "mixtral": (),  # its routed experts are the family's MLP, sizes not switches; its renormalisation fixed
         "qwen2_moe": ("d_expert", "d_shared_expert"),  # as Qwen1.5-MoE: no renormalisation
         "phi3": ("rotary_dim",),  # its fused q/k/v and gate/up are the family's, fixed
-        "glm": ("head_dim", "qkv_bias", "rotary_dim"),  # its fused gate/up and interleaved pairs fixed
+        "glm": ("qkv_bias", "rotary_dim"),  # its fused gate/up and interleaved pairs fixed; n_heads x d_head = d_model
     }
     c = PROBE_CONFIGS
     # Each switch where ignoring it changes the output: a window the probe's positions pass, a head_dim

@@ -145,6 +145,19 @@ class ModelConfig:
         """The hidden size of one routed expert: `d_expert` if set, else d_ff."""
         return self.d_expert if self.d_expert is not None else self.d_ff
 
+    def matrix_inputs(self) -> dict[str, int]:
+        """The input widths of the weight matrices, by what sets them: d_model (q, k, v, the MLP's
+        gate and up, routers, the classifier), the heads' n_heads x d_head (the output projection),
+        and the hidden sizes the down projections read (d_ff where a layer is dense, d_expert, d_shared_expert)."""
+        widths = {"d_model": self.d_model, "n_heads x d_head": self.n_heads * self.d_head}
+        if any(not self.is_moe_layer(i) for i in range(self.n_layers)):
+            widths["d_ff"] = self.d_ff
+        if self.n_experts:
+            widths["d_expert" if self.d_expert is not None else "d_ff"] = self.expert_d_ff
+        if self.d_shared_expert is not None:
+            widths["d_shared_expert"] = self.d_shared_expert
+        return widths
+
     def is_moe_layer(self, layer: int) -> bool:
         """Whether layer `layer`'s MLP is routed experts (a MoE family, and not one of `dense_layers`)."""
         return self.n_experts > 0 and layer not in self.dense_layers

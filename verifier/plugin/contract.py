@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -365,8 +367,8 @@ def build_checked(spec: ModelSpec, config: ModelConfig, weights: WeightMap) -> C
 
 
 # The kinds of config probed: each family; Llama plain, with grouped-query attention, and with Llama
-# 3's RoPE scaling (family, n_heads, n_kv_heads). Heads have d_head 4 (d_model = 4 n_heads) unless a
-# kind's switches set head_dim.
+# 3's RoPE scaling (family, n_heads, n_kv_heads). Heads have d_head 4 (d_model = 4 n_heads) unless
+# PROBE_D_HEAD or a kind's switches set head_dim.
 PROBE_KINDS: dict[str, tuple[Family, int, int]] = {
     "gpt2": ("gpt2", 2, 2),
     "llama": ("llama", 2, 2),
@@ -382,6 +384,10 @@ PROBE_KINDS: dict[str, tuple[Family, int, int]] = {
     "phi3": ("phi3", 4, 2),
     "glm": ("glm", 4, 2),
 }
+# GLM's heads are 8 wide so that its interleaved pairs differ from rotate-half ones (a rotated part of 2
+# dims has one pair, the same in both); n_heads x d_head = d_model, as in its published checkpoints
+# (GLM-4-9B: 32 x 128 = 4096), which is all llama.cpp's chatglm holds.
+PROBE_D_HEAD = {"glm": 8}
 # What each kind turns on beyond its family's fixed switches (Qwen2's q/k/v biases, Qwen3's q/k norm,
 # Gemma's GeGLU, 1 + w norms and embedding scale come with the family): the switches its published
 # checkpoints use, each where ignoring it changes the output, so that a factory that cannot run them
@@ -389,9 +395,7 @@ PROBE_KINDS: dict[str, tuple[Family, int, int]] = {
 # window W: smaller than the probe's n_ctx. head_dim 6 is not d_model / n_heads = 4. A MoE kind always
 # has its experts (4, top-2: a router that chooses), whatever a declaration's switches: they are the
 # family's MLP, not a switch of it (`MOE_SIZES`). Qwen2-MoE's as Qwen1.5-MoE's: experts narrower than
-# the dense d_ff, a shared expert, no renormalisation. Partial rotary rotates half of each head; GLM's
-# heads are 8 wide so that its interleaved pairs differ from rotate-half ones (a rotated part of 2 dims
-# has one pair, the same in both).
+# the dense d_ff, a shared expert, no renormalisation. Partial rotary rotates half of each head.
 PROBE_SWITCHES: dict[str, dict[str, Any]] = {
     "llama3": {"rope_scaling": "llama3"},
     "mistral": {"sliding_window": "window"},
@@ -408,7 +412,7 @@ PROBE_SWITCHES: dict[str, dict[str, Any]] = {
     "mixtral": {"n_experts": 4, "top_k": 2},
     "qwen2_moe": {"n_experts": 4, "top_k": 2, "d_expert": 12, "d_shared_expert": 8},
     "phi3": {"rotary_dim": 2},
-    "glm": {"head_dim": 8, "rotary_dim": 4, "qkv_bias": True},
+    "glm": {"rotary_dim": 4, "qkv_bias": True},
 }
 # The switches of a MoE kind every probe config has: without them it is not a config of its family.
 MOE_SIZES = ("n_experts", "top_k")
@@ -449,13 +453,23 @@ def _probe_switches(kind: str, n_ctx: int, shape: Constraints) -> dict[str, Any]
 
 def _tiny_config(kind: str, shape: Constraints) -> ModelConfig:
     """The tiny config of `kind` (one layer, two for local/global alternation; d_head 4 unless the kind
-    sets head_dim, 32 tokens, 16 positions) with `shape`'s values and the switches it admits."""
+    sets it, 32 tokens, 16 positions) with `shape`'s values and the switches it admits; under a `block`,
+    each matrix input width (`ModelConfig.matrix_inputs`) rounded up to a multiple of it."""
     family, n_heads, n_kv_heads = PROBE_KINDS[kind]
     if not shape.grouped_query and family != "llama":  # Llama's grouped-query attention is a kind of its own
         n_kv_heads = n_heads
-    d_model = 4 * n_heads
+    block = shape.block or 1
+    step = math.lcm(2, block // math.gcd(n_heads, block))  # d_head even (RoPE's pairs), n_heads d_head in blocks
+    d_head = _round_up(PROBE_D_HEAD.get(kind, 4), step)
+    d_model = d_head * n_heads
     n_ctx = min(16, shape.max_n_ctx or 16)
     switches = _probe_switches(kind, n_ctx, shape)
+    for name in ("d_expert", "d_shared_expert"):
+        if name in switches:
+            switches[name] = _round_up(switches[name], block)
+    if "head_dim" in switches:  # a head_dim that is not d_model / n_heads, in blocks
+        rounded = itertools.count(_round_up(switches["head_dim"], step), step)
+        switches["head_dim"] = next(h for h in rounded if h != d_head)
     return ModelConfig(
         family=family,
         vocab_size=32,
@@ -464,13 +478,17 @@ def _tiny_config(kind: str, shape: Constraints) -> ModelConfig:
         n_layers=len(switches.get("layer_types", ())) or 1,
         n_heads=n_heads,
         n_kv_heads=n_kv_heads,
-        d_ff=24 if shape.d_ff is None else shape.d_ff(d_model),
+        d_ff=_round_up(24, block) if shape.d_ff is None else shape.d_ff(d_model),
         norm_eps=shape.norm_eps or 1e-5,
         tie_embeddings=family in ("gpt2", "gemma", "gemma2") if shape.tie_embeddings is None else shape.tie_embeddings,
         rope_theta=shape.rope_theta or 10000.0,
         **FAMILY_SWITCHES[family][0],
         **switches,
     )
+
+
+def _round_up(n: int, multiple: int) -> int:
+    return -(-n // multiple) * multiple
 
 
 def probe_config(kind: str, shape: Constraints) -> ModelConfig | None:

@@ -184,6 +184,8 @@ class Constraints:
     - `norm_eps`, `rope_theta`: the one value a model hard-codes.
     - `grouped_query`: False for a model without grouped-query attention (n_kv_heads == n_heads only).
     - `max_n_ctx`: the longest context it runs.
+    - `block`: a quantized format's block length (Q8_0's 32): every weight matrix's input width
+      (`ModelConfig.matrix_inputs`: d_model, n_heads x d_head, d_ff, the experts') a multiple of it.
     - `supports`: a predicate for what the fields cannot say (configs it returns False for are
       drawn and then filtered out, so prefer the fields where they can).
     """
@@ -197,6 +199,7 @@ class Constraints:
     max_n_ctx: int | None = None
     supports: Callable[[ModelConfig], bool] | None = None
     switches: tuple[str, ...] | None = None
+    block: int | None = None
 
     def __post_init__(self) -> None:
         families = tuple(self.families) if not isinstance(self.families, str) else (self.families,)
@@ -215,6 +218,8 @@ class Constraints:
                 raise TypeError(f"Constraints({name}={value!r}): expected a function, found {type(value).__name__}")
         if self.max_n_ctx is not None and self.max_n_ctx < 1:
             raise ValueError(f"Constraints(max_n_ctx={self.max_n_ctx!r}): expected a positive number of positions")
+        if self.block is not None and not (isinstance(self.block, int) and self.block >= 1):
+            raise ValueError(f"Constraints(block={self.block!r}): expected a positive whole number of values")
         for name in ("norm_eps", "rope_theta"):
             value = getattr(self, name)
             if value is not None and not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
@@ -241,6 +246,10 @@ class Constraints:
             extra = [name for name in switches_on(config) if name not in self.switches]
             if extra:
                 found.append(f"switches {list(self.switches)}, not {', '.join(_switch(config, s) for s in extra)}")
+        if self.block is not None:
+            ragged = [f"{name} {width}" for name, width in config.matrix_inputs().items() if width % self.block]
+            if ragged:
+                found.append(f"matrix input widths multiples of block={self.block}, not {', '.join(ragged)}")
         if not found and self.supports is not None and not self.supports(config):
             found.append("its supports(config) predicate returned False")
         return "declared " + "; ".join(found) if found else None
@@ -250,7 +259,7 @@ class Constraints:
         parts = ["every family" if self.families == FAMILIES else "/".join(self.families)]
         if self.d_ff is not None:
             parts.append(f"d_ff = {describe_rule(self.d_ff)}")
-        for name in ("tie_embeddings", "norm_eps", "rope_theta", "max_n_ctx"):
+        for name in ("tie_embeddings", "norm_eps", "rope_theta", "max_n_ctx", "block"):
             if getattr(self, name) is not None:
                 parts.append(f"{name}={getattr(self, name)!r}")
         if not self.grouped_query:

@@ -48,6 +48,7 @@ Where llama-cpp-python is not installed, the factories raise `Unsupported` with 
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import importlib
 import tempfile
 import threading
@@ -441,4 +442,6 @@ def build_q8_0(config: ModelConfig, weights: Weights) -> LlamaCppModel:
         raise Unsupported(f"the Q8_0 GGUF file cannot hold this model: {e}") from None
 
 
-build.constraints = build_q8_0.constraints = SHAPES  # type: ignore[attr-defined]
+build.constraints = SHAPES  # type: ignore[attr-defined]
+# A Q8_0 file's rows are blocks of 32 (`verifier.formats.gguf.write_gguf` refuses others).
+build_q8_0.constraints = tuple(dataclasses.replace(shape, block=32) for shape in SHAPES)  # type: ignore[attr-defined]
