@@ -21,8 +21,9 @@ from verifier.analysis.precision import (
     q8_0,
     resolve,
 )
-from verifier.formats.llama2c import read_llama2c, version2_precision, write_llama2c
+from verifier.formats.llama2c import read_llama2c, write_llama2c
 from verifier.model.weights import init_weights
+from verifier.plugin.command.files import version2_precision
 from verifier.properties.strategies import RICH_LLAMA
 from verifier.reference import NumpyModel
 

@@ -7,9 +7,8 @@ from __future__ import annotations
 import pytest
 
 from verifier.analysis.precision import Q8_0, resolve
-from verifier.formats.llama2c import version2_precision
 from verifier.plugin.command import Command, CommandTemplateError
-from verifier.plugin.command.files import stored_precision
+from verifier.plugin.command.files import stored_precision, version2_precision
 from verifier.plugin.contract import CheckedModel
 from verifier.properties.strategies import RICH_LLAMA
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from verifier.plugin.interface import Unsupported
+from verifier.model.unsupported import Unsupported
 from verifier.reference import NumpyModel
 
 

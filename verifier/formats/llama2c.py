@@ -31,7 +31,6 @@ from typing import BinaryIO
 
 import numpy as np
 
-from verifier.analysis.precision import Precision, q8_0
 from verifier.formats.checkpoint import Checkpoint, TensorInfo, check_array, check_canonical, check_shapes
 from verifier.formats.errors import CheckpointError
 from verifier.formats.fileio import BoundedReader, ReadAhead, atomic_write, open_bounded, read_array
@@ -552,12 +551,6 @@ def header_for(config: ModelConfig, version: int, group_size: int = DEFAULT_GROU
         version, config.d_model, config.d_ff, config.n_layers, config.n_heads, config.n_kv_heads,
         config.vocab_size, config.n_ctx, config.tie_embeddings, group_size if version == 2 else 0,
     )  # fmt: skip
-
-
-def version2_precision(config: ModelConfig) -> Precision:
-    """The precision class of `config` written as a version-2 file: Q8_0 in the group size the writer
-    picks (`header_for`), float32 scales; runq.c quantizes activations in the same groups."""
-    return q8_0(header_for(config, 2).group_size, float16_scales=False)
 
 
 def _check_writable(path: Path, config: ModelConfig, version: int) -> None:

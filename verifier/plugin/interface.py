@@ -66,6 +66,7 @@ import numpy as np
 
 from verifier.model.config import FAMILIES, FAMILY_SWITCHES, Family, ModelConfig
 from verifier.model.presets import gpt2_d_ff, llama2c_hidden_dim
+from verifier.model.unsupported import Unsupported as Unsupported  # part of this interface: re-exported
 from verifier.model.weights import Weights
 
 # Each capability, and the call that provides it (shown in skip reasons and errors).
@@ -152,10 +153,6 @@ def switches_on(config: ModelConfig) -> tuple[str, ...]:
         "rotary_dim": config.rotated_dims != config.d_head,
     }
     return tuple(name for name in SWITCHES if name in free and on[name])
-
-
-class Unsupported(Exception):
-    """Raised by a factory for a config its model cannot run, with the reason as message."""
 
 
 def describe_rule(rule: Callable[[int], int]) -> str:

@@ -5,7 +5,7 @@ command-line protocol, built from a llama2.c tree (`verifier.plugin.llama2c.chec
 tree it falls back to the pinned 2023 run.c (`verifier.plugin.llama2c.build`, fetched from PyPI), run
 through the same protocol with that run.c's own text rules.
 `build_runq` is `runq.c` on version-2 int8 files, declaring the precision class of those files
-(`verifier.formats.llama2c.version2_precision`: Q8_0 in the writer's group size, float32 scales);
+(`verifier.plugin.command.files.version2_precision`: Q8_0 in the writer's group size, float32 scales);
 `build_v2_reader` is this project's version-2 writer and reader with the NumPy reference in
 float32 on the dequantized weights, in the same class. llama2.c runs plain Llama only: every other
 family, and Llama with a switch on (RoPE scaling, biases, a head_dim of its own), is refused. Configs
@@ -20,10 +20,11 @@ from typing import Any
 
 import numpy as np
 
-from verifier.formats.llama2c import NORM_EPS, ROPE_THETA, read_llama2c, version2_precision, write_llama2c
+from verifier.formats.llama2c import NORM_EPS, ROPE_THETA, read_llama2c, write_llama2c
 from verifier.model.config import ModelConfig
 from verifier.model.weights import Weights
 from verifier.plugin.command import Command
+from verifier.plugin.command.files import version2_precision
 from verifier.plugin.command.text import RUN_C_2023
 from verifier.plugin.interface import Constraints, Unsupported, switches_on
 from verifier.plugin.llama2c import checkout

@@ -11,10 +11,10 @@ import importlib
 from collections.abc import Callable
 from pathlib import Path
 
-from verifier.analysis.precision import Q8_0, Precision
+from verifier.analysis.precision import Q8_0, Precision, q8_0
 from verifier.formats.errors import CheckpointError
 from verifier.formats.hf_dir import write_hf_dir
-from verifier.formats.llama2c import version2_precision, write_llama2c
+from verifier.formats.llama2c import header_for, write_llama2c
 from verifier.model.config import ConfigError, ModelConfig
 from verifier.model.weights import Weights
 from verifier.plugin.interface import Unsupported
@@ -65,6 +65,13 @@ def write_model(name: str, directory: Path, config: ModelConfig, weights: Weight
     except (CheckpointError, ConfigError) as e:
         raise Unsupported(f"the {name} format cannot hold this model: {e}") from None
     return path
+
+
+def version2_precision(config: ModelConfig) -> Precision:
+    """The precision class of `config` written as a llama2.c version-2 file: Q8_0 in the group size the
+    writer picks (`verifier.formats.llama2c.header_for`), float32 scales; runq.c quantizes activations
+    in the same groups."""
+    return q8_0(header_for(config, 2).group_size, float16_scales=False)
 
 
 def stored_precision(name: str, config: ModelConfig) -> Precision | None:
