@@ -30,13 +30,14 @@ def test_a_failing_cell_shows_the_worst_error_the_stage_and_how_to_reproduce_it(
                first_divergent_stage="layers.0.attn_out", examples=1, case="config = ModelConfig(...)"),
     )  # fmt: skip
     cell = Cell.from_report("e", "gpt2", report, seconds=3.0)
-    assert (cell.verdict, cell.worst_ratio, cell.failed, cell.failure) == ("fails", 7.5, ["b"], "b: logits differ")
+    assert (cell.verdict, cell.worst_ratio, cell.failure) == ("fails", 7.5, "b: logits differ")
+    assert cell.failed == ["b: 7.5x at layers.0.attn_out"]
     assert cell.summary() == "FAILS 7.5 at layers.0.attn_out"
     assert cell.reproduce == "verifier check --model e@gpt2"
     matrix = Matrix("ci", "2026-01-01", {"numpy": "2"}, ["e"], ["gpt2", "llama"], [cell])
     md = matrix.markdown()
     assert "| e | FAILS 7.5 at layers.0.attn_out | not run |" in md
-    assert "- **e on gpt2**: fails; 1 of 2 properties failed (b), worst 7.5x the bound, first divergent stage " in md
+    assert "- **e on gpt2**: fails; 1 of 2 properties failed (b: 7.5x at layers.0.attn_out), worst 7.5x the bound" in md
     assert "`verifier check --model e@gpt2`" in md and "- numpy 2" in md
     html = matrix.html()
     assert '<td class="fails"' in html and "config = ModelConfig(...)" in html

@@ -43,7 +43,7 @@ class Cell:
     worst_ratio: float | None = None  # the largest error / tolerance of any property (the bound is 1)
     properties_run: int = 0
     examples: int = 0
-    failed: list[str] = field(default_factory=list)  # the failing properties
+    failed: list[str] = field(default_factory=list)  # the failing properties, each "property: ratio at stage"
     first_divergent_stage: str = ""  # of the first failure that localised one
     failure: str = ""  # the first failure's message, first line
     case: str = ""  # the first failure's case (`config = ...` lines)
@@ -61,7 +61,7 @@ class Cell:
         return cls(
             model, family, verdict.verdict, verdict.reason, verdict.precision,
             max(ratios) if ratios else None, verdict.run, verdict.examples,
-            [r.property for r in failures],
+            [_failed(r.property, r.worst_error_ratio, r.first_divergent_stage) for r in failures],
             next((r.first_divergent_stage for r in failures if r.first_divergent_stage), ""),
             first.detail.splitlines()[0] if first and first.detail else "", first.case if first else "", seconds,
         )  # fmt: skip
@@ -189,6 +189,12 @@ def _distribution_row(c: Cell) -> str:
         return f"| {name} | {d.get('unsupported', 'not measured')} | | | | |" if d else ""
     kl = f"{d['mean_kl']:.3g} | {d['p99_kl']:.3g} | {d['max_kl']:.3g}"
     return f"| {name} | {kl} | {100 * d['same_top']:.1f}% | {100 * d['rms_dp']:.3g}% |"
+
+
+def _failed(name: str, ratio: float | None, stage: str | None) -> str:
+    """`test_logits_agree_with_the_oracle: 5.9x at layers.0.mlp_act`: a failing property, how far, where."""
+    short = name.rpartition("::")[2]
+    return short + (f": {ratio:.3g}x" if ratio is not None else "") + (f" at {stage}" if stage else "")
 
 
 def _why(c: Cell) -> str:
