@@ -23,10 +23,10 @@ from benchmarks.results_file import write_section  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "matrix"
 # The engines at the precision they run, and the reference's own classes as a baseline.
-MODELS = ("transformers", "transformers-bfloat16", "numpy-q8_0", "llamacpp", "llamacpp-q8_0", "litgpt",
-          "transformer-lens", "onnxruntime", "ctranslate2", "ctranslate2-int8")  # fmt: skip
+MODELS = ("transformers", "transformers-bfloat16", "numpy-q8_0", "llamacpp", "llamacpp-q8_0", "llamacpp-q4_0",
+          "litgpt", "transformer-lens", "onnxruntime", "ctranslate2", "ctranslate2-int8")  # fmt: skip
 # The properties of agreement with the oracle that every engine runs (logits, and decode where it has a
-# cache), in the `checkpoint` profile (the pinned cases and 3 drawn): a matrix of 110 cells in hours, not days.
+# cache), in the `checkpoint` profile (the pinned cases and 3 drawn): a matrix of 121 cells in hours, not days.
 PROPERTIES = "logits_agree or decoding_in_chunks"
 
 

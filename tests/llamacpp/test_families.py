@@ -270,6 +270,7 @@ def test_the_suite_draws_for_llama_cpp_only_what_it_can_hold() -> None:
 
     shapes = declared_constraints(llamacpp.build)
     assert shapes is not None and declared_constraints(llamacpp.build_q8_0) == shapes
+    assert declared_constraints(llamacpp.build_q4_0) == shapes
 
     def drawn(config: ModelConfig) -> bool:
         return any(shape.refusal(config) is None for shape in shapes)
