@@ -92,10 +92,11 @@ Q4_0_BLOCK = 32  # llama.cpp's QK4_0
 
 def q4_0(x: Array, axis: int = -1) -> Array:
     """x quantized to llama.cpp's Q4_0 and back, per block of 32 values along `axis` (a last, shorter
-    block gets its own scale), as ggml's `quantize_row_q4_0_ref` computes it in float32: `max` is the
+    block gets its own scale), in float32 as ggml's `quantize_row_q4_0_ref` computes it: `max` is the
     block's value of largest |x| (the first such, with its sign), d = max / -8, q = min(15,
     floor(x (1 / d) + 8.5)) (codes 0 to 15; `max` itself is code 0, -8 d), d stored in float16, and
-    value = (q - 8) float16(d). A block of zeros has d = 0 and stays 0."""
+    value = (q - 8) float16(d). A block of zeros has d = 0 and stays 0. (ggml's source is not
+    installed here: tests/precision/test_rounding.py checks this bit for bit against gguf-py's Q4_0.)"""
     groups = _grouped(x, Q4_0_BLOCK, axis)
     largest = np.take_along_axis(groups, np.abs(groups).argmax(axis=-1)[..., None], axis=-1)  # argmax: the first
     d = largest / np.float32(-8.0)
@@ -180,7 +181,7 @@ def q4_0_rounding() -> Rounding:
         axis = input_axis(weight_name, np.ndim(w))
         return w if axis is None else q4_0(w, axis=axis)
 
-    return Rounding("q4_0", lambda x: q8_0(x, Q4_0_BLOCK, float16_scales=True), weights, WEIGHT_INPUTS)
+    return Rounding("q4_0", lambda x: q8_0(x, 32, float16_scales=True), weights, WEIGHT_INPUTS)  # Q8_0's blocks
 
 
 BFLOAT16 = Rounding("bfloat16", to_bfloat16, _every_weight(to_bfloat16))
