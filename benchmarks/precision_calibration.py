@@ -7,17 +7,18 @@
 Cases are drawn by the property suite's own strategy (`cases`, derandomized), at weight scales
 0.003 to 10. Each correct implementation at a class (transformers on the CPU in bfloat16 and
 float16, the NumPy reference rounded to each format, the mutant catalog's correct implementation at
-each class, this project's version-2 reader, llama2.c's runq.c, llama.cpp on Q8_0 GGUF files;
-runq.c's prompts it declines are left out) runs every case its factory accepts, and 8 more cases
-whose rows are multiples of 32 (llama.cpp's Q8_0 needs them, the strategy seldom draws them), and
-is measured against the float64 oracle at its class (on the dequantized weights for Q8_0):
+each class, this project's version-2 reader, llama2.c's runq.c, llama.cpp on Q8_0 and Q4_0 GGUF
+files; runq.c's prompts it declines are left out) runs every case its factory accepts, and 8 more
+cases whose rows are multiples of 32 (llama.cpp's Q8_0 and Q4_0 need them, the strategy seldom draws
+them), and is measured against the float64 oracle at its class (on the dequantized weights for the
+quantized classes):
 - floor units: max |error| / (eps max |expected| depth), on well-conditioned cases (scale <= 0.3):
   what the floor (`ulps`) must exceed;
 - error / spread: max |error| over the largest distance of the neighbours (the oracle on weights
   nudged by (1 + eps z), the reference rounded to the class): what `conditioning` must exceed;
 - error / bound: the class's bound as it stands (at most 1 passes);
 - for float16, whether the cases the class calls out of range are those where it overflows;
-- for Q8_0, the next-token statistics against the original weights (`distribution_agreement`):
+- for Q8_0 and Q4_0, the next-token statistics against the original weights (`distribution_agreement`):
   mean KL and same top token, and the mean KL over the largest of the dequantized oracle's, the class
   emulation's and the nudged oracles' (what `kl_factor` bounds);
   for runq.c (greedy only), each generated token's shortfall in the dequantized oracle's logits
@@ -47,7 +48,7 @@ from benchmarks._machine import describe  # noqa: E402
 from benchmarks.results_file import write_section  # noqa: E402
 from tests.meta.mutants import catalog  # noqa: E402
 from verifier.analysis import agreement, tolerance  # noqa: E402
-from verifier.analysis.precision import BFLOAT16, FLOAT16, Q8_0, TF32, Precision, resolve  # noqa: E402
+from verifier.analysis.precision import BFLOAT16, FLOAT16, Q4_0, Q8_0, TF32, Precision, resolve  # noqa: E402
 from verifier.model.config import ModelConfig  # noqa: E402
 from verifier.model.presets import preset  # noqa: E402
 from verifier.plugin.adapters import hf_transformers, llama2c, llamacpp, reference  # noqa: E402
@@ -76,8 +77,10 @@ IMPLEMENTATIONS: dict[str, Callable[..., Any]] = {
     "llama2c-v2-reader": llama2c.build_v2_reader,
     "runq": llama2c.build_runq,
     "llamacpp-q8_0": llamacpp.build_q8_0,
+    "numpy-q4_0": reference.rounded(Q4_0),
+    "llamacpp-q4_0": llamacpp.build_q4_0,
 }
-# llama.cpp's Q8_0 files need rows a multiple of 32, which the strategy seldom draws: these cases
+# llama.cpp's Q8_0 and Q4_0 files need rows a multiple of 32, which the strategy seldom draws: these cases
 # (both families, d_model 64 and 288, d_ff 256 and 768) are run as well, by every implementation.
 ROWS_OF_32 = [
     Case(config, seed, scale, tuple(int(t) for t in np.random.default_rng(seed).integers(0, config.vocab_size, T)))
@@ -275,7 +278,7 @@ def render(rows: list[Row], n_cases: int, seconds: float) -> str:
     if quantized:
         lines += [
             "",
-            "Q8_0 against the original weights (llama.cpp's statistics): mean KL divergence of next-token "
+            "Q8_0 and Q4_0 against the original weights (llama.cpp's statistics): mean KL divergence of next-token "
             "distributions, the model's over the largest of the dequantized oracle's, the class emulation's and "
             "the nudged oracles', and the share of positions with the same top token.",
             "",

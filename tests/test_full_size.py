@@ -101,14 +101,15 @@ def test_transformers_conforms_at_full_size_through_the_checkpoint_option(
     _conforms("transformers", checkpoints[name], tmp_path, RUN["gpt2" if name.startswith("gpt2") else "llama"])
 
 
-def test_llamacpp_q8_0_runs_the_whole_suite_on_a_full_size_checkpoint(
-    checkpoints: dict[str, Path], tmp_path: Path
+@pytest.mark.parametrize("model", ["llamacpp-q8_0", "llamacpp-q4_0"])
+def test_llamacpp_quantized_runs_the_whole_suite_on_a_full_size_checkpoint(
+    checkpoints: dict[str, Path], model: str, tmp_path: Path
 ) -> None:
-    """Its Q8_0 rows must be multiples of 32, which no drawn config has: only a real size runs it.
-    It runs 20 properties (it takes no attention mask, and its trace has no q, k or scores), the
-    quantized one among them (next-token distributions against the original weights)."""
+    """Its Q8_0 and Q4_0 rows must be multiples of 32, which no drawn config has: only a real size
+    runs it. It runs 20 properties (it takes no attention mask, and its trace has no q, k or scores),
+    the quantized one among them (next-token distributions against the original weights)."""
     pytest.importorskip("llama_cpp", reason="the llamacpp extra is not installed")
-    _conforms("llamacpp-q8_0", checkpoints["stories15M-v0.bin"], tmp_path, 20)
+    _conforms(model, checkpoints["stories15M-v0.bin"], tmp_path, 20)
 
 
 @pytest.mark.parametrize(("mutant", "name"), [("ScaleByDHead", "gpt2-sharded"), ("RopeTheta1000", "stories15M-v1.bin")])

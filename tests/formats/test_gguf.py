@@ -1,5 +1,5 @@
 """GGUF files written from the canonical weights and read back: both architectures llama.cpp knows,
-F32 and Q8_0, laid out as llama.cpp reads them (checked here against the layout spelled out from its
+F32, Q8_0 and Q4_0, laid out as llama.cpp reads them (checked here against the layout spelled out from its
 convert script, independently of the writer), and every malformed file a named error."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ pytest.importorskip("gguf", reason="the gguf package is not installed (pip insta
 
 import gguf
 
+from verifier.analysis.precision import Q4_0
 from verifier.cli import main
 from verifier.formats import CheckpointError, checkpoint_config, detect_format, load_checkpoint, save_checkpoint
 from verifier.formats.gguf import write_gguf
@@ -95,13 +96,37 @@ def test_q8_0_matrices_dequantize_within_half_a_step_and_the_rest_stays_f32(tmp_
         assert error.max() > 0, f"{key} was not quantized"
 
 
-def test_q8_0_refuses_rows_that_are_not_whole_blocks_and_leaves_no_file(tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", ["llama-gqa", "gpt2"])
+def test_q4_0_files_read_back_as_the_q4_0_class_s_dequantized_weights(name: str, tmp_path: Path) -> None:
+    """What llama.cpp computes on: the file's Q4_0 blocks dequantized, which must be the reference's own
+    Q4_0 of the weights (`Q4_0.oracle_weights`, along each matrix's input axis), bit for bit."""
+    config = CONFIGS[name]
+    weights = init_weights(config, seed=4)
+    write_gguf(tmp_path / "q.gguf", config, weights, tensor_type="Q4_0")
+    reader = gguf.GGUFReader(tmp_path / "q.gguf")
+    types = {t.name: t.tensor_type.name for t in reader.tensors}
+    assert types["blk.0.ffn_up.weight"] == "Q4_0" and types["blk.0.attn_norm.weight"] == "F32"
+    assert reader.fields["general.file_type"].parts[-1][0] == gguf.LlamaFileType.MOSTLY_Q4_0
+    checkpoint = load_checkpoint(tmp_path / "q.gguf")
+    assert "tensors stored as Q4_0, dequantized to float32" in checkpoint.findings
+    ours = Q4_0.oracle_weights(weights)
+    for key, w in weights.items():
+        assert np.array_equal(checkpoint.weights[key], ours[key]), key
+        assert w.ndim == 1 or not np.array_equal(ours[key], w), f"{key} was not quantized"
+
+
+@pytest.mark.parametrize("tensor_type", ["Q8_0", "Q4_0"])
+def test_quantized_types_refuse_rows_that_are_not_whole_blocks_and_leave_no_file(
+    tensor_type: str, tmp_path: Path
+) -> None:
     config = GQA.replace(d_ff=172)  # stories260K's hidden size: ffn_down rows of 172
-    with pytest.raises(CheckpointError, match=r"mlp.down_proj.weight: rows of 172 cannot be stored as Q8_0"):
-        write_gguf(tmp_path / "q.gguf", config, init_weights(config), tensor_type="Q8_0")
+    with pytest.raises(CheckpointError, match=rf"mlp.down_proj.weight: rows of 172 cannot be stored as {tensor_type}"):
+        write_gguf(tmp_path / "q.gguf", config, init_weights(config), tensor_type=tensor_type)
+    with pytest.raises(CheckpointError, match=rf"expected a multiple of 32 \({tensor_type}'s block size\)"):
+        write_gguf(tmp_path / "q.gguf", config, init_weights(config), tensor_type=tensor_type)
     assert list(tmp_path.iterdir()) == []
     with pytest.raises(CheckpointError, match="tensor type: not one this writer makes"):
-        write_gguf(tmp_path / "q.gguf", GQA, init_weights(GQA), tensor_type="Q4_0")
+        write_gguf(tmp_path / "q.gguf", GQA, init_weights(GQA), tensor_type="Q4_1")
 
 
 def test_inspect_shows_a_gguf_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -281,7 +281,8 @@ def test_the_suite_draws_for_llama_cpp_only_what_it_can_hold() -> None:
 
     shapes = declared_constraints(llamacpp.build)
     assert shapes is not None
-    assert declared_constraints(llamacpp.build_q8_0) == tuple(dataclasses.replace(s, block=32) for s in shapes)
+    blocks = tuple(dataclasses.replace(s, block=32) for s in shapes)
+    assert declared_constraints(llamacpp.build_q8_0) == declared_constraints(llamacpp.build_q4_0) == blocks
 
     def drawn(config: ModelConfig) -> bool:
         return any(shape.refusal(config) is None for shape in shapes)

@@ -13,7 +13,7 @@ from verifier.analysis.precision import Precision
 from verifier.formats.llama2c import to_interleaved, to_rotate_half
 from verifier.model.config import ModelConfig
 from verifier.model.weights import Weights
-from verifier.plugin.adapters import hf_transformers, llama2c, llamacpp
+from verifier.plugin.adapters import hf_transformers, llama2c
 from verifier.plugin.adapters.reference import RoundedReference
 
 Factory = Callable[[ModelConfig, Weights], Any]
@@ -62,15 +62,19 @@ def v2_reader_keeping_interleaved_rows(config: ModelConfig, weights: Weights) ->
     return InterleavedV2Reader(config, weights)
 
 
-def llamacpp_q8_0_rows_not_interleaved(config: ModelConfig, weights: Weights) -> Any:
-    """llama.cpp on a Q8_0 file whose q/k rows were left in rotate-half order (the writer's permutation
-    to llama.cpp's interleaved RoPE pairs undone): RoPE pairs the wrong dimensions."""
-    swapped = dict(weights)
-    for name, w in weights.items():
-        if name.endswith(("q_proj.weight", "k_proj.weight")):
-            heads = config.n_heads if name.endswith("q_proj.weight") else config.n_kv_heads
-            swapped[name] = to_rotate_half(np.ascontiguousarray(w), heads)
-    return llamacpp.build_q8_0(config, swapped)
+def llamacpp_rows_not_interleaved(build: Factory) -> Factory:
+    """llama.cpp (`build`: on a Q8_0 or Q4_0 file) whose q/k rows were left in rotate-half order (the
+    writer's permutation to llama.cpp's interleaved RoPE pairs undone): RoPE pairs the wrong dimensions."""
+
+    def buggy(config: ModelConfig, weights: Weights) -> Any:
+        swapped = dict(weights)
+        for name, w in weights.items():
+            if name.endswith(("q_proj.weight", "k_proj.weight")):
+                heads = config.n_heads if name.endswith("q_proj.weight") else config.n_kv_heads
+                swapped[name] = to_rotate_half(np.ascontiguousarray(w), heads)
+        return build(config, swapped)
+
+    return buggy
 
 
 RUNQ_BUG = ("score /= sqrtf(head_size);", "score /= head_size;")

@@ -24,7 +24,7 @@ from verifier.properties import checks
 from verifier.properties import oracle as oracles
 from verifier.properties.strategies import LARGE_LOGITS, ONE_KV_HEAD, RICH_GPT2, RICH_LLAMA, SMALL_ACTIVATIONS, Case
 
-# Q8_0 GGUF files need rows a multiple of 32: d_model 64, d_ff 96.
+# Q8_0 and Q4_0 GGUF files need rows a multiple of 32: d_model 64, d_ff 96.
 ROWS_OF_32 = RICH_LLAMA._replace(config=RICH_LLAMA.config.replace(d_model=64, d_ff=96))
 CASES = (RICH_LLAMA, RICH_GPT2, SMALL_ACTIVATIONS, ONE_KV_HEAD, LARGE_LOGITS, ROWS_OF_32)
 LOGITS_MODELS = [name for name in PRECISION_MODELS if name != "runq"]
@@ -32,13 +32,15 @@ BUGGY = {
     **buggy.TRANSFORMERS,
     **{f"numpy-{p.name}": buggy.reference_output_projection_transposed(p) for p in (TF32, FLOAT16, BFLOAT16, Q8_0)},
     "llama2c-v2-reader": buggy.v2_reader_keeping_interleaved_rows,
-    "llamacpp-q8_0": buggy.llamacpp_q8_0_rows_not_interleaved,
+    "llamacpp-q8_0": buggy.llamacpp_rows_not_interleaved(PRECISION_MODELS["llamacpp-q8_0"]),
+    "llamacpp-q4_0": buggy.llamacpp_rows_not_interleaved(PRECISION_MODELS["llamacpp-q4_0"]),
 }
+LLAMACPP = ("llamacpp-q8_0", "llamacpp-q4_0")
 
 
 def _needs(name: str) -> None:
     """Skip, saying why, where a built-in's engine is not installed here."""
-    if name.startswith("llamacpp-q8_0"):
+    if name.partition("@")[0] in LLAMACPP:
         pytest.importorskip(
             "llama_cpp", reason="llama-cpp-python is not installed (pip install 'lm-verifier[llamacpp]')"
         )
@@ -122,11 +124,11 @@ def test_runq_picks_the_dequantized_oracle_s_argmax_and_with_one_bug_does_not(
         assert max(_greedy_shortfalls(broken, case)) > 1, "runq.c scaling scores by head_size picked the same tokens"
 
 
-# llama.cpp's Q8_0 is drawn configs whose rows are blocks of 32 (its declared `block`; until they were,
-# its verdict was "untested"), on Llama: its other families compute otherwise at any precision (windows
-# ignored, a tabulated GELU: the engine matrix, docs/engine-matrix.md).
+# llama.cpp's quantized files are drawn configs whose rows are blocks of 32 (their declared `block`;
+# until they were, their verdict was "untested"), on Llama: its other families compute otherwise at any
+# precision (windows ignored, a tabulated GELU: the engine matrix, docs/engine-matrix.md).
 @pytest.mark.slow
-@pytest.mark.parametrize("name", [f"{n}@llama" if n == "llamacpp-q8_0" else n for n in PRECISION_MODELS])
+@pytest.mark.parametrize("name", [f"{n}@llama" if n in LLAMACPP else n for n in PRECISION_MODELS])
 def test_each_built_in_conforms(name: str, tmp_path: Path) -> None:
     _needs(name)
     report = run_suite(name, tmp_path)

@@ -15,6 +15,7 @@ from verifier.analysis.precision import (
     CLASSES,
     FLOAT16,
     FLOAT32,
+    Q4_0,
     Q8_0,
     TF32,
     UnknownPrecision,
@@ -53,7 +54,8 @@ def test_a_class_bound_is_its_eps_times_its_floor_and_depth_plus_its_conditionin
 
 def test_a_class_is_declared_by_name_or_object_and_an_unknown_name_lists_the_classes() -> None:
     assert resolve("bfloat16") is BFLOAT16 and resolve(Q8_0) is Q8_0
-    assert set(CLASSES) == {"float32", "tf32", "float16", "bfloat16", "q8_0"}
+    assert set(CLASSES) == {"float32", "tf32", "float16", "bfloat16", "q8_0", "q4_0"}
+    assert resolve("q4_0") is Q4_0 and Q4_0.quantized and Q4_0.eps == Q8_0.eps
     with pytest.raises(UnknownPrecision, match="'int4' is not a precision class; known: float32, tf32"):
         resolve("int4")
 
@@ -106,7 +108,7 @@ def test_bfloat16_and_float16_have_a_neighbour_with_near_ties_closed_and_the_oth
         ties.rounding.scores(scores, q, k, allowed)[0, 0, 1] - pulled[1], [4 * 2**-7, 4 * 2**-7, -4 * 2**-7]
     )
     assert len(FLOAT16.neighbours(config, weights)) == 4
-    for p in (FLOAT32, TF32, Q8_0):
+    for p in (FLOAT32, TF32, Q8_0, Q4_0):
         *nudged, emulation = p.neighbours(config, weights)
         assert len(nudged) == 2 and all(m.rounding is None for m in nudged)
         assert np.array_equal(

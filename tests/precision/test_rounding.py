@@ -59,6 +59,36 @@ def test_q8_0_is_llama2c_s_and_llama_cpp_s_quantization_and_a_partial_group_gets
     assert R.q8_0(row, 4)[2] == 0.0  # 0.25 / (100 / 127) rounds to 0
 
 
+def _q4_0_adversarial_blocks() -> np.ndarray:
+    """Blocks [6, 32] where a port of Q4_0 goes wrong: all zero (d = 0); codes at a tie (x / d + 8.5 an
+    integer: floor, not round to even); a sum x (1 / d) + 8.5 that float32 rounds up to an integer;
+    a block whose max is negative (d > 0, the codes run the other way); +-m both present (the first
+    decides d's sign); a max whose float16 scale is inexact."""
+    blocks = np.zeros((6, 32), np.float32)
+    blocks[1] = [-8.0, *(np.arange(31) % 16 - 7.5)]  # d = 1: every x / d + 8.5 is an integer
+    blocks[2] = [-8.0, np.nextafter(np.float32(0.5), np.float32(0.0)), *np.linspace(-7, 7, 30)]  # 8.99999997 -> 9
+    blocks[3] = [*np.linspace(-1, 0.9, 31), -3.0]  # the max is negative and last
+    blocks[4] = [2.0, -2.0, *np.linspace(-1.9, 1.9, 30)]  # |max| tied: the first, +2, gives d = -0.25
+    blocks[5] = np.linspace(-0.1, 1.2345678, 32)  # d = 1.2345678 / -8, not a float16
+    return blocks
+
+
+def test_q4_0_is_gguf_s_bit_for_bit_and_a_partial_block_gets_its_own_scale() -> None:
+    """The reference's Q4_0, written from ggml's quantize_row_q4_0_ref, against gguf-py's (the
+    independent implementation llama.cpp's converter uses), bit for bit (-0 included)."""
+    gguf = pytest.importorskip("gguf", reason="llama.cpp's gguf package (the gguf extra) is not installed")
+    Q4_0 = gguf.GGMLQuantizationType.Q4_0
+    rng = np.random.default_rng(0)
+    random = rng.standard_normal((64, 256)) * np.exp(rng.uniform(-7, 11, (64, 1)))  # scales float16 holds
+    for w in (random.astype(np.float32), _q4_0_adversarial_blocks()):
+        theirs = gguf.quants.dequantize(gguf.quants.quantize(w, Q4_0), Q4_0)
+        assert np.array_equal(R.q4_0(w).view(np.uint32), theirs.view(np.uint32))
+        assert np.array_equal(R.q4_0(np.ascontiguousarray(w.T), axis=0), theirs.T)  # GPT-2's [d_in, d_out]
+    assert R.q4_0(_q4_0_adversarial_blocks()[2:3])[0, 1] == 1.0  # float32 sums 0.49999997 + 8.5 to 9: code 9
+    row = np.array([100.0, *np.zeros(31), 1.0, 3.0], np.float32)  # a block of 32, then one of 2
+    assert R.q4_0(row)[-1] == 3.0  # its own scale 3 / -8: 3 is exact, not rounded to 0 by the 100 block's
+
+
 def test_the_reference_at_a_class_rounds_its_weights_and_every_stage_it_names() -> None:
     for case in (RICH_LLAMA, RICH_GPT2):
         c, w = case.config, init_weights(case.config, seed=1, scale=0.3)

@@ -28,7 +28,7 @@ neighbours and CONDITIONING = 32 leave about 6x room for heavier tails in long t
 On well-conditioned cases the neighbours sit within a few eps32 and the floor decides.
 
 This is the float32 precision class; `verifier.analysis.precision` gives the same form to the
-narrower classes (tf32, float16, bfloat16, q8_0), each in its own eps.
+narrower classes (tf32, float16, bfloat16, q8_0, q4_0), each in its own eps.
 """
 
 from __future__ import annotations

@@ -20,14 +20,15 @@ file back: Llama 3's four scaling parameters, Gemma 2's query_pre_attn_scalar. A
 architecture cannot hold (`unsupported`) is refused by name. A Mistral without a window is a
 `llama` file and reads back as Llama (the same model).
 
-`write_gguf(path, config, weights, tensor_type=...)` writes every matrix in `tensor_type` (`F32`,
-or `Q8_0`: blocks of 32 int8 values with a float16 scale, which needs rows that are a multiple of
-32 long); 1-D tensors (norm gains, biases) and MoE routers stay F32, as llama.cpp's quantizer leaves them.
+`write_gguf(path, config, weights, tensor_type=...)` writes every matrix in `tensor_type` (`F32`;
+`Q8_0`: blocks of 32 int8 values with a float16 scale; or `Q4_0`: blocks of 32 4-bit codes with a
+float16 scale; the quantized types need rows that are a multiple of 32 long); 1-D tensors (norm
+gains, biases) and MoE routers stay F32, as llama.cpp's quantizer leaves them.
 A MoE layer's experts are stacked per matrix, [n_experts, rows, columns] (`ffn_gate_exps`, ...), as
 the converter merges them; Phi-3's fused q/k/v and gate/up are stored fused, as llama.cpp's phi3 reads them. The
 canonical weights carry no vocabulary, so the file gets placeholder pieces `<0>`, `<1>`, ... (for
 programs driven by token ids). `read_gguf` reads such a file, or any GGUF of these architectures
-whose tensors are F32, F16, BF16 or Q8_0, back into the canonical weights (quantized ones dequantized);
+whose tensors are F32, F16, BF16, Q8_0 or Q4_0, back into the canonical weights (quantized ones dequantized);
 what a file of llama.cpp's converter leaves out is read as llama.cpp runs it (Gemma 2's layers
 alternating from a sliding layer 0, its query scale by llama.cpp's rule), with a finding."""
 
@@ -57,14 +58,23 @@ from verifier.model.config import (
 from verifier.model.weights import CLASSIFIER, Weights, weight_shapes
 
 MAGIC = b"GGUF"
-TENSOR_TYPES = {"F32": gguf.GGMLQuantizationType.F32, "Q8_0": gguf.GGMLQuantizationType.Q8_0}
-_FILE_TYPES = {"F32": gguf.LlamaFileType.ALL_F32, "Q8_0": gguf.LlamaFileType.MOSTLY_Q8_0}
+TENSOR_TYPES = {
+    "F32": gguf.GGMLQuantizationType.F32,
+    "Q8_0": gguf.GGMLQuantizationType.Q8_0,
+    "Q4_0": gguf.GGMLQuantizationType.Q4_0,
+}
+_FILE_TYPES = {
+    "F32": gguf.LlamaFileType.ALL_F32,
+    "Q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
+    "Q4_0": gguf.LlamaFileType.MOSTLY_Q4_0,
+}
 # F16 and BF16: what llama.cpp's converter writes by default (it keeps a published checkpoint's type).
 _READABLE = {
     gguf.GGMLQuantizationType.F32,
     gguf.GGMLQuantizationType.F16,
     gguf.GGMLQuantizationType.BF16,
     gguf.GGMLQuantizationType.Q8_0,
+    gguf.GGMLQuantizationType.Q4_0,
 }
 DEFAULT_ROPE_THETA = 10000.0  # llama.cpp's default where rope.freq_base is absent
 
@@ -272,7 +282,7 @@ def placeholder_vocabulary(vocab_size: int) -> list[str]:
 def write_gguf(path: str | Path, config: ModelConfig, weights: Weights, *, tensor_type: str = "F32") -> None:
     """Write canonical weights as a GGUF file of llama.cpp's architecture for `config.family` (all or nothing).
 
-    `tensor_type` is the type of every matrix: `F32` or `Q8_0` (rows a multiple of 32 long). A
+    `tensor_type` is the type of every matrix: `F32`, `Q8_0` or `Q4_0` (rows a multiple of 32 long). A
     config the architecture cannot hold (`unsupported`) is a CheckpointError saying why.
     """
     path = Path(path)
@@ -302,10 +312,11 @@ def write_gguf(path: str | Path, config: ModelConfig, weights: Weights, *, tenso
             if array.ndim == 1 or qtype == gguf.GGMLQuantizationType.F32 or stored.endswith(_KEPT_F32):
                 writer.add_tensor(stored, array)
                 continue
-            if array.shape[-1] % 32:
+            block = gguf.GGML_QUANT_SIZES[qtype][0]  # values per block: 32 for Q8_0 and Q4_0
+            if array.shape[-1] % block:
                 raise CheckpointError(
                     path, f"tensor {canonical}", f"rows of {array.shape[-1]} cannot be stored as {tensor_type}",
-                    expected="a multiple of 32 (Q8_0's block size)", found=array.shape[-1],
+                    expected=f"a multiple of {block} ({tensor_type}'s block size)", found=array.shape[-1],
                 )  # fmt: skip
             writer.add_tensor(stored, gguf.quants.quantize(array, qtype), raw_dtype=qtype)
         writer.write_header_to_file()

@@ -41,7 +41,7 @@ tokenizer cannot encode); the property then draws another input.
 
 A model that does not compute in float32 declares its **precision class** with a `precision`
 attribute on the model (or on the factory): a class name of `verifier.analysis.precision`
-("float32", "tf32", "float16", "bfloat16", "q8_0") or a `Precision` object (e.g.
+("float32", "tf32", "float16", "bfloat16", "q8_0", "q4_0") or a `Precision` object (e.g.
 `precision.q8_0(group_size=64, float16_scales=False)`). It is judged by that class's bounds, and a
 quantized class against the oracle on its dequantized weights. A model that declares nothing is
 float32.

@@ -6,6 +6,8 @@ reference emulates it by rounding its weights and the output of every stage. TF3
 inputs of matrix products to 10 mantissa bits and keeps float32 elsewhere. Q8_0 (llama2.c's
 runq.c, llama.cpp) stores each group of weights along a matrix's input axis as int8 times one
 scale (max |w| / 127), and quantizes the activations entering each matrix product the same way.
+Q4_0 (llama.cpp) stores each group of 32 weights as 4-bit codes times one float16 scale; llama.cpp
+quantizes the activations its Q4_0 matrix products read to Q8_0.
 
 Rounding is round-to-nearest-even, as hardware and `torch.Tensor.to` do (llama.cpp's Q8_0 rounds
 ties away from zero, as C's roundf); bfloat16 and TF32 are rounded on float32 bit patterns (NumPy
@@ -52,16 +54,27 @@ def to_float16(x: Array) -> Array:
         return np.asarray(x, dtype=np.float32).astype(np.float16).astype(np.float32)
 
 
+def _grouped(x: Array, group_size: int, axis: int) -> Array:
+    """x as float32 [..., n_groups, group_size], its `axis` last and cut into groups (a last, shorter
+    group padded with zeros, which change no group's largest |x|)."""
+    x = np.moveaxis(np.asarray(x, dtype=np.float32), axis, -1)
+    padded = -(-x.shape[-1] // group_size) * group_size
+    return np.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, padded - x.shape[-1])]).reshape(*x.shape[:-1], -1, group_size)
+
+
+def _ungrouped(values: Array, shape: tuple[int, ...], axis: int) -> Array:
+    """`_grouped`'s inverse: [..., n_groups, group_size] back to `shape`, the padding cut off."""
+    n = shape[axis]
+    return np.moveaxis(values.reshape(*values.shape[:-2], -1)[..., :n], -1, axis)
+
+
 def q8_0(x: Array, group_size: int, *, float16_scales: bool = False, axis: int = -1) -> Array:
     """x quantized to Q8_0 and back, per group of `group_size` values along `axis` (a last, shorter
     group gets its own scale), with d = max |x| / 127 in float32:
     - llama2.c's version-2 file (export.py): q = round(x / d), ties to even; value = q d;
     - llama.cpp (`float16_scales`, ggml's `quantize_row_q8_0_ref`): q = roundf(x (1 / d)), ties away
       from zero; d is stored in float16, so value = q float16(d)."""
-    x = np.moveaxis(np.asarray(x, dtype=np.float32), axis, -1)
-    n = x.shape[-1]
-    padded = -(-n // group_size) * group_size
-    groups = np.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, padded - n)]).reshape(*x.shape[:-1], -1, group_size)
+    groups = _grouped(x, group_size, axis)
     d = np.abs(groups).max(axis=-1, keepdims=True) / np.float32(127.0)
     if float16_scales:
         with np.errstate(divide="ignore"):
@@ -71,7 +84,29 @@ def q8_0(x: Array, group_size: int, *, float16_scales: bool = False, axis: int =
         values = q * to_float16(d)
     else:
         values = np.round(groups / np.where(d > 0, d, np.float32(1.0))) * d
-    return np.moveaxis(values.reshape(*x.shape[:-1], padded)[..., :n], -1, axis)
+    return _ungrouped(values, np.shape(x), axis)
+
+
+Q4_0_BLOCK = 32  # llama.cpp's QK4_0
+
+
+def q4_0(x: Array, axis: int = -1) -> Array:
+    """x quantized to llama.cpp's Q4_0 and back, per block of 32 values along `axis` (a last, shorter
+    block gets its own scale), in float32 as ggml's `quantize_row_q4_0_ref` computes it: `max` is the
+    block's value of largest |x| (the first such, with its sign), d = max / -8, q = min(15,
+    floor(x (1 / d) + 8.5)) (codes 0 to 15; `max` itself is code 0, -8 d), d stored in float16, and
+    value = (q - 8) float16(d). A block of zeros has d = 0 and stays 0. (ggml's source is not
+    installed here: tests/precision/test_rounding.py checks this bit for bit against gguf-py's Q4_0.)"""
+    groups = _grouped(x, Q4_0_BLOCK, axis)
+    largest = np.take_along_axis(groups, np.abs(groups).argmax(axis=-1)[..., None], axis=-1)  # argmax: the first
+    d = largest / np.float32(-8.0)
+    with np.errstate(divide="ignore"):
+        inverse = np.where(d == 0, np.float32(0.0), np.float32(1.0) / d)
+    # float32 throughout, as ggml: x (1 / d) + 8.5 rounds before the floor (an integer-valued sum can
+    # come from a product just below it), and it is that rounding llama.cpp's codes have.
+    q = np.minimum(np.float32(15.0), np.floor(groups * inverse + np.float32(8.5)))
+    values = (q - np.float32(8.0)) * to_float16(d)
+    return _ungrouped(values, np.shape(x), axis)
 
 
 # Attention scores [B, h, T, S] moved, given the q [B, h, T, d_head] and k [B, kv, S, d_head] they
@@ -94,7 +129,7 @@ class Rounding:
 
     def constant(self, x: Array) -> Array:
         """A constant the model holds as a tensor of its dtype (Gemma's normaliser sqrt(d_model)),
-        rounded as the format stores a vector: to bfloat16 or float16; TF32 and Q8_0 keep float32."""
+        rounded as the format stores a vector: to bfloat16 or float16; TF32, Q8_0 and Q4_0 keep float32."""
         return self.weights("constant", x)
 
     def rounds(self, stage: str) -> bool:
@@ -132,6 +167,21 @@ def q8_0_rounding(group_size: int, *, float16_scales: bool) -> Rounding:
         return w if axis is None else q8_0(w, group_size, float16_scales=float16_scales, axis=axis)
 
     return Rounding("q8_0", lambda x: q8_0(x, group_size, float16_scales=float16_scales), weights, WEIGHT_INPUTS)
+
+
+def q4_0_rounding() -> Rounding:
+    """llama.cpp's Q4_0 model: Q4_0 weights (every matrix, in blocks of 32 along its input axis) and
+    the activations entering the weight matrix products quantized to Q8_0 (float16 scales), as
+    ggml's CPU backend computes a Q4_0 product: its `vec_dot_type` for Q4_0 is Q8_0, so the input
+    rows are quantized to Q8_0 blocks before the dot products (the vendored llama.cpp source is not
+    in the llama-cpp-python install; tests/llamacpp reads the type from the built library's
+    `ggml_get_type_traits_cpu`)."""
+
+    def weights(weight_name: str, w: Array) -> Array:
+        axis = input_axis(weight_name, np.ndim(w))
+        return w if axis is None else q4_0(w, axis=axis)
+
+    return Rounding("q4_0", lambda x: q8_0(x, 32, float16_scales=True), weights, WEIGHT_INPUTS)  # Q8_0's blocks
 
 
 BFLOAT16 = Rounding("bfloat16", to_bfloat16, _every_weight(to_bfloat16))

@@ -42,6 +42,10 @@ its shared expert or tied (qwen2moe requires those tensors), GLM whose n_heads *
 `build_q8_0` runs a file whose matrices are Q8_0 and declares the precision class `q8_0`
 (`verifier.analysis.precision`: llama.cpp's blocks of 32 with float16 scales, its matrix products'
 inputs quantized alike), so it is judged against the oracle on the file's dequantized weights.
+`build_q4_0` does the same with Q4_0 matrices (blocks of 32 4-bit codes, float16 scales) in the
+class `q4_0`: ggml's CPU backend quantizes the inputs of a Q4_0 product to Q8_0 (its `vec_dot_type`),
+which is what remains against the dequantized oracle. The class follows the file's tensor type
+(`PRECISIONS`).
 Where llama-cpp-python is not installed, the factories raise `Unsupported` with the way to install it.
 """
 
@@ -59,7 +63,7 @@ from typing import Any
 
 import numpy as np
 
-from verifier.analysis.precision import Q8_0, Precision
+from verifier.analysis.precision import Q4_0, Q8_0, Precision
 from verifier.formats.errors import CheckpointError
 from verifier.model import stages
 from verifier.model.config import ModelConfig
@@ -73,6 +77,9 @@ _GGML_TYPE_F32 = 0
 # The ggml types the trace reads, and as what: values in F32, indices (a MoE layer's argsort) in I32.
 _READ_TYPES = {_GGML_TYPE_F32: np.float32, 26: np.int32}  # GGML_TYPE_I32 = 26
 _LOG_LINES = 20
+# The precision class a model declares by the GGUF type of its file's matrices; an F32 file declares
+# none (float32): judged by float32's bounds.
+PRECISIONS: dict[str, Precision | None] = {"F32": None, "Q8_0": Q8_0, "Q4_0": Q4_0}
 
 
 class _TensorHead(ctypes.Structure):
@@ -139,8 +146,7 @@ class LlamaCppModel:
 
         self._lib, self._log = _library()
         self.config = config
-        # A Q8_0 file's class; an F32 one declares none (float32): judged by float32's bounds.
-        self.precision: Precision | None = Q8_0 if tensor_type == "Q8_0" else None
+        self.precision = PRECISIONS.get(tensor_type)  # an unknown type is refused by write_gguf below
         self._threads = threads
         self._dir = tempfile.TemporaryDirectory(prefix="verifier-llamacpp-")
         self.model_path = Path(self._dir.name) / "model.gguf"
@@ -431,17 +437,30 @@ def build(config: ModelConfig, weights: Weights) -> LlamaCppModel:
     return LlamaCppModel(config, weights)
 
 
-def build_q8_0(config: ModelConfig, weights: Weights) -> LlamaCppModel:
-    """llama.cpp on a GGUF file with its matrices in Q8_0 (rows a multiple of 32), KV cache in F32,
-    in the precision class q8_0."""
+def _quantized(config: ModelConfig, weights: Weights, tensor_type: str) -> LlamaCppModel:
+    """llama.cpp on a GGUF file with its matrices in `tensor_type`, in that type's class (`PRECISIONS`);
+    Unsupported where the file cannot hold the model (rows not a multiple of the type's block)."""
     _llama_cpp()
     _runnable(config)
     try:
-        return LlamaCppModel(config, weights, tensor_type="Q8_0")
+        return LlamaCppModel(config, weights, tensor_type=tensor_type)
     except CheckpointError as e:
-        raise Unsupported(f"the Q8_0 GGUF file cannot hold this model: {e}") from None
+        raise Unsupported(f"the {tensor_type} GGUF file cannot hold this model: {e}") from None
+
+
+def build_q8_0(config: ModelConfig, weights: Weights) -> LlamaCppModel:
+    """llama.cpp on a GGUF file with its matrices in Q8_0 (rows a multiple of 32), KV cache in F32,
+    in the precision class q8_0."""
+    return _quantized(config, weights, "Q8_0")
+
+
+def build_q4_0(config: ModelConfig, weights: Weights) -> LlamaCppModel:
+    """llama.cpp on a GGUF file with its matrices in Q4_0 (rows a multiple of 32), KV cache in F32,
+    in the precision class q4_0."""
+    return _quantized(config, weights, "Q4_0")
 
 
 build.constraints = SHAPES  # type: ignore[attr-defined]
-# A Q8_0 file's rows are blocks of 32 (`verifier.formats.gguf.write_gguf` refuses others).
+# A Q8_0 or Q4_0 file's rows are blocks of 32 (`verifier.formats.gguf.write_gguf` refuses others).
 build_q8_0.constraints = tuple(dataclasses.replace(shape, block=32) for shape in SHAPES)  # type: ignore[attr-defined]
+build_q4_0.constraints = build_q8_0.constraints  # type: ignore[attr-defined]
