@@ -11,10 +11,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def build_site(out: Path) -> subprocess.CompletedProcess[str]:
+def build_site(out: Path, config: Path = ROOT / "mkdocs.yml") -> subprocess.CompletedProcess[str]:
     """`mkdocs build --strict` into `out`, as CI runs it: a broken link, anchor or docstring fails."""
     return subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(config), "--site-dir", str(out)],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import shutil
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -41,13 +42,16 @@ def test_the_site_builds_in_strict_mode(site: Path) -> None:
 def test_a_broken_link_fails_the_build(tmp_path: Path) -> None:
     """Strict mode is what CI relies on: a page linking to a page that does not exist stops the build."""
     pytest.importorskip("mkdocs", reason="the docs extra is not installed: pip install -e '.[docs]'")
-    page = ROOT / "docs" / "zz-broken-link-probe.md"
-    page.write_text("# probe\n\n[nowhere](no-such-page.md)\n")
-    try:
-        done = build_site(tmp_path / "site")
-    finally:
-        page.unlink()
-    assert done.returncode != 0 and "no-such-page.md" in done.stdout + done.stderr
+    # A copy of the docs with one bad page, so that builds of the real ones running beside it never see it.
+    docs = shutil.copytree(ROOT / "docs", tmp_path / "docs")
+    (docs / "probe.md").write_text("# probe\n\n[nowhere](no-such-page.md)\n")
+    config = (ROOT / "mkdocs.yml").read_text()
+    config = config.replace("docs_dir: docs\n", f"docs_dir: {docs}\n").replace("- docs/gen/", f"- {ROOT}/docs/gen/")
+    (tmp_path / "mkdocs.yml").write_text(config)
+    done = build_site(tmp_path / "site", tmp_path / "mkdocs.yml")
+    output = done.stdout + done.stderr
+    assert done.returncode != 0 and "contains a link 'no-such-page.md'" in output, output
+    assert output.count("WARNING -") == 2, output  # the link, and the probe missing from the nav: nothing else
 
 
 def test_the_cli_reference_names_every_subcommand_and_option() -> None:
