@@ -24,6 +24,8 @@ RULES = {
     "exact": "an exact law: the class's identity floor, relative to the largest expected value",
     "top_token": "the expected token is the argmax up to a tie within the class's bound",
     "trace_agrees": "every stage of a localized trace within its bound",
+    "identity_relative": "the class's identity floor (an exact law), scaled to how well the measured quantity is known",
+    "bound": "an effect compared with a multiple of the oracle's bound (it must stand clear of it, or stay within it)",
 }
 EXACT = "exact: no tolerance (a shape, a count, or a condition that holds or not)"
 SUMMARY = "Every property that failed, per mutant"
@@ -58,6 +60,9 @@ def _rules(function: ast.FunctionDef, helpers: dict[str, ast.FunctionDef]) -> li
         name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
         keywords = {k.arg: k.value for k in call.keywords}
         if name == "agree":
+            expected = call.args[1] if len(call.args) > 1 else keywords.get("expected")
+            if isinstance(expected, ast.Call) and getattr(expected.func, "id", None) == "exact":
+                continue  # an exact law through `agree`: the `exact` call below names the rule
             key = "agree/against" if "against" in keywords else "agree"
             slack = keywords.get("slack")
             extra = f" (slack {ast.unparse(slack)})" if slack is not None else ""
@@ -118,8 +123,9 @@ def render() -> str:
         "each with its docstring, the comparisons its body makes (its tolerance rule: see",
         "[the oracle and its tolerances](../explanation/oracle-and-tolerances.md)), and the mutants of the catalog",
         f'(`tests/meta/mutants/`) that fail it, from the lists headed "{SUMMARY}" in the mutation report',
-        "([benchmarks/RESULTS.md](../benchmarks/results.md)). A mutant measured without that list (the per-class",
-        "runs, issue 27's families) is not named here; a property no listed mutant fails says so.",
+        "([benchmarks/RESULTS.md](../benchmarks/results.md)). A mutant measured without that list (the runs per",
+        "precision class, and runs that recorded only each mutant's first failure) is not named here; a property",
+        "no listed mutant fails says so.",
         "",
     ]
     module = None

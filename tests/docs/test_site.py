@@ -83,6 +83,8 @@ def test_the_property_catalog_has_every_property_with_its_docstring_and_rule() -
     two_sequences = by_name["test_two_sequences_decoded_alternately_each_give_their_own_full_pass"]
     assert "CacheKeptInModel" in two_sequences.killed_by
     assert any("slack 2.0" in rule for rule in by_name["test_logits_before_an_edited_token_do_not_change"].rules)
+    assert by_name["test_rope_tables_equal_the_ones_llama2c_stores"].rules == [catalog.RULES["exact"]]  # agree(exact)
+    assert by_name["test_presets_have_their_published_totals"].rules == [catalog.EXACT]
     page = catalog.render()
     assert all(f"### `{p.name}`" in page for p in props)
 
