@@ -126,3 +126,10 @@ def test_every_readme_link_resolves() -> None:
         assert (ROOT / link).is_file(), link
         if link.startswith("docs/"):
             assert link.removeprefix("docs/") in nav, f"{link} is not in mkdocs.yml's nav"
+
+
+def test_the_readme_plug_in_example_is_the_example_file() -> None:
+    """The README cannot include files, so its plug-in example is a copy: of the part of examples/numpy_gpt2.py
+    that knows the suite (which the tests run), and it must stay that."""
+    block = README.read_text().split("```python\n", 1)[1].split("```", 1)[0]
+    assert block in (ROOT / "examples" / "numpy_gpt2.py").read_text()
