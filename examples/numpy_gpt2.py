@@ -60,6 +60,7 @@ def gpt2(tokens: np.ndarray, w: dict[str, np.ndarray], n_layers: int, n_heads: i
     return x @ w.get("lm_head.weight", w["transformer.wte.weight"]).T
 
 
+# --8<-- [start:plugin] (docs/how-to shows this part of the file)
 # The plug-in: lm-verifier calls build(config, weights) with its config and the canonical weights
 # (float32 arrays named and laid out as transformers' GPT2LMHeadModel state dict).
 class NumpyGPT2:
@@ -76,3 +77,6 @@ def build(config: ModelConfig, weights: dict[str, np.ndarray]) -> NumpyGPT2:
     if config.family != "gpt2":
         raise Unsupported(f"this example implements GPT-2 only, not {config.family!r}")
     return NumpyGPT2(config, weights)
+
+
+# --8<-- [end:plugin]

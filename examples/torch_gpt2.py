@@ -147,6 +147,7 @@ class GPT(nn.Module):
         return logits, tuple(new_cache)
 
 
+# --8<-- [start:plugin] (docs/how-to shows this part of the file)
 class TorchGPT2:
     """The model under test: NumPy in and out, as the suite's contract asks."""
 
@@ -194,3 +195,6 @@ def build(config: ModelConfig, weights: dict[str, np.ndarray]) -> TorchGPT2:
     model = GPT(sizes)
     model.load_state_dict(state, strict=True)
     return TorchGPT2(model)
+
+
+# --8<-- [end:plugin]

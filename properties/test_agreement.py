@@ -33,6 +33,7 @@ from verifier.properties.strategies import (
 @pinned(*PINNED, *RICH_FAMILIES, STORIES15M)
 @given(case=cases())
 def test_logits_agree_with_the_oracle(model_spec: ModelSpec, case: Case) -> None:
+    """Every position's logits agree with the float64 oracle's within the bound of the model's precision class."""
     model = models.build(model_spec, case)
     tokens = case.token_array()
     o = oracle(case)
@@ -49,6 +50,7 @@ def test_logits_agree_with_the_oracle(model_spec: ModelSpec, case: Case) -> None
 @pinned(*PINNED, *RICH_FAMILIES)
 @given(case=cases())
 def test_every_traced_stage_agrees_with_the_oracle(model_spec: ModelSpec, case: Case) -> None:
+    """Every stage the model's trace holds agrees with the oracle's; a failure names the first divergent stage."""
     model = models.build(model_spec, case, "trace")
     tokens = case.token_array()
     divergence = oracle(case).localize(model.trace(tokens), tokens, rope_layout=model.rope_layout)
@@ -92,6 +94,7 @@ def _rows_alone(model_spec: ModelSpec, batched: Batched, *, masked: bool) -> Non
 )
 @given(batched=batched_cases(ragged=False, max_n_ctx=64))
 def test_batch_rows_equal_the_rows_run_alone(model_spec: ModelSpec, batched: Batched) -> None:
+    """Each row of a batch gives the logits of that row run alone (no row leaks into another)."""
     _rows_alone(model_spec, batched, masked=False)
 
 
@@ -105,6 +108,7 @@ def test_batch_rows_equal_the_rows_run_alone(model_spec: ModelSpec, batched: Bat
 )
 @given(batched=batched_cases(ragged=True, max_n_ctx=64))
 def test_left_padded_rows_with_a_mask_equal_the_rows_run_alone(model_spec: ModelSpec, batched: Batched) -> None:
+    """Left-padded rows with their attention mask give, at their real positions, the logits of the rows run alone."""
     _rows_alone(model_spec, batched, masked=True)
 
 
@@ -112,6 +116,7 @@ def test_left_padded_rows_with_a_mask_equal_the_rows_run_alone(model_spec: Model
 @pinned(RICH_LLAMA, RICH_GPT2, PUBLISHED_LLAMA, PUBLISHED_GPT2)
 @given(case=cases(max_n_ctx=64))
 def test_the_same_input_gives_the_same_output(model_spec: ModelSpec, case: Case) -> None:
+    """The same input gives the same output, also after other calls (no state kept between calls)."""
     model = models.build(model_spec, case)
     tokens = case.token_array()
     first = model.logits(tokens)

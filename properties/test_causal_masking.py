@@ -43,6 +43,7 @@ EDITS = (
 @pinned(*EDITS, arg="edited")
 @given(edited=edited_cases(min_T=2, max_n_ctx=96))
 def test_logits_before_an_edited_token_do_not_change(model_spec: ModelSpec, edited: Edited) -> None:
+    """Logits before an edited token do not change when the token changes (the future is masked)."""
     case, j = edited.case, edited.position
     model = models.build(model_spec, case)
     before = model.logits(case.token_array())
@@ -61,6 +62,7 @@ def test_logits_before_an_edited_token_do_not_change(model_spec: ModelSpec, edit
 @pinned(*EDITS, arg="edited")
 @given(edited=edited_cases(min_T=1, max_n_ctx=96, scales=(0.02, 0.3)))
 def test_logits_from_an_edited_token_on_do_change(model_spec: ModelSpec, edited: Edited) -> None:
+    """Logits from an edited token on do change where the oracle's clearly do (the edit is seen)."""
     case, j = edited.case, edited.position
     model = models.build(model_spec, case)
     o = oracle(case)
@@ -91,6 +93,7 @@ def test_logits_from_an_edited_token_on_do_change(model_spec: ModelSpec, edited:
 def test_attention_probabilities_are_zero_above_the_diagonal_and_rows_sum_to_1(
     model_spec: ModelSpec, case: Case
 ) -> None:
+    """Attention probabilities are zero above the diagonal and every row sums to 1."""
     model = models.build(model_spec, case, "trace")
     trace = model.trace(case.token_array())
     upper = np.triu(np.ones((case.T, case.T), dtype=bool), k=1)

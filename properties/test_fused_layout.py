@@ -48,6 +48,8 @@ def _swapped(weights: WeightMap, name: str, a: slice, b: slice) -> dict[str, np.
 def test_swapping_the_blocks_of_a_fused_matrix_changes_the_output(
     model_spec: ModelSpec, case: Case, data: st.DataObject
 ) -> None:
+    """Swapping the blocks of a fused matrix (Phi-3's qkv_proj, gate_up_proj) changes the output as it changes the
+    oracle's: the loader reads the fused matrix."""
     c = case.config
     layer = data.draw(st.integers(0, c.n_layers - 1), label="layer")
     what = data.draw(st.sampled_from(sorted(_blocks(c, layer))), label="blocks swapped")

@@ -50,6 +50,8 @@ def _generate(model: CheckedModel, prompt: np.ndarray, n_new: int) -> np.ndarray
 @pinned(*PROMPTED, arg="prompted")
 @given(prompted=prompted_cases(max_n_ctx=64))
 def test_greedy_tokens_are_the_oracle_argmax_up_to_ties(model_spec: ModelSpec, prompted: Prompted) -> None:
+    """Greedy tokens are the oracle's argmax, either token of a tie within the bound accepted (for black boxes that
+    give no logits)."""
     case = prompted.case
     model = models.build(model_spec, case)
     if model.lacks("greedy") and model.lacks("logits"):

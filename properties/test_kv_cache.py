@@ -90,6 +90,7 @@ def _check_layout(model: CheckedModel, cache: Any, case: Case, B: int) -> None:
 @pinned(*CHUNKED, arg="chunked")
 @given(chunked=chunked_cases())
 def test_decoding_in_chunks_gives_the_logits_of_one_full_pass(model_spec: ModelSpec, chunked: Chunked) -> None:
+    """Decoding in any chunks (a prefill, single steps) through the KV cache gives the logits of one full pass."""
     case = chunked.case
     model = models.build(model_spec, case, "decode")
     tokens = case.token_array()
@@ -109,6 +110,7 @@ def test_decoding_in_chunks_gives_the_logits_of_one_full_pass(model_spec: ModelS
 @pinned(*CHUNKED[:8], arg="chunked")
 @given(chunked=chunked_cases(max_n_ctx=64))
 def test_decoding_a_batch_in_chunks_gives_the_logits_of_one_full_pass(model_spec: ModelSpec, chunked: Chunked) -> None:
+    """Decoding a batch in chunks through the KV cache gives the batch's full-pass logits."""
     case = chunked.case
     model = models.build(model_spec, case, "decode", "batch")
     batch = np.stack([case.token_array(), case.token_array()[::-1].copy()])
@@ -125,6 +127,7 @@ def test_decoding_a_batch_in_chunks_gives_the_logits_of_one_full_pass(model_spec
 @pinned(RICH_LLAMA, RICH_GPT2, PUBLISHED_LLAMA, PUBLISHED_GPT2, ONE_KV_HEAD)
 @given(case=cases(min_T=2, max_n_ctx=64))
 def test_a_cache_stays_usable_after_decoding_from_it(model_spec: ModelSpec, case: Case) -> None:
+    """A cache stays usable after decoding from it: continuing it twice with the same chunk gives the same logits."""
     model = models.build(model_spec, case, "decode")
     tokens = case.token_array()
     half = case.T // 2

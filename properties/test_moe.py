@@ -76,6 +76,7 @@ def _dense_twin(case: Case) -> tuple[Case, ModelConfig, dict[str, np.ndarray], d
 @requires("logits", family=MOE_FAMILIES, drawn="weights of its own, with identical experts")
 @given(case=moe_cases)
 def test_identical_experts_make_the_moe_block_one_dense_mlp(model_spec: ModelSpec, case: Case) -> None:
+    """With every expert the same MLP, a renormalising MoE block equals that one dense MLP (its dense twin's oracle)."""
     same, dense, weights, twin = _dense_twin(case)
     moe = same.config
     models.build(model_spec, same)  # the model runs this config (else the case is rejected)
@@ -107,6 +108,7 @@ def _permuted(config: ModelConfig, weights: WeightMap, layer: int, order: list[i
 def test_permuting_the_experts_with_the_router_rows_leaves_the_output_unchanged(
     model_spec: ModelSpec, case: Case, data: st.DataObject
 ) -> None:
+    """Permuting the experts together with the router's rows leaves the output unchanged."""
     c = case.config
     layer = data.draw(st.sampled_from(_moe_layers(c)), label="MoE layer")
     order = data.draw(st.permutations(range(c.n_experts)).filter(lambda p: p != sorted(p)), label="expert order")
@@ -134,6 +136,8 @@ def _without_expert(config: ModelConfig, weights: WeightMap, layer: int, expert:
 @requires("logits", family=MOE_FAMILIES, drawn="weights of its own, one expert removed at a time")
 @given(case=moe_cases)
 def test_each_token_uses_exactly_top_k_experts(model_spec: ModelSpec, case: Case) -> None:
+    """Each token uses exactly top_k experts: removing one expert at a time changes a token's logits for top_k
+    of them."""
     c = case.config
     layer = c.n_layers - 1
     if not c.is_moe_layer(layer):  # the last layer's MLP reaches only its own position's logits

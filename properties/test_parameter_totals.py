@@ -31,6 +31,7 @@ _NO_TRANSFORMERS = extra.missing("the comparison with transformers' count")
 @example(config=preset("llama2c-stories260K"))
 @given(config=configs())
 def test_formula_equals_weight_set_equals_transformers_meta_count(config: ModelConfig) -> None:
+    """The parameter formula equals the size of the weight set and transformers' count on the meta device."""
     formula = parameter_table(config).total
     weights = sum(math.prod(shape) for shape in weight_shapes(config).values())
     meta = hf.parameter_count(config.to_transformers()) - hf.inert_parameters(config)
@@ -40,6 +41,8 @@ def test_formula_equals_weight_set_equals_transformers_meta_count(config: ModelC
 
 
 def test_presets_have_their_published_totals() -> None:
+    """The presets have their published totals (124,439,808 for GPT-2 small; 15,191,712 and 15,204,000 for
+    stories15M)."""
     found = {
         "gpt2": parameter_table(preset("gpt2")).total,
         "llama2c-stories15M learned": parameter_table(preset("llama2c-stories15M")).total,

@@ -60,6 +60,7 @@ def _pairs(trace: dict[str, np.ndarray], n_layers: int) -> list[tuple[str, np.nd
 @requires("trace", family=PARTIAL_FAMILIES, drawn="a rotary_dim below d_head")
 @given(case=partial_rotary_cases())
 def test_partial_rotary_passes_the_dimensions_past_rotary_dim_unchanged(model_spec: ModelSpec, case: Case) -> None:
+    """With rotary_dim below d_head, the dimensions of q and k past rotary_dim leave RoPE unchanged."""
     model = models.build(model_spec, case, "trace")
     tokens = case.token_array()
     r = case.config.rotated_dims
@@ -89,6 +90,8 @@ def _contributions(q: np.ndarray, k: np.ndarray, dims: slice) -> tuple[np.ndarra
 def test_partial_rotary_passed_part_ignores_m_minus_n_and_rotated_part_is_relative(
     model_spec: ModelSpec, case: Case
 ) -> None:
+    """With partial rotary, the passed part of a layer-0 score never depends on m - n, and the rotated part obeys the
+    relative-position law."""
     model = models.build(model_spec, case, "trace")
     tokens = case.token_array()
     trace = model.trace(tokens)

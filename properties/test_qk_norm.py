@@ -24,6 +24,7 @@ FACTORS = (8.0, 0.25, 64.0)
 def test_scaling_w_q_or_w_k_by_c_leaves_a_qk_normed_model_unchanged(
     model_spec: ModelSpec, case: Case, data: st.DataObject
 ) -> None:
+    """Scaling W_q or W_k by a constant leaves a model with q/k norms unchanged."""
     which = data.draw(st.sampled_from(("q_proj", "k_proj")), label="projection scaled")
     c = data.draw(st.sampled_from(FACTORS), label="c")
     layer = data.draw(st.integers(0, case.config.n_layers - 1), label="layer")

@@ -61,6 +61,8 @@ def _top_tokens_kept(model: CheckedModel, o: Oracle, tokens: np.ndarray, picks: 
 @pinned(*PROMPTED, arg="prompted")
 @given(prompted=prompted_cases(max_n_ctx=64))
 def test_next_token_distributions_stay_close_to_the_original_weights(model_spec: ModelSpec, prompted: Prompted) -> None:
+    """A quantized model's next-token distributions stay close to the original weights' (mean KL divergence; each
+    position keeps its top token up to ties)."""
     case = prompted.case
     model = models.build(model_spec, case)
     limits = model.precision.distribution

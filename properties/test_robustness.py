@@ -33,6 +33,7 @@ LONG_LLAMA = FULL_CONTEXT._replace(config=FULL_CONTEXT.config.replace(family="ll
 @given(case=cases(scales=LARGE_SCALES))
 def test_large_logit_weights_give_finite_logits_within_tolerance(model_spec: ModelSpec, case: Case) -> None:
     # Non-finite logits break the contract rule 'finite' inside model.logits.
+    """Weights that give large logits give finite logits within tolerance."""
     model = models.build(model_spec, case)
     tokens = case.token_array()
     o = oracle(case)
@@ -44,6 +45,7 @@ def test_large_logit_weights_give_finite_logits_within_tolerance(model_spec: Mod
 @pinned(FULL_CONTEXT, LONG_LLAMA, published(FULL_CONTEXT), published(LONG_LLAMA, tie_embeddings=True))
 @given(case=cases(full_context=True))
 def test_error_stays_within_tolerance_up_to_the_context_limit(model_spec: ModelSpec, case: Case) -> None:
+    """The error against the oracle stays within tolerance up to the context limit."""
     model = models.build(model_spec, case)
     tokens = case.token_array()
     o = oracle(case)

@@ -104,6 +104,7 @@ def _rotated_pairs(trace: dict[str, np.ndarray], config: ModelConfig) -> Iterato
 @pinned(*LLAMA_PINNED)
 @given(case=llama_cases)
 def test_rope_preserves_the_norm_of_every_pair_and_head_vector(model_spec: ModelSpec, case: Case) -> None:
+    """RoPE keeps the norm of every rotated pair and of every head vector."""
     model, trace = _traced(model_spec, case)
     for name, before, after in _rotated_pairs(trace, case.config):
         (b1, b2), (a1, a2) = _halves(before), _halves(after)
@@ -120,6 +121,7 @@ def test_rope_preserves_the_norm_of_every_pair_and_head_vector(model_spec: Model
 @pinned(*LLAMA_PINNED)
 @given(case=llama_cases)
 def test_rope_is_the_identity_at_position_0(model_spec: ModelSpec, case: Case) -> None:
+    """RoPE is the identity at position 0."""
     model, trace = _traced(model_spec, case)
     for name, before, after in _rotated_pairs(trace, case.config):
         checks.agree(after[:, 0], exact(before[:, 0]), what=f"{name} at position 0 after RoPE", model=model,
@@ -132,6 +134,7 @@ def test_rope_is_the_identity_at_position_0(model_spec: ModelSpec, case: Case) -
 def test_rope_turns_pair_i_at_position_p_by_p_times_theta_to_the_minus_2i_over_d_head(
     model_spec: ModelSpec, case: Case
 ) -> None:
+    """RoPE turns pair i at position p by the angle p * theta^(-2i/d_head)."""
     model, trace = _traced(model_spec, case)
     c = case.config
     angles = _formula_angles(case.T, c)
@@ -155,6 +158,7 @@ def _measured_angles(before: np.ndarray, after: np.ndarray) -> tuple[np.ndarray,
 @pinned(*LLAMA_PINNED)
 @given(case=llama_cases)
 def test_rope_rotations_compose_r_m_times_r_n_is_r_m_plus_n(model_spec: ModelSpec, case: Case) -> None:
+    """RoPE's rotations compose: R(m) R(n) = R(m + n)."""
     model, trace = _traced(model_spec, case)
     T = min(case.T, 48)  # every (m, n) with m + n < T: quadratic in T
     for name, before, after in _rotated_pairs(trace, case.config):
@@ -191,6 +195,7 @@ def test_rope_rotations_compose_r_m_times_r_n_is_r_m_plus_n(model_spec: ModelSpe
 def test_rope_layer_0_scores_depend_only_on_the_distance_m_minus_n(model_spec: ModelSpec, case: Case) -> None:
     # Tokens alternate a, b, a, b, ...: in layer 0, q and k depend on the token alone, so the score of
     # query m and key n equals that of m + 2 and n + 2 exactly when RoPE is relative.
+    """Layer 0's attention scores depend only on the distance m - n between positions."""
     a, b = case.tokens[0], case.tokens[1]
     periodic = case._replace(tokens=tuple(a if p % 2 == 0 else b for p in range(case.T)))
     model = models.build(model_spec, periodic, "trace")
@@ -240,6 +245,7 @@ def _interleaved_scores(q: np.ndarray, k: np.ndarray, config: ModelConfig) -> tu
 @pinned(*LLAMA_PINNED)
 @given(case=llama_cases)
 def test_rope_interleaved_and_rotate_half_pairings_give_the_same_scores(model_spec: ModelSpec, case: Case) -> None:
+    """The interleaved pairing and the rotate-half pairing (with the q/k rows permuted) give the same scores."""
     model, trace = _traced(model_spec, case)
     for layer in range(case.config.n_layers):
         q, k, scores = (trace.get(stages.layer_stage(layer, op)) for op in ("q", "k", "scores"))
@@ -271,6 +277,7 @@ def _llama2c_tables(d_head: int, n_ctx: int, theta: float) -> tuple[np.ndarray, 
 
 
 def test_rope_tables_equal_the_ones_llama2c_stores() -> None:
+    """RoPE's cos/sin tables equal the ones llama2.c's model.py computes and stores."""
     for name in ("llama2c-stories260K", "llama2c-stories15M", "llama2c-stories110M"):
         c = preset(name)
         cos, sin = rope_tables(np.arange(c.n_ctx), c.d_head, c.rope_theta)

@@ -34,6 +34,7 @@ def _cached(case: Case) -> int:
 @pinned(*SCALED)
 @given(case=rope_scaled_cases(min_T=8, max_n_ctx=96))
 def test_logits_past_the_original_context_agree_with_the_oracle(model_spec: ModelSpec, case: Case) -> None:
+    """With RoPE scaling, logits past the original context length agree with the oracle."""
     model = models.build(model_spec, case, "decode")
     tokens = case.token_array()
     o = oracle(case)

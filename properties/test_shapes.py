@@ -41,6 +41,7 @@ def _assert_shapes(
 @pinned(*PINNED)
 @given(case=cases())
 def test_every_traced_stage_has_its_formula_shape(model_spec: ModelSpec, case: Case) -> None:
+    """Every traced stage has the shape its formula gives (the life of a tensor)."""
     model = models.build(model_spec, case, "trace")
     _assert_shapes(model.name, model.trace(case.token_array()), stages.stage_shapes(case.config, case.T))
 
@@ -54,6 +55,7 @@ def test_logits_are_t_by_vocab_for_a_sequence_and_b_by_t_by_vocab_for_a_batch(
     # The contract (verifier.plugin.contract) rejects any other shape with the rule it breaks: [T, V] and
     # [B, T, V], or [V] and [B, V] for a model that gives only the last position's; one that takes one
     # sequence at a time is given no batch.
+    """Logits are [T, V] for a sequence and [B, T, V] for a batch."""
     model = models.build(model_spec, case)
     tokens = case.token_array()
     call = model.logits if model.every_position else model.last_logits  # one call of the model each
@@ -107,6 +109,7 @@ ARTICLES_TABLE = {
 
 
 def test_gpt2_124m_on_5_tokens_reproduces_the_articles_table(model_spec: ModelSpec) -> None:
+    """GPT-2 124M on 5 tokens reproduces the articles' table of shapes."""
     model, _ = _gpt2_small(model_spec)
     trace = model.trace(np.array([464, 3139, 286, 4881, 318]))  # "The capital of France is"
     # A trace may hold any subset of the stages: the table is checked on the stages it has.
@@ -122,6 +125,7 @@ def test_gpt2_124m_on_5_tokens_reproduces_the_articles_table(model_spec: ModelSp
 def test_padding_gpt2_124m_to_1024_tokens_gives_1024_by_768_and_changes_no_real_position(
     model_spec: ModelSpec,
 ) -> None:
+    """Padding GPT-2 124M's input to 1,024 tokens gives [1024, 768] and changes no real position's logits."""
     model, weights = _gpt2_small(model_spec)
     real = np.array([464, 3139, 286, 4881, 318])
     padded = np.concatenate([real, np.full(1024 - 5, 50256)])  # <|endoftext|> after the real tokens

@@ -77,6 +77,7 @@ def test_editing_the_token_at_t_minus_w_leaves_t_unchanged_and_at_t_minus_w_plus
 @pinned(*WHOLE_WINDOWS)
 @given(case=windowed_cases(at_least_T=True, max_n_ctx=64))
 def test_a_window_at_least_the_sequence_length_equals_full_causal_attention(model_spec: ModelSpec, case: Case) -> None:
+    """A sliding window at least as long as the sequence equals full causal attention."""
     full = case._replace(config=case.config.replace(sliding_window=None, layer_types=()))
     windowed_model = models.build(model_spec, case)
     full_model = models.build(model_spec, full)

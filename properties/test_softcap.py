@@ -36,6 +36,7 @@ DRAWN = "weights drawn at large scales (1 to 10) and caps of their own"
 @pinned(*CAPPED)
 @given(case=capped_cases(attn_caps=ATTN_SOFTCAPS, final_caps=FINAL_SOFTCAPS, max_n_ctx=64))
 def test_every_logit_lies_within_the_final_softcap(model_spec: ModelSpec, case: Case) -> None:
+    """Every logit lies within the final soft-cap."""
     cap = case.config.final_softcap
     model = models.build(model_spec, case)
     logits = np.asarray(model.logits(case.token_array()), np.float64)

@@ -647,11 +647,10 @@ def test_render_names_the_articles_and_fits_a_terminal(audited: tuple[Inputs, di
     assert "To check: GPT-2's trained weights" in text  # a not checkable row says what would check it
 
 
-def test_the_readme_shows_the_current_summary(audited: tuple[Inputs, dict[str, Row]]) -> None:
-    if audited[0].transformers is not None:  # the README shows the run with every input
+def test_the_docs_show_the_current_summary(audited: tuple[Inputs, dict[str, Row]]) -> None:
+    if audited[0].transformers is not None:  # the page shows the run with every input
         pytest.skip(audited[0].transformers)
-    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
-    section = readme.split("### The articles' claims: `verifier audit`")[1].split("\n## ")[0]
+    section = (Path(__file__).parents[1] / "docs" / "explanation" / "audit.md").read_text(encoding="utf-8")
     rows = list(audited[1].values())
     assert summary_line(rows) in section
     assert f"checks every checkable one, {len(rows)} claims" in section

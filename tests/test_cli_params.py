@@ -129,10 +129,11 @@ def test_params_counts_a_config_json_save_pretrained_wrote_for_each_family(tmp_p
         assert json.loads(capsys.readouterr().out)["total"] == hf.parameter_count(config.to_transformers()), name
 
 
-def test_readme_totals_table_is_the_listing() -> None:
-    """README.md's totals table is `verifier params --list` as Markdown: a total changed in the code
-    (or a known model added) without the docs fails here, with the table to paste."""
-    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+def test_the_docs_totals_table_is_the_listing() -> None:
+    """docs/how-to/inspect.md's totals table is `verifier params --list` as Markdown: a total changed in the
+    code (or a known model added) without the docs fails here, with the table to paste."""
+    readme = (Path(__file__).parents[1] / "docs" / "how-to" / "inspect.md").read_text(encoding="utf-8")
     start = "<!-- totals: generated from verifier.cli.params_cmd.markdown_listing() -->\n"
     block = readme.split(start, 1)[1].split("\n<!-- end totals -->", 1)[0]
-    assert block == markdown_listing(), "README.md's totals table is stale; replace it with:\n" + markdown_listing()
+    stale = "docs/how-to/inspect.md's totals table is stale; replace it with:\n"
+    assert block == markdown_listing(), stale + markdown_listing()

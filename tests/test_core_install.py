@@ -69,7 +69,7 @@ def test_verifier_check_and_plain_pytest_test_the_users_numpy_model(place: Path)
 
 
 def test_a_parallel_run_works_from_the_core_install(place: Path) -> None:
-    """The README's `verifier check ... -- -n auto`: pytest-xdist comes with the core."""
+    """The documented `verifier check ... -- -n auto`: pytest-xdist comes with the core."""
     done = _run(place, "verifier", "check", "--model", "mymodel.gpt:build", "--", "-n", "2", "-k", "test_logits_agree")
     assert done.returncode == 0, done
     assert "mymodel.gpt:build: conforms (1 property run: 1 pass, 0 fail" in done.stdout, done.stdout[-2000:]

@@ -69,7 +69,7 @@ def test_the_core_needs_neither_torch_nor_transformers() -> None:
 
 
 def test_parallel_runs_need_only_the_core() -> None:
-    """`verifier check -- -n auto`, as the README shows it, works from `pip install lm-verifier`."""
+    """`verifier check -- -n auto`, as the docs show it, works from `pip install lm-verifier`."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     core = {canonicalize_name(Requirement(r).name) for r in project["dependencies"]}
     assert "pytest-xdist" in core, core

@@ -1,5 +1,5 @@
 """A GPT-2 in the style of picoGPT (plain NumPy functions, one sequence at a time, no KV cache), and
-its adapter as a new user would write it from the README: the model is left as it is, the factory
+its adapter as a new user would write it from the docs: the model is left as it is, the factory
 renames the canonical weights into its parameter tree and raises `Unsupported` for what the code
 cannot express (an untied classifier, another eps). It declares no constraints: the probes find them.
 

@@ -1,6 +1,7 @@
 """examples/c_llama/llama.c, a Llama written in C for this project, plugged in through one command:
 it conforms; built with -DBUG_ATTEND_AHEAD (each position sees the next) it fails, naming the property.
-The command is the README's, as written (`./llama`), run from the fresh directory the program is built in."""
+The command is docs/how-to/command.md's, as written (`./llama`), run from the fresh directory the program is
+built in."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ GQA = preset("llama2c-stories260K").replace(n_layers=2, n_ctx=32)
 @pytest.fixture(scope="module")
 def programs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The example compiled as its header says, each in a fresh directory: as written, and with the
-    deliberate bug (named `llama` too, so that the README's command runs it as written)."""
+    deliberate bug (named `llama` too, so that the documented command runs it as written)."""
     try:
         cc = compiler()
     except Llama2cUnavailable as e:
@@ -42,7 +43,7 @@ def programs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def check(program: Path, *pytest_args: str) -> subprocess.CompletedProcess[str]:
-    """The README's `verifier check --command "./llama {model} {tokens}" ...`, run from the program's directory."""
+    """The documented `verifier check --command "./llama {model} {tokens}" ...`, run from the program's directory."""
     command = [sys.executable, "-m", "verifier", "check", "--command", "./llama {model} {tokens}"]
     command += ["--format", "llama2c-v1", "--gives", "logits-text", "--", "-p", "no:cacheprovider", *pytest_args]
     return subprocess.run(command, capture_output=True, text=True, cwd=program.parent)

@@ -46,7 +46,7 @@ def test_inspect_refuses_a_deep_shard_index_in_one_line(tmp_path: Path, capsys: 
 def test_check_refuses_a_deep_shard_index_before_the_suite_runs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """As the README says: pytest's one-line usage error naming the checkpoint, then check's line;
+    """As docs/how-to/inspect.md says: pytest's one-line usage error naming the checkpoint, then check's line;
     exit status 2 (it was a RecursionError: an INTERNALERROR of some 50 lines)."""
     model = tmp_path / "model"
     write_hf_dir(model, LLAMA, init_weights(LLAMA), max_shard_bytes=20_000)

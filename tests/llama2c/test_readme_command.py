@@ -1,4 +1,4 @@
-"""The README's `verifier check --command "./run {model} -t 0 -n {steps} -i {prompt} -z {tokenizer}"`,
+"""docs/how-to/command.md's `verifier check --command "./run {model} -t 0 -n {steps} -i {prompt} -z {tokenizer}"`,
 as written, from a fresh folder holding llama2.c's current run.c built as `./run`, with the RoPE theta
 run.c hard-codes declared (`--rope-theta 10000`): it conforms. (Undeclared, it fails only where the
 profile happens to draw another theta among its 20 examples: not asserted, that would be a flaky test.)"""

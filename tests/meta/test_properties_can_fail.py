@@ -1,6 +1,6 @@
 """Every property can fail: each one fails for a catalog mutant with the bug it is meant to catch.
 
-Each case runs the one property in a fresh process with the mutant plugged in as the README says
+Each case runs the one property in a fresh process with the mutant plugged in as the docs say
 (`verifier check --model module:factory`, pytest underneath) and expects that property to fail.
 """
 

@@ -182,7 +182,7 @@ def render_listing(entries: list[dict[str, Any]]) -> str:
 
 
 def markdown_listing() -> str:
-    """`--list` as the Markdown table README.md shows (a test checks the two are the same)."""
+    """`--list` as the Markdown table docs/how-to/inspect.md shows (a test checks the two are the same)."""
     lines = ["| model | type | layers | d_model | total (learned parameters) | source |", "|---|---|--:|--:|--:|---|"]
     for e in _listing():
         total = f"{e['total']:,}" + (f" ({e['active']:,} active)" if "active" in e else "")

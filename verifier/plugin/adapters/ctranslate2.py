@@ -26,10 +26,10 @@ Two models: `ctranslate2` (float32, precision class float32) and `ctranslate2-in
 int8_float32: int8 weights, one float32 scale per output row, and each matrix product's input rows
 quantized to int8 as it runs; float32 elsewhere). The int8 model declares the Q8_0 class with groups
 as long as a row (`precision.q8_0(group_size=..., float16_scales=False)`): CTranslate2 quantizes
-each weight row and each input row as a whole, with scale max |x| / 127 in float32 (README: what it
+each weight row and each input row as a whole, with scale max |x| / 127 in float32 (docs/how-to/engines.md: what it
 measures against it and against float32).
 
-Which families CTranslate2 4.8.5 converts, and what it computes for them (README, tests/ctranslate2):
+Which families CTranslate2 4.8.5 converts, and what it computes for them (docs/how-to/engines.md, tests/ctranslate2):
 GPT-2, Llama, Mistral, Qwen2, Qwen3, Gemma and Gemma 2 convert; its converter has no loader for
 Mixtral, Qwen2-MoE or GLM, and its Phi-3 loader fails under transformers 5 (it reads
 `rope_scaling["type"]`, which transformers 5 names "rope_type"): `build` raises `Unsupported` with the

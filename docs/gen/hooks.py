@@ -1,0 +1,30 @@
+"""mkdocs hooks: the pages generated from the code when the site is built (never committed as Markdown,
+so they cannot go stale): the command-line reference, the property catalog, and benchmarks/RESULTS.md
+(the measurements' data, kept where the benchmarks write it) as a page of the site."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent))  # mkdocs loads this file alone; the generators are beside it
+
+import cli_reference
+import property_catalog
+from mkdocs.structure.files import File, Files
+
+
+def generated_pages() -> dict[str, str]:
+    """{path in the site's docs: Markdown} of every generated page."""
+    return {
+        "reference/cli.md": cli_reference.render(),
+        "reference/properties.md": property_catalog.render(),
+        "benchmarks/results.md": property_catalog.RESULTS.read_text(encoding="utf-8"),
+    }
+
+
+def on_files(files: Files, config: Any) -> Files:
+    for path, text in generated_pages().items():
+        files.append(File.generated(config, path, content=text))
+    return files
