@@ -17,6 +17,7 @@ from tests.engines import assert_sequence_and_batch_agree
 from tests.meta.suite_runs import run_suite
 from verifier.model.presets import preset
 from verifier.model.weights import init_weights
+from verifier.plugin.interface import declared_constraints
 from verifier.properties.oracle import Oracle
 
 GPT2 = preset("gpt2").replace(vocab_size=100, n_ctx=24, d_model=32, n_layers=2, n_heads=4, n_kv_heads=4, d_ff=128)
@@ -46,6 +47,27 @@ def test_decode_continues_its_own_kv_cache(config) -> None:  # type: ignore[no-u
     again, _ = model.decode(TOKENS[9:], cache)  # the cache is not consumed
     assert expected.compare(np.concatenate([first, rest])).ok
     np.testing.assert_array_equal(again, rest)
+
+
+@pytest.mark.slow  # an ONNX export each (4 to 25 s here)
+def test_a_model_of_one_position_decodes() -> None:
+    """n_ctx 1, the suite's smallest draw: the export for generation traced a 1-token prompt, so its
+    graph took KV caches of exactly 1 position and refused the first chunk's empty one (InvalidArgument:
+    "Got invalid dimensions for input: input.cache.layers.0.values ... Got: 0 Expected: 1")."""
+    model, oracle = built(LLAMA.replace(n_ctx=1))
+    logits, _ = model.decode(TOKENS[:1])
+    assert oracle.logits(TOKENS[:1]).compare(logits).ok
+
+
+def test_moe_widths_are_drawn_in_fours() -> None:
+    """transformers' grouped_mm experts, which the export needs, stop a Mixtral of d_model 2 in torch
+    ("strides should be multiple of 16 bytes"): such configs are not drawn, and d_model 8 is."""
+    shapes = declared_constraints(onnxruntime.build)
+    assert shapes is not None
+    mixtral = LLAMA.replace(family="mixtral", n_experts=4, top_k=2, norm_topk=True)
+    assert all(shape.refusal(mixtral.replace(d_model=2, n_heads=1, n_kv_heads=1)) for shape in shapes)
+    assert any(shape.refusal(mixtral.replace(d_model=8, n_heads=2, n_kv_heads=1)) is None for shape in shapes)
+    assert any(shape.refusal(LLAMA.replace(d_model=2, n_heads=1, n_kv_heads=1)) is None for shape in shapes)
 
 
 @pytest.mark.slow  # an ONNX export each (4 to 25 s here)

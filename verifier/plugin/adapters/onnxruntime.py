@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from verifier import extra
-from verifier.model.config import FAMILIES, ModelConfig
+from verifier.model.config import FAMILIES, MOE_FAMILIES, ModelConfig
 from verifier.model.weights import Weights
 from verifier.plugin.adapters.built_once import BuiltOnce
 from verifier.plugin.adapters.hf_transformers import TransformersModel
@@ -107,12 +107,14 @@ class OnnxRuntimeModel:
         self._decoder: Any = None
         self._decoder_inputs: set[str] = set()
 
-    def _sample(self, batch: int) -> Any:
-        """Sample input_ids [batch, T] to trace with. T is 2 where n_ctx allows: torch.export
-        specialises a dimension of size 1, which would fix every sequence at one token."""
+    def _sample(self, batch: int, *, past_n_ctx: bool = False) -> Any:
+        """Sample input_ids [batch, 2] to trace with: torch.export specialises a dimension of size 0 or
+        1, which would fix every sequence (or every KV cache) at that length. Only 1 token where
+        n_ctx is 1, unless `past_n_ctx`: a RoPE model runs past n_ctx, and the export for generation
+        must see a cache longer than 1 (with a 1-token prompt, its graph took only caches of 1)."""
         import torch
 
-        return torch.zeros((batch, min(2, self.config.n_ctx)), dtype=torch.int64)
+        return torch.zeros((batch, 2 if past_n_ctx else min(2, self.config.n_ctx)), dtype=torch.int64)
 
     def _export(self, name: str, export: Callable[[Any, Any], Any]) -> Path:
         """Export with `export(exporter, config)` (dynamic shapes) into its own directory; the path of
@@ -178,7 +180,7 @@ class OnnxRuntimeModel:
         """The decode graph's session, exported at the first call (an export takes seconds)."""
         if self._decoder is None:
             path = self._export("decode", lambda exporter, onnx_config: exporter.export_for_generation(
-                self._torch_model, {"input_ids": self._sample(1), **_GENERATE}, onnx_config,
+                self._torch_model, {"input_ids": self._sample(1, past_n_ctx=True), **_GENERATE}, onnx_config,
                 multi_token_decode=True))  # fmt: skip
             self._decoder = self._open(path)
             self._decoder_inputs = {spec.name for spec in self._decoder.get_inputs()}
@@ -189,8 +191,15 @@ class OnnxRuntimeModel:
 # decode too (tests/onnxruntime: one config of each with every switch on, and the suite's logits
 # property over its pinned and drawn cases). What it lacks is a capability, not a config: no `trace`
 # (the graph's intermediate values are not outputs), no `attention_mask` (the exported graph takes
-# input_ids only), no `decode` for a GPT-2 of n_ctx < 4 (above).
-SHAPES = Constraints(families=FAMILIES)
+# input_ids only), no `decode` for a GPT-2 of n_ctx < 4 (above). What it cannot run is the MoE
+# families' widths that are not in fours (below).
+# The MoE families' widths in fours: transformers' default experts (grouped_mm, which the export needs:
+# above) call torch's grouped matrix product, which requires 16-byte strides ("strides should be
+# multiple of 16 bytes" on a Mixtral of d_model 2, in `generate`, before any export).
+SHAPES = (
+    Constraints(families=tuple(f for f in FAMILIES if f not in MOE_FAMILIES)),
+    Constraints(families=MOE_FAMILIES, block=4),
+)
 
 
 # An export takes seconds (4 to 25 here): each config and weights is exported once.
