@@ -437,21 +437,18 @@ def _component(name: str) -> Check:
     return check
 
 
-def _formula_arithmetic(inputs: Inputs, stated: tuple[Figure, Figure]) -> Evidence:
-    exact = (evaluate("50000 * 768"), evaluate(LAYER_FORMULA))
+def _formula_arithmetic(inputs: Inputs, stated: tuple[Figure, Figure, Figure]) -> Evidence:
+    """The article's one equation, 50000 * 768 + (one layer) * 12 = 38.4M + (7.08M) x 12 = 124M: its parts
+    and its result, in one row (one line of the article states them all)."""
+    exact = (evaluate("50000 * 768"), evaluate(LAYER_FORMULA), evaluate(GPT2_FORMULA))
     match = worst([compare_figure(s, e) for s, e in zip(stated, exact, strict=True)])
-    why = because(*(off(s, e) for s, e in zip(stated, exact, strict=True)))
-    return Evidence(f"{exact[0]:,}, {exact[1]:,}", match, why, "the article's arithmetic", arithmetic_only=True)
-
-
-def _formula_value(inputs: Inputs, stated: Figure) -> Evidence:
-    exact = evaluate(GPT2_FORMULA)
     _, total, _ = _counts(inputs)
     why = because(
-        off(stated, exact),
+        *(off(s, e) for s, e in zip(stated, exact, strict=True)),
         f"GPT-2's real total is {total:,}, which the formula does not reach (it leaves parameters out: next row)",
     )
-    return Evidence(f"{exact:,}", compare_figure(stated, exact), why, "the article's arithmetic", arithmetic_only=True)
+    shown = ", ".join(f"{e:,}" for e in exact)
+    return Evidence(shown, match, why, "the article's arithmetic", arithmetic_only=True)
 
 
 def _formula_count(inputs: Inputs, stated: str) -> Evidence:
@@ -985,19 +982,16 @@ CLAIMS = (
     ),
     Claim(
         "gpt2-formula-arithmetic",
-        "the formula's parts: 50000 * 768 = 38.4M, one layer = 7.08M",
-        (at("en", 114, "= 38.4M + (7.08M) × 12"), at("zh", 112, "= 38.4M + (7.08M) × 12")),
-        (figure("38.4M"), figure("7.08M")),
-        "38.4M, 7.08M",
+        "the formula's arithmetic: 50000 * 768 = 38.4M, one layer = 7.08M, in all = 124M",
+        (
+            at("en", 112, GPT2_FORMULA),
+            at("en", 114, "= 38.4M + (7.08M) × 12 = 124M"),
+            at("zh", 110, GPT2_FORMULA),
+            at("zh", 112, "= 38.4M + (7.08M) × 12 = 124M"),
+        ),
+        (figure("38.4M"), figure("7.08M"), figure("124M")),
+        "38.4M, 7.08M, 124M",
         _formula_arithmetic,
-    ),
-    Claim(
-        "gpt2-formula-value",
-        "the formula's value: = 124M",
-        (at("en", 112, GPT2_FORMULA), at("en", 114, "= 124M"), at("zh", 110, GPT2_FORMULA), at("zh", 112, "= 124M")),
-        figure("124M"),
-        "124M",
-        _formula_value,
     ),
     Claim(
         "gpt2-formula-count",
@@ -1104,10 +1098,12 @@ CLAIMS = (
         "gpt2-padding-harmless",
         "padding to the max length changes nothing for the real positions",
         (
-            at("en", 139, "pads to the max length, 1024"),
-            at("zh", 136, "padding到最大长度1024"),
-            at("vg", 21, "We pad (appending 0s) it to length 1024"),
-            at("vg.md", 49, "We pad (appending 0s) it to length 1024"),
+            # Implied by padding to the max length; the words that say generation pads are the
+            # generation-pads row's, which finds it does not.
+            at("en", 139, "to the max length, 1024"),
+            at("zh", 136, "到最大长度1024"),
+            at("vg", 21, "to length 1024"),
+            at("vg.md", 49, "to length 1024"),
         ),
         True,
         "padding is harmless (implied)",
@@ -1115,17 +1111,10 @@ CLAIMS = (
     ),
     Claim(
         "gpt2-padded-last-row",
-        "after padding to 1024, the last row gives the next token",
-        (
-            at("vg", 21, "which now becomes [1024, 768]"),
-            at("vg", 35, "Extract the last row: [768]"),
-            at("vg.md", 49, "which now becomes [1024, 768]"),
-            at("vg.md", 81, "Extract the last row: [768]"),
-            at("en", 105, "We extract the last row: [768]"),
-            at("en", 139, "pads to the max length, 1024"),
-            at("zh", 103, "取最后一行得到[768]"),
-            at("zh", 136, "padding到最大长度1024"),
-        ),
+        "after padding to 1024, the last row of the [1024, 768] gives the next token",
+        # Only vg takes the last row of the padded [1024, 768]: en's last row (l.105) is the [5, 768]
+        # walk-through's, and en's note that generation pads (l.139) is the next row's claim.
+        (at("vg", 35, "Extract the last row: [768]"), at("vg.md", 81, "Extract the last row: [768]")),
         -1,
         "row 1023 of [1024, 768] (the last)",
         _padded_last_row,
@@ -1134,10 +1123,11 @@ CLAIMS = (
         "gpt2-generation-pads",
         "the actual generation process pads the input to the max length, 1024",
         (
-            at("en", 139, "the actual generation process pads to the max length, 1024"),
-            at("zh", 136, "真实的生成过程会padding到最大长度1024"),
-            at("vg", 21, "We pad (appending 0s) it to length 1024"),
-            at("vg.md", 49, "We pad (appending 0s) it to length 1024"),
+            # The words that say generation pads; the length padded to is the n-ctx row's.
+            at("en", 139, "the actual generation process pads"),
+            at("zh", 136, "真实的生成过程会padding"),
+            at("vg", 21, "We pad (appending 0s) it"),
+            at("vg.md", 49, "We pad (appending 0s) it"),
         ),
         1024,
         "a first input of 1024 positions",

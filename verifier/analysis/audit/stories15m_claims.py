@@ -175,8 +175,8 @@ def _table5_total(inputs: Inputs, stated: Figure) -> Evidence:
     rope = file.count("freq_cis_real") + file.count("freq_cis_imag")
     stored = file.stored_values
     why = (
-        f"{off(stated, learned)} learned parameters: the total counts the {rope:,} values of the fixed RoPE tables, "
-        f"which llama2.c's file stores ({stored:,} values in all)"
+        f"of the learned parameters, {off(stated, learned)}: the total counts the {rope:,} values of the fixed RoPE "
+        f"tables, which llama2.c's file stores ({stored:,} values in all)"
     )
     readings = (Reading("the values llama2.c's file stores", compare_figure(stated, stored)),)
     return Evidence(
