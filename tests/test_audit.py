@@ -718,3 +718,37 @@ def test_the_range_rows_judge_a_named_population_not_whatever_the_suite_knows(
     monkeypatch.setattr(stories15m_claims, "known_models", lambda: table, raising=False)  # an import by name
     for claim_id in ("stories15m-vocab-range", "stories15m-dim-range"):
         assert check(BY_ID[claim_id], inputs).why == rows[claim_id].why
+
+
+def test_select_keeps_the_rows_of_an_article_and_a_verdict_with_their_numbers(
+    audited: tuple[Inputs, dict[str, Row]],
+) -> None:
+    rows = list(audited[1].values())
+    every = audit.select(rows)
+    assert [n for n, _ in every] == list(range(1, len(rows) + 1))
+    ps = audit.select(rows, articles=["ps"])
+    assert ps and all(any(p.article == "ps" for p in r.places) for _, r in ps)
+    assert {r.group for _, r in ps} == {stories15m_claims.GROUP}  # no GPT-2 row cites the stories15M article
+    wrong_en = audit.select(rows, articles=["en", "zh"], verdicts=[WRONG])
+    assert {r.id for _, r in wrong_en} >= {"gpt2-token-ids", "gpt2-formula-arithmetic"}
+    assert all(r.verdict == WRONG and {p.article for p in r.places} & {"en", "zh"} for _, r in wrong_en)
+    n, row = wrong_en[0]
+    assert rows[n - 1] is row  # the number is the row's in the whole audit
+    text = audit.render(wrong_en)
+    assert f"\n{str(n).ljust(3)}  {row.claim[:20]}" in text
+    assert text.endswith(f"{len(wrong_en)} claims: 0 correct, 0 rounded, 0 misleading, {len(wrong_en)} wrong, "
+                         "0 not checkable, 0 skipped")  # fmt: skip
+
+
+def test_markdown_gives_a_table_row_per_claim(audited: tuple[Inputs, dict[str, Row]]) -> None:
+    rows = list(audited[1].values())
+    text = audit.markdown(rows)
+    table_rows = [line for line in text.splitlines() if re.match(r"\| \d+ \| ", line)]
+    assert len(table_rows) == len(rows)
+    # Every table row has its six cells: a '|' inside a cell is escaped.
+    assert all(len(re.split(r"(?<!\\)\|", line)) == 8 for line in table_rows)
+    assert f"## {gpt2_claims.GROUP}" in text and f"## {stories15m_claims.GROUP}" in text
+    assert text.endswith(summary_line(rows))
+    formula = next(line for line in table_rows if "the formula's arithmetic" in line)
+    assert formula.startswith(f"| {[r.id for r in rows].index('gpt2-formula-arithmetic') + 1} | ")
+    assert "| wrong |" in formula and "which rounds to 123M" in formula

@@ -68,3 +68,30 @@ def test_audit_table_at_1024(capsys) -> None:
     diff = float(re.search(r"its logits differ from the next token's by up to ([\d.]+)", flat).group(1))
     assert diff > 1  # a pad token's logits, not the next token's
     assert re.search(r"97 claims: \d+ correct, \d+ rounded, 7 misleading, 16 wrong, 2 not checkable, \d+ skipped$", out)
+
+
+def test_audit_filters_by_article_and_verdict_and_prints_markdown(capsys) -> None:
+    assert main(["audit", "--pad", "8", "--article", "ps", "--verdict", "wrong", "--verdict", "misleading",
+                 "--markdown"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    table_rows = [line for line in out.splitlines() if re.match(r"\| \d+ \| ", line)]
+    assert table_rows and all("(ps l." in line for line in table_rows)
+    assert {re.split(r"(?<!\\)\|", line)[5].strip() for line in table_rows} == {"wrong", "misleading"}
+    assert "## GPT-2 small" not in out  # no GPT-2 row cites the stories15M article
+    assert re.search(rf"{len(table_rows)} claims: 0 correct, 0 rounded, \d+ misleading, \d+ wrong, 0 not", out)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--article", "fr"], "argument --article: invalid choice: 'fr'"),
+        (["--verdict", "right"], "argument --verdict: invalid choice: 'right'"),
+        (["--json", "--markdown"], "argument --markdown: not allowed with argument --json"),
+    ],
+)
+def test_a_bad_filter_or_two_formats_is_a_usage_error(args: list[str], message: str, capsys) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        main(["audit", *args])
+    assert stopped.value.code == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    assert len(errors) == 1 and message in errors[0], errors

@@ -6,7 +6,7 @@ the value as stated and a check that reads the inputs (`inputs.Inputs`: seeded r
 reference, the real tokenizers, published configs, llama2.c's definition, transformers, trained
 weights where present). A translation or a repeat of one claim is one claim with several places.
 `audit` checks them all; `verdict.verdict` gives every row its verdict by one rule (`verdict.RULE`);
-`report` prints the table or JSON.
+`report` prints the table, Markdown or JSON, of every row or of those `select` picks (by article, by verdict).
 """
 
 from __future__ import annotations
@@ -16,9 +16,22 @@ from pathlib import Path
 from verifier.analysis.audit import gpt2_claims, stories15m_claims
 from verifier.analysis.audit.claim import Claim, Row, check
 from verifier.analysis.audit.inputs import AuditError, Inputs
-from verifier.analysis.audit.report import render, summary, to_json
+from verifier.analysis.audit.report import markdown, render, select, summary, to_json
 
-__all__ = ["CLAIMS", "AuditError", "Claim", "Inputs", "Row", "audit", "check", "render", "summary", "to_json"]
+__all__ = [
+    "CLAIMS",
+    "AuditError",
+    "Claim",
+    "Inputs",
+    "Row",
+    "audit",
+    "check",
+    "markdown",
+    "render",
+    "select",
+    "summary",
+    "to_json",
+]
 
 # (group, claim): every claim, in the order the rows are printed.
 CLAIMS: tuple[tuple[str, Claim], ...] = (

@@ -1,14 +1,15 @@
-"""The audit as a terminal table and as JSON.
+"""The audit as a terminal table, as Markdown and as JSON.
 
 The table names the articles first, then prints the rows group by group: number, claim with its
 places, as stated, exact, verdict, and under each row why and how it was checked; then the verdict
-rule, and last the summary line. Columns fit 110 characters.
+rule, and last the summary line. Columns fit 110 characters. A row keeps its number in the whole
+audit when only some rows are printed (`select`), so that a number names one claim.
 """
 
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -20,6 +21,23 @@ _WIDTHS = (3, 38, 24, 24, 13)  # n, claim, as stated, exact, verdict
 _HEADER = ("#", "claim (article line)", "as stated", "exact", "verdict")
 _INDENT = " " * (_WIDTHS[0] + 2)
 _TEXT_WIDTH = sum(_WIDTHS) + 2 * (len(_WIDTHS) - 1)
+
+
+def select(
+    rows: Sequence[Row], articles: Collection[str] = (), verdicts: Collection[str] = ()
+) -> list[tuple[int, Row]]:
+    """The rows (numbered as in the whole audit) with a place in one of `articles` and one of
+    `verdicts`; an empty collection selects every row."""
+    return [
+        (n, row)
+        for n, row in enumerate(rows, 1)
+        if (not articles or any(p.article in articles for p in row.places))
+        and (not verdicts or row.verdict in verdicts)
+    ]
+
+
+def _numbered(rows: Sequence[Row] | Sequence[tuple[int, Row]]) -> list[tuple[int, Row]]:
+    return [r if isinstance(r, tuple) else (n, r) for n, r in enumerate(rows, 1)]
 
 
 def summary(rows: Sequence[Row]) -> dict[str, int]:
@@ -49,36 +67,66 @@ def _cells(cells: Sequence[str]) -> list[str]:
     return lines
 
 
-def _details(row: Row) -> list[str]:
+def _explained(row: Row) -> str:
+    """Why, the other readings and how it was checked, as one paragraph."""
     text = row.why.rstrip(".") + "." if row.why else ""
     for reading in row.readings:
         holds = reading.match in (Match.EXACT, Match.ROUND)
         text += f" Read as {reading.reading}: {'holds' if holds else 'does not hold'}."
     label = "To check" if row.verdict in (NOT_CHECKABLE, SKIPPED) else "Checked"
     text += f" {label}: {row.how}" + (" (arithmetic only)." if row.arithmetic_only else ".")
-    return textwrap.wrap(text.strip(), _TEXT_WIDTH, initial_indent=_INDENT, subsequent_indent=_INDENT)
+    return text.strip()
 
 
-def render(rows: Sequence[Row]) -> str:
-    """The articles, then every row with its why and how, the summary and the verdict rule."""
+def render(rows: Sequence[Row] | Sequence[tuple[int, Row]]) -> str:
+    """The articles, then every row (numbered, or given with its number) with its why and how, the
+    verdict rule and the summary."""
+    numbered = _numbered(rows)
     lines = articles_header()
     group = None
-    for n, row in enumerate(rows, 1):
+    for n, row in numbered:
         if row.group != group:
             group = row.group
             lines += ["", group, "", *_cells(_HEADER), "  ".join("-" * w for w in _WIDTHS)]
         lines += _cells((str(n), f"{row.claim} ({where(row.places)})", row.stated, row.exact, row.verdict))
-        lines += [*_details(row), ""]
-    arithmetic = sum(r.arithmetic_only for r in rows)
+        lines += [*textwrap.wrap(_explained(row), _TEXT_WIDTH, initial_indent=_INDENT, subsequent_indent=_INDENT), ""]
+    shown = [row for _, row in numbered]
+    arithmetic = sum(r.arithmetic_only for r in shown)
     lines += ["Verdicts:", *("  " + line for line in RULE.splitlines()), ""]
-    lines += [f"{arithmetic} rows check only the article's own arithmetic.", summary_line(rows)]
+    lines += [f"{arithmetic} rows check only the article's own arithmetic.", summary_line(shown)]
     return "\n".join(lines)
 
 
-def to_json(rows: Sequence[Row]) -> dict[str, Any]:
+def _cell(text: str) -> str:
+    """Text for a Markdown table cell: a '|' would end the cell."""
+    return text.replace("|", "\\|")
+
+
+def markdown(rows: Sequence[Row] | Sequence[tuple[int, Row]]) -> str:
+    """The audit as Markdown: the articles, a table per group with why and how, the rule and the summary."""
+    numbered = _numbered(rows)
+    lines = ["# The articles' claims", "", "| label | article | file |", "| --- | --- | --- |"]
+    lines += [f"| {a.label} | {_cell(a.title)} | {a.file}: {_cell(a.about)} |" for a in ARTICLES]
+    group = None
+    for n, row in numbered:
+        if row.group != group:
+            group = row.group
+            lines += ["", f"## {group}", "", "| # | claim | as stated | exact | verdict | why, how |"]
+            lines.append("| --- | --- | --- | --- | --- | --- |")
+        cells = (f"{row.claim} ({where(row.places)})", row.stated, row.exact, row.verdict, _explained(row))
+        lines.append(f"| {n} | " + " | ".join(_cell(c) for c in cells) + " |")
+    shown = [row for _, row in numbered]
+    lines += ["", "## Verdicts", "", "```", RULE, "```", ""]
+    lines += [f"{sum(r.arithmetic_only for r in shown)} rows check only the article's own arithmetic.", ""]
+    lines.append(summary_line(shown))
+    return "\n".join(lines)
+
+
+def to_json(rows: Sequence[Row] | Sequence[tuple[int, Row]]) -> dict[str, Any]:
     """Every field of every row, the articles, the summary and the rule."""
+    numbered = _numbered(rows)
     claims = []
-    for n, row in enumerate(rows, 1):
+    for n, row in numbered:
         data = asdict(row)
         data["n"] = n
         data["places"] = [
@@ -89,6 +137,6 @@ def to_json(rows: Sequence[Row]) -> dict[str, Any]:
     return {
         "articles": [asdict(a) for a in ARTICLES],
         "claims": claims,
-        "summary": summary(rows),
+        "summary": summary([row for _, row in numbered]),
         "rule": RULE,
     }
