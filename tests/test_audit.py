@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from verifier.analysis import audit
-from verifier.analysis.audit import CLAIMS, gpt2_claims, stories15m_claims
+from verifier.analysis.audit import CLAIMS, claims, gpt2_claims, stories15m_claims
 from verifier.analysis.audit.articles import ARTICLES, BY_LABEL, at, where
 from verifier.analysis.audit.claim import Row, check
 from verifier.analysis.audit.inputs import GPT2_TOKENS, STORIES15M_ENV, Inputs
@@ -51,6 +51,9 @@ from .audit_inventory import places as inventory_places
 
 PAD = 64  # the padded length of the shared audit run (1,024 is run by the CLI's slow test)
 BY_ID = {claim.id: claim for _, claim in CLAIMS}
+# The rows of the stories15M article's Table 5, one per tensor (the classifier's and the total's are apart).
+_TABLE5_IDS = [k for k in BY_ID if k.startswith("stories15m-table5-") and k not in
+               ("stories15m-table5-weight-classifier", "stories15m-table5-total")]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -269,7 +272,7 @@ EXPECTED = {
     "stories15m-final-norm": CORRECT,
     "stories15m-shared-classifier": CORRECT,
     "stories15m-classifier": CORRECT,
-    **{f"stories15m-table5-{field.replace('_', '-')}": CORRECT for field in stories15m_claims.TABLE5},
+    **dict.fromkeys(_TABLE5_IDS, CORRECT),
     "stories15m-table5-weight-classifier": CORRECT,
     "stories15m-table5-total": MISLEADING,
     "stories15m-embedding-share": ROUNDED,
@@ -336,7 +339,6 @@ def _rotate_half(q: np.ndarray, fcr: np.ndarray, fci: np.ndarray) -> np.ndarray:
     return np.concatenate([a * fcr - b * fci, a * fci + b * fcr], axis=-1)
 
 
-_TABLE5_IDS = [f"stories15m-table5-{field.replace('_', '-')}" for field in stories15m_claims.TABLE5]
 GPT2_COUNT = (
     "50257 * 768 + 1024 * 768 + (768 * 2304 + 2304 + 768 * 768 + 768 + 768 * 3072 + 3072 + 3072 * 768 + 768 "
     "+ 4 * 768) * 12 + 2 * 768"
@@ -416,7 +418,7 @@ COUNTER: dict[str, list[tuple[Any, str]]] = {
     "stories15m-wo": [([(288, 768)], WRONG)],
     "stories15m-wo-projection": [(stages.layer_stage(0, "attn_norm"), WRONG)],
     "stories15m-residuals": [((stages.layer_stage(0, "attn_norm"), stages.layer_stage(0, "resid_attn")), WRONG)],
-    "stories15m-order": [(tuple(reversed(stories15m_claims._ORDER)), WRONG)],
+    "stories15m-order": [(tuple(reversed(BY_ID["stories15m-order"].stated)), WRONG)],
     "stories15m-ffn": [(_swiglu, CORRECT)],
     "stories15m-final-norm": [(stages.layer_stage(5, "resid_mlp"), MISLEADING)],
     "stories15m-shared-classifier": [(False, WRONG)],
@@ -728,7 +730,7 @@ def test_select_keeps_the_rows_of_an_article_and_a_verdict_with_their_numbers(
     assert [n for n, _ in every] == list(range(1, len(rows) + 1))
     ps = audit.select(rows, articles=["ps"])
     assert ps and all(any(p.article == "ps" for p in r.places) for _, r in ps)
-    assert {r.group for _, r in ps} == {stories15m_claims.GROUP}  # no GPT-2 row cites the stories15M article
+    assert {r.group for _, r in ps} == {audit.GROUPS["stories15m"]}  # no GPT-2 row cites the stories15M article
     wrong_en = audit.select(rows, articles=["en", "zh"], verdicts=[WRONG])
     assert {r.id for _, r in wrong_en} >= {"gpt2-token-ids", "gpt2-formula-arithmetic"}
     assert all(r.verdict == WRONG and {p.article for p in r.places} & {"en", "zh"} for _, r in wrong_en)
@@ -747,8 +749,81 @@ def test_markdown_gives_a_table_row_per_claim(audited: tuple[Inputs, dict[str, R
     assert len(table_rows) == len(rows)
     # Every table row has its six cells: a '|' inside a cell is escaped.
     assert all(len(re.split(r"(?<!\\)\|", line)) == 8 for line in table_rows)
-    assert f"## {gpt2_claims.GROUP}" in text and f"## {stories15m_claims.GROUP}" in text
+    assert all(f"## {title}" in text for title in audit.GROUPS.values())
     assert text.endswith(summary_line(rows))
     formula = next(line for line in table_rows if "the formula's arithmetic" in line)
     assert formula.startswith(f"| {[r.id for r in rows].index('gpt2-formula-arithmetic') + 1} | ")
     assert "| wrong |" in formula and "which rounds to 123M" in formula
+
+
+# ---- the claims file -----------------------------------------------------------------------------
+
+
+def test_loading_with_the_articles_finds_every_quote_on_its_line(seeds_dir: Path) -> None:
+    loaded = claims.load(seeds=seeds_dir)  # raises ClaimsError, naming the row, for a quote not on its line
+    assert [c.id for _, c in loaded.checked] == list(BY_ID)
+    assert {c.id for c in loaded.not_checked} == {c.id for c in audit.NOT_CHECKED}
+
+
+def test_every_claim_not_checked_says_why_and_is_listed(audited: tuple[Inputs, dict[str, Row]]) -> None:
+    assert len(audit.NOT_CHECKED) >= 5 and not {c.id for c in audit.NOT_CHECKED} & set(BY_ID)
+    assert all(c.why and c.places and c.group in audit.GROUPS.values() for c in audit.NOT_CHECKED)
+    rows = list(audited[1].values())
+    text = audit.render(rows, audit.NOT_CHECKED)
+    listed = " ".join(text.split("Not checked, on purpose:")[1].split("Verdicts:")[0].split())
+    assert all(f"{c.claim} ({where(c.places)}): {c.why}." in listed for c in audit.NOT_CHECKED)
+    assert max(len(line) for line in text.splitlines()) <= 110
+    assert [c["id"] for c in audit.to_json(rows, audit.NOT_CHECKED)["not_checked"]] == [c.id for c in audit.NOT_CHECKED]
+    assert "## Not checked, on purpose" in audit.markdown(rows, audit.NOT_CHECKED)
+
+
+_ROW = """[groups]
+g = "a group"
+
+[[claim]]
+id = "a-row"
+group = "g"
+claim = "d_model is 768"
+places = [{ article = "en", line = 26, quote = "768-dimensional vector" }]
+stated = { figure = "768" }
+shown = "768"
+check = "gpt2-config-value"
+arguments = { attr = "d_model", field = "n_embd" }
+"""
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ('check = "gpt2-config-value"', 'check = "gpt2-config"', "unknown checker 'gpt2-config'"),
+        ('shown = "768"\n', "", "missing shown"),
+        ('attr = "d_model"', 'atr = "d_model"', "arguments of gpt2-config-value: missing a required argument: 'attr'"),
+        ('field = "n_embd"', 'field = "n_embd", unit = "M"', "got an unexpected keyword argument 'unit'"),
+        ('article = "en"', 'article = "fr"', "unknown article 'fr'"),
+        ('group = "g"', 'group = "h"', "unknown group 'h'"),
+        ('{ figure = "768" }', '{ formula = "softmax" }', "unknown formula 'softmax'"),
+        ('shown = "768"', 'shown = "768"\nnot_checked = "why"', "unknown field(s) check, shown, stated"),
+        ('{ figure = "768" }', '{ figure = "768 MB" }', "not a figure: '768 MB'"),
+        ("line = 26", "line = 27", "en l.27 does not contain '768-dimensional vector'"),
+        ("line = 26, ", "", "a place is missing 'line'"),
+    ],
+)
+def test_a_bad_row_is_a_one_line_error_naming_it(
+    old: str, new: str, message: str, tmp_path: Path, seeds_dir: Path
+) -> None:
+    path = tmp_path / "claims.toml"
+    path.write_text(_ROW.replace(old, new, 1), encoding="utf-8")
+    with pytest.raises(claims.ClaimsError) as error:
+        claims.load(path, seeds=seeds_dir)
+    assert str(error.value).startswith(f"{path}: claim 'a-row': ") and message in str(error.value)
+    assert "\n" not in str(error.value)
+
+
+def test_a_good_row_loads_and_a_second_with_its_id_is_refused(tmp_path: Path, seeds_dir: Path) -> None:
+    path = tmp_path / "claims.toml"
+    path.write_text(_ROW, encoding="utf-8")
+    (title, claim), = claims.load(path, seeds=seeds_dir).checked  # fmt: skip
+    assert (title, claim.id, claim.stated) == ("a group", "a-row", figure("768"))
+    path.write_text(_ROW + _ROW.split("\n\n", 1)[1], encoding="utf-8")
+    with pytest.raises(claims.ClaimsError, match="claim 'a-row': a second row with this id"):
+        claims.load(path, seeds=seeds_dir)

@@ -29,6 +29,8 @@ def test_audit_json_names_the_articles_and_gives_every_field(capsys) -> None:
     padded = next(c for c in claims if c["id"] == "gpt2-padded-last-row")
     assert padded["verdict"] == "wrong" and "row 7 of the [8, 768] input is a padding position" in padded["why"]
     assert "audit: GPT-2 small with seeded weights" in captured.err  # progress goes to stderr
+    not_checked = {c["id"]: c for c in data["not_checked"]}  # listed, with why, and no verdict
+    assert not_checked["gpt2-best-for-breakdowns"]["why"] and not set(not_checked) & {c["id"] for c in claims}
 
 
 @pytest.mark.parametrize(
@@ -78,6 +80,7 @@ def test_audit_filters_by_article_and_verdict_and_prints_markdown(capsys) -> Non
     assert table_rows and all("(ps l." in line for line in table_rows)
     assert {re.split(r"(?<!\\)\|", line)[5].strip() for line in table_rows} == {"wrong", "misleading"}
     assert "## GPT-2 small" not in out  # no GPT-2 row cites the stories15M article
+    assert "Not checked" not in out  # the claims not checked have no verdict to select
     assert re.search(rf"{len(table_rows)} claims: 0 correct, 0 rounded, \d+ misleading, \d+ wrong, 0 not", out)
 
 

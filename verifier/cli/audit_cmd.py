@@ -76,8 +76,14 @@ def run(args: argparse.Namespace) -> int:
     )
     inputs.load_named()
     rows = audit.select(audit.audit(inputs), args.article, args.verdict)
+    # The claims not checked have no verdict: a --verdict filter leaves them out.
+    not_checked = [
+        c
+        for c in audit.NOT_CHECKED
+        if not args.verdict and (not args.article or {p.article for p in c.places} & set(args.article))
+    ]
     if args.json:
-        print(json.dumps(audit.to_json(rows), indent=2, ensure_ascii=False))
+        print(json.dumps(audit.to_json(rows, not_checked), indent=2, ensure_ascii=False))
     else:
-        print(audit.markdown(rows) if args.markdown else audit.render(rows))
+        print(audit.markdown(rows, not_checked) if args.markdown else audit.render(rows, not_checked))
     return 0

@@ -2,7 +2,8 @@
 
 The table names the articles first, then prints the rows group by group: number, claim with its
 places, as stated, exact, verdict, and under each row why and how it was checked; then the verdict
-rule, and last the summary line. Columns fit 110 characters. A row keeps its number in the whole
+rule, and last the summary line; the claims deliberately not checked, with why, come before the rule.
+Columns fit 110 characters. A row keeps its number in the whole
 audit when only some rows are printed (`select`), so that a number names one claim.
 """
 
@@ -15,6 +16,7 @@ from typing import Any
 
 from verifier.analysis.audit.articles import ARTICLES, BY_LABEL, where
 from verifier.analysis.audit.claim import Row
+from verifier.analysis.audit.claims import NotChecked
 from verifier.analysis.audit.verdict import NOT_CHECKABLE, RULE, SKIPPED, VERDICTS, Match
 
 _WIDTHS = (3, 38, 24, 24, 13)  # n, claim, as stated, exact, verdict
@@ -51,7 +53,7 @@ def summary_line(rows: Sequence[Row]) -> str:
 
 
 def articles_header() -> list[str]:
-    lines = ["Articles audited (their claims are encoded in verifier.analysis.audit; the files are not needed):"]
+    lines = ["Articles audited (their claims are rows of verifier/data/audit/claims.toml; the files are not needed):"]
     width = max(len(a.label) for a in ARTICLES) + 4
     for a in ARTICLES:
         lines += [f"  {a.label.ljust(width)}{a.title}", f"  {'':{width}}{a.file}: {a.about}"]
@@ -78,9 +80,9 @@ def _explained(row: Row) -> str:
     return text.strip()
 
 
-def render(rows: Sequence[Row] | Sequence[tuple[int, Row]]) -> str:
+def render(rows: Sequence[Row] | Sequence[tuple[int, Row]], not_checked: Sequence[NotChecked] = ()) -> str:
     """The articles, then every row (numbered, or given with its number) with its why and how, the
-    verdict rule and the summary."""
+    claims not checked, the verdict rule and the summary."""
     numbered = _numbered(rows)
     lines = articles_header()
     group = None
@@ -90,6 +92,12 @@ def render(rows: Sequence[Row] | Sequence[tuple[int, Row]]) -> str:
             lines += ["", group, "", *_cells(_HEADER), "  ".join("-" * w for w in _WIDTHS)]
         lines += _cells((str(n), f"{row.claim} ({where(row.places)})", row.stated, row.exact, row.verdict))
         lines += [*textwrap.wrap(_explained(row), _TEXT_WIDTH, initial_indent=_INDENT, subsequent_indent=_INDENT), ""]
+    if not_checked:
+        lines += ["Not checked, on purpose:", ""]
+        for item in not_checked:
+            text = f"{item.claim} ({where(item.places)}): {item.why}."
+            lines += textwrap.wrap(text, _TEXT_WIDTH, initial_indent="  ", subsequent_indent="    ")
+        lines.append("")
     shown = [row for _, row in numbered]
     arithmetic = sum(r.arithmetic_only for r in shown)
     lines += ["Verdicts:", *("  " + line for line in RULE.splitlines()), ""]
@@ -102,8 +110,9 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def markdown(rows: Sequence[Row] | Sequence[tuple[int, Row]]) -> str:
-    """The audit as Markdown: the articles, a table per group with why and how, the rule and the summary."""
+def markdown(rows: Sequence[Row] | Sequence[tuple[int, Row]], not_checked: Sequence[NotChecked] = ()) -> str:
+    """The audit as Markdown: the articles, a table per group with why and how, the claims not checked,
+    the rule and the summary."""
     numbered = _numbered(rows)
     lines = ["# The articles' claims", "", "| label | article | file |", "| --- | --- | --- |"]
     lines += [f"| {a.label} | {_cell(a.title)} | {a.file}: {_cell(a.about)} |" for a in ARTICLES]
@@ -115,6 +124,9 @@ def markdown(rows: Sequence[Row] | Sequence[tuple[int, Row]]) -> str:
             lines.append("| --- | --- | --- | --- | --- | --- |")
         cells = (f"{row.claim} ({where(row.places)})", row.stated, row.exact, row.verdict, _explained(row))
         lines.append(f"| {n} | " + " | ".join(_cell(c) for c in cells) + " |")
+    if not_checked:
+        lines += ["", "## Not checked, on purpose", "", "| claim | why |", "| --- | --- |"]
+        lines += [f"| {_cell(f'{c.claim} ({where(c.places)})')} | {_cell(c.why)} |" for c in not_checked]
     shown = [row for _, row in numbered]
     lines += ["", "## Verdicts", "", "```", RULE, "```", ""]
     lines += [f"{sum(r.arithmetic_only for r in shown)} rows check only the article's own arithmetic.", ""]
@@ -122,8 +134,8 @@ def markdown(rows: Sequence[Row] | Sequence[tuple[int, Row]]) -> str:
     return "\n".join(lines)
 
 
-def to_json(rows: Sequence[Row] | Sequence[tuple[int, Row]]) -> dict[str, Any]:
-    """Every field of every row, the articles, the summary and the rule."""
+def to_json(rows: Sequence[Row] | Sequence[tuple[int, Row]], not_checked: Sequence[NotChecked] = ()) -> dict[str, Any]:
+    """Every field of every row, the claims not checked, the articles, the summary and the rule."""
     numbered = _numbered(rows)
     claims = []
     for n, row in numbered:
@@ -137,6 +149,7 @@ def to_json(rows: Sequence[Row] | Sequence[tuple[int, Row]]) -> dict[str, Any]:
     return {
         "articles": [asdict(a) for a in ARTICLES],
         "claims": claims,
+        "not_checked": [{**asdict(c), "places": [asdict(p) for p in c.places]} for c in not_checked],
         "summary": summary([row for _, row in numbered]),
         "rule": RULE,
     }
