@@ -20,7 +20,7 @@ import pytest
 
 from verifier.analysis import audit
 from verifier.analysis.audit import CLAIMS, claims, gpt2_claims, stories15m_claims
-from verifier.analysis.audit.articles import ARTICLES, BY_LABEL, at, where
+from verifier.analysis.audit.articles import ARTICLES, BY_LABEL, SEEDS_ENV, at, where
 from verifier.analysis.audit.claim import Row, check
 from verifier.analysis.audit.inputs import GPT2_TOKENS, STORIES15M_ENV, Inputs
 from verifier.analysis.audit.report import summary_line
@@ -817,6 +817,20 @@ def test_a_bad_row_is_a_one_line_error_naming_it(
         claims.load(path, seeds=seeds_dir)
     assert str(error.value).startswith(f"{path}: claim 'a-row': ") and message in str(error.value)
     assert "\n" not in str(error.value)
+
+
+def test_loading_checks_the_quotes_in_the_articles_directory_the_environment_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for article in ARTICLES:
+        (tmp_path / article.file).write_text("an article that says nothing the claims quote\n", encoding="utf-8")
+    monkeypatch.setenv(SEEDS_ENV, str(tmp_path))
+    with pytest.raises(
+        claims.ClaimsError, match=re.escape("claim 'gpt2-one-word-one-token': en l.14 does not contain")
+    ):
+        claims.load()
+    monkeypatch.delenv(SEEDS_ENV)
+    assert len(claims.load().checked) == len(BY_ID)  # without the articles the quotes are not read
 
 
 def test_a_good_row_loads_and_a_second_with_its_id_is_refused(tmp_path: Path, seeds_dir: Path) -> None:
