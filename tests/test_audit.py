@@ -777,6 +777,14 @@ def test_every_claim_not_checked_says_why_and_is_listed(audited: tuple[Inputs, d
     assert "## Not checked, on purpose" in audit.markdown(rows, audit.NOT_CHECKED)
 
 
+def test_no_line_is_both_checked_and_deliberately_not_checked() -> None:
+    checked = {(p.article, p.line) for claim in BY_ID.values() for p in claim.places}
+    both = [
+        f"{c.id}: {p.article} l.{p.line}" for c in audit.NOT_CHECKED for p in c.places if (p.article, p.line) in checked
+    ]
+    assert not both
+
+
 _ROW = """[groups]
 g = "a group"
 
