@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from verifier import extra
+from verifier.analysis.audit.articles import SEEDS_ENV
 from verifier.formats.data import DATA_DIR_ENV
 from verifier.formats.tokenizer import GPT2Tokenizer, Llama2cTokenizer, TokenizerNotFound, find_tokenizer
 
 _ABSENT = f"the real {{}} tokenizer is not available: {DATA_DIR_ENV} points where it is not"
-SEEDS_ENV = "VERIFIER_SEEDS_DIR"  # the source articles; only developers' checkouts have them
 
 
 @pytest.fixture(scope="session")

@@ -78,3 +78,10 @@ def test_parallel_runs_need_only_the_core() -> None:
 def test_the_suite_s_own_pytest_configuration_is_package_data() -> None:
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
     assert "pytest.ini" in data["verifier.report"] and (ROOT / "verifier" / "report" / "pytest.ini").is_file()
+
+
+def test_the_audit_s_claims_file_is_package_data() -> None:
+    # verifier audit reads its claims from this file at import: a wheel without it could not run.
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    claims = ROOT / "verifier" / "data" / "audit" / "claims.toml"
+    assert claims.is_file() and any(claims.relative_to(ROOT / "verifier").match(p) for p in data["verifier"])

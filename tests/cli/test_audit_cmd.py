@@ -23,12 +23,14 @@ def test_audit_json_names_the_articles_and_gives_every_field(capsys) -> None:
     data = json.loads(captured.out)
     assert [(a["title"], a["file"]) for a in data["articles"]] == [(a.title, a.file) for a in ARTICLES]
     claims = data["claims"]
-    assert len(claims) == 98 and [c["n"] for c in claims] == list(range(1, 99))
+    assert len(claims) == 97 and [c["n"] for c in claims] == list(range(1, 98))
     assert {c["verdict"] for c in claims} <= set(VERDICTS)
     assert all(c["places"] and c["how"] and c["stated"] for c in claims)
     padded = next(c for c in claims if c["id"] == "gpt2-padded-last-row")
     assert padded["verdict"] == "wrong" and "row 7 of the [8, 768] input is a padding position" in padded["why"]
     assert "audit: GPT-2 small with seeded weights" in captured.err  # progress goes to stderr
+    not_checked = {c["id"]: c for c in data["not_checked"]}  # listed, with why, and no verdict
+    assert not_checked["gpt2-best-for-breakdowns"]["why"] and not set(not_checked) & {c["id"] for c in claims}
 
 
 @pytest.mark.parametrize(
@@ -67,4 +69,32 @@ def test_audit_table_at_1024(capsys) -> None:
     assert "row 1023 of the [1024, 768] input is a padding position" in flat
     diff = float(re.search(r"its logits differ from the next token's by up to ([\d.]+)", flat).group(1))
     assert diff > 1  # a pad token's logits, not the next token's
-    assert re.search(r"98 claims: \d+ correct, \d+ rounded, 7 misleading, 14 wrong, 2 not checkable, \d+ skipped$", out)
+    assert re.search(r"97 claims: \d+ correct, \d+ rounded, 7 misleading, 16 wrong, 2 not checkable, \d+ skipped$", out)
+
+
+def test_audit_filters_by_article_and_verdict_and_prints_markdown(capsys) -> None:
+    assert main(["audit", "--pad", "8", "--article", "ps", "--verdict", "wrong", "--verdict", "misleading",
+                 "--markdown"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    table_rows = [line for line in out.splitlines() if re.match(r"\| \d+ \| ", line)]
+    assert table_rows and all("(ps l." in line for line in table_rows)
+    assert {re.split(r"(?<!\\)\|", line)[5].strip() for line in table_rows} == {"wrong", "misleading"}
+    assert "## GPT-2 small" not in out  # no GPT-2 row cites the stories15M article
+    assert "Not checked" not in out  # the claims not checked have no verdict to select
+    assert re.search(rf"{len(table_rows)} claims: 0 correct, 0 rounded, \d+ misleading, \d+ wrong, 0 not", out)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--article", "fr"], "argument --article: invalid choice: 'fr'"),
+        (["--verdict", "right"], "argument --verdict: invalid choice: 'right'"),
+        (["--json", "--markdown"], "argument --markdown: not allowed with argument --json"),
+    ],
+)
+def test_a_bad_filter_or_two_formats_is_a_usage_error(args: list[str], message: str, capsys) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        main(["audit", *args])
+    assert stopped.value.code == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    assert len(errors) == 1 and message in errors[0], errors

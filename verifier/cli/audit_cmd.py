@@ -8,7 +8,9 @@ import sys
 from typing import Any
 
 from verifier.analysis import audit
+from verifier.analysis.audit.articles import BY_LABEL
 from verifier.analysis.audit.inputs import STORIES15M_ENV, STORIES15M_HF
+from verifier.analysis.audit.verdict import VERDICTS
 from verifier.cli import arguments
 from verifier.formats.data import DATA_DIR_ENV
 
@@ -43,7 +45,23 @@ def add_parser(subparsers: Any) -> None:
         help=f"llama2.c's trained stories15M.bin; default: ${STORIES15M_ENV}, then {STORIES15M_HF[1]} of "
         f"{STORIES15M_HF[0]} from the Hugging Face cache if it is there (never downloaded)",
     )
-    p.add_argument("--json", action="store_true", help="print JSON (every field) instead of a table")
+    p.add_argument(
+        "--article",
+        action="append",
+        choices=list(BY_LABEL),
+        default=[],
+        help="only the claims made in this article (its label; repeat for several). Rows keep their numbers",
+    )
+    p.add_argument(
+        "--verdict",
+        action="append",
+        choices=VERDICTS,
+        default=[],
+        help="only the claims with this verdict (repeat for several; quote 'not checkable')",
+    )
+    output = p.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="print JSON (every field) instead of a table")
+    output.add_argument("--markdown", action="store_true", help="print Markdown tables instead of a terminal table")
     p.set_defaults(func=run)
 
 
@@ -57,6 +75,15 @@ def run(args: argparse.Namespace) -> int:
         progress=lambda message: print(f"audit: {message} ...", file=sys.stderr, flush=True),
     )
     inputs.load_named()
-    rows = audit.audit(inputs)
-    print(json.dumps(audit.to_json(rows), indent=2, ensure_ascii=False) if args.json else audit.render(rows))
+    rows = audit.select(audit.audit(inputs), args.article, args.verdict)
+    # The claims not checked have no verdict: a --verdict filter leaves them out.
+    not_checked = [
+        c
+        for c in audit.NOT_CHECKED
+        if not args.verdict and (not args.article or {p.article for p in c.places} & set(args.article))
+    ]
+    if args.json:
+        print(json.dumps(audit.to_json(rows, not_checked), indent=2, ensure_ascii=False))
+    else:
+        print(audit.markdown(rows, not_checked) if args.markdown else audit.render(rows, not_checked))
     return 0

@@ -2,13 +2,16 @@
 
 The articles are not shipped: each claim is encoded in the audit with short quotes and the line
 they are on (`Place`), so the audit runs anywhere. On a developer's machine the files are in
-`../shared/seeds/`; a test checks every quote against the line it names there.
+`../shared/seeds/`, or in the directory $VERIFIER_SEEDS_DIR names; a test checks every quote against
+the line it names there, and so does loading the claims when $VERIFIER_SEEDS_DIR is set.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+SEEDS_ENV = "VERIFIER_SEEDS_DIR"  # the directory of the article files, where a developer has them
 
 
 @dataclass(frozen=True)

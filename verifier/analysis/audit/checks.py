@@ -39,6 +39,11 @@ def stage_shape(run: Run, op: str, T: int) -> Shape:
     return tuple(run.trace[stage].shape) if T == run.T else stages.stage_shapes(run.config, T)[stage]
 
 
+def merged_heads(shape: Shape) -> Shape:
+    """[n_heads, T, d_head] as one matrix, the heads side by side: [T, n_heads * d_head]."""
+    return (shape[1], shape[0] * shape[2])
+
+
 def shapes_check(shapes: Callable[[Run, int], Sequence[Shape]], run_of: RunOf, note: str = "") -> Check:
     """Stated shapes {T: (shape, ...)} against `shapes(run, T)`, for each T an article uses."""
 

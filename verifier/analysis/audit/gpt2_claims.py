@@ -1,5 +1,6 @@
-"""The claims of the GPT-2 articles: "Life of a Tensor" (en, and its Chinese version zh) and
-"Visualize Generation in LLM" (vg, as text and as Markdown), about GPT-2 small.
+"""The checks of the GPT-2 articles' claims: "Life of a Tensor" (en, and its Chinese version zh) and
+"Visualize Generation in LLM" (vg, as text and as Markdown), about GPT-2 small. The claims are rows of
+`verifier/data/audit/claims.toml`, which name these checks by the names `checkers.CHECKERS` gives them.
 
 Sizes are checked against GPT-2's published config.json and the canonical weight shapes it gives,
 flows and shapes against the NumPy reference with seeded weights, tokens against GPT-2's real
@@ -14,19 +15,14 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from verifier.analysis.audit.articles import at
 from verifier.analysis.audit.checks import (
     Shape,
     describe_run,
-    embedding_rows,
-    head_split,
-    mapped_back,
-    shapes_check,
     stage_shape,
     with_reason,
 )
-from verifier.analysis.audit.claim import Check, Claim
-from verifier.analysis.audit.inputs import CAPITAL_TEXT, GPT2_TOKENS, PARIS, Inputs, Run
+from verifier.analysis.audit.claim import Check
+from verifier.analysis.audit.inputs import CAPITAL_TEXT, GPT2_TOKENS, Inputs, Run
 from verifier.analysis.audit.verdict import (
     Evidence,
     Figure,
@@ -37,7 +33,6 @@ from verifier.analysis.audit.verdict import (
     compare_dims,
     compare_equal,
     compare_figure,
-    figure,
     off,
     shape_text,
     worst,
@@ -49,7 +44,6 @@ from verifier.model.weights import weight_shapes
 from verifier.reference import NumpyModel
 from verifier.reference import layers as L
 
-GROUP = "GPT-2 small, in 'Life of a Tensor' (en, zh) and 'Visualize Generation in LLM' (vg, vg.md)"
 GPT2_FORMULA = "50000 * 768 + (768 * 768 * 3 + 768 * 768 + 768 * 3072 * 2) * 12"
 LAYER_FORMULA = "768 * 768 * 3 + 768 * 768 + 768 * 3072 * 2"
 HOW_TOKENIZER = "GPT-2's tokenizer"
@@ -69,7 +63,7 @@ def evaluate(expression: str) -> int:
     return value(ast.parse(expression, mode="eval").body)
 
 
-def _gpt2(inputs: Inputs) -> Run:
+def gpt2_run(inputs: Inputs) -> Run:
     return inputs.gpt2
 
 
@@ -86,7 +80,7 @@ def _published(inputs: Inputs) -> tuple[ModelConfig, str]:
 # ---- tokens ----------------------------------------------------------------------------------
 
 
-def _pieces(inputs: Inputs, stated: Sequence[str]) -> Evidence:
+def pieces(inputs: Inputs, stated: Sequence[str]) -> Evidence:
     tokenizer = inputs.gpt2_tokenizer
     if isinstance(tokenizer, str):
         return Evidence("", Match.NEEDS_INPUT, tokenizer, HOW_TOKENIZER)
@@ -96,7 +90,7 @@ def _pieces(inputs: Inputs, stated: Sequence[str]) -> Evidence:
     return Evidence(repr(pieces), match, why, f"{HOW_TOKENIZER} at {tokenizer.source}")
 
 
-def _token_ids(inputs: Inputs, stated: Sequence[int]) -> Evidence:
+def token_ids(inputs: Inputs, stated: Sequence[int]) -> Evidence:
     tokenizer = inputs.gpt2_tokenizer
     if isinstance(tokenizer, str):
         return Evidence("", Match.NEEDS_INPUT, tokenizer, HOW_TOKENIZER)
@@ -108,7 +102,7 @@ def _token_ids(inputs: Inputs, stated: Sequence[int]) -> Evidence:
     return Evidence(str(exact), compare_equal(stated, exact), why, f"{HOW_TOKENIZER} at {tokenizer.source}")
 
 
-def _input_shape(inputs: Inputs, stated: Shape) -> Evidence:
+def input_shape(inputs: Inputs, stated: Shape) -> Evidence:
     tokenizer = inputs.gpt2_tokenizer
     if isinstance(tokenizer, str):
         return Evidence("", Match.NEEDS_INPUT, tokenizer, HOW_TOKENIZER)
@@ -120,7 +114,7 @@ def _input_shape(inputs: Inputs, stated: Shape) -> Evidence:
 # ---- sizes from the published config ------------------------------------------------------------
 
 
-def _config_value(attr: str, field: str) -> Check:
+def config_value(attr: str, field: str) -> Check:
     def check(inputs: Inputs, stated: Figure) -> Evidence:
         config, how = _published(inputs)
         exact = getattr(config, attr)
@@ -132,7 +126,7 @@ def _config_value(attr: str, field: str) -> Check:
     return check
 
 
-def _heads(inputs: Inputs, stated: tuple[int, int, int]) -> Evidence:
+def heads(inputs: Inputs, stated: tuple[int, int, int]) -> Evidence:
     config, how = _published(inputs)
     exact = (config.n_heads, config.d_head, config.n_heads * config.d_head)
     why = (
@@ -141,7 +135,7 @@ def _heads(inputs: Inputs, stated: tuple[int, int, int]) -> Evidence:
     return Evidence(f"{exact[0]} * {exact[1]} = {exact[2]}", compare_equal(tuple(stated), exact), why, how)
 
 
-def _layers(inputs: Inputs, stated: tuple[int, tuple[str, str]]) -> Evidence:
+def layers(inputs: Inputs, stated: tuple[int, tuple[str, str]]) -> Evidence:
     config, how = _published(inputs)
     run = inputs.gpt2
     order = list(run.trace)
@@ -184,7 +178,7 @@ def _weight_shape(names: Sequence[str], split: Mapping[str, int] | None = None) 
     return check
 
 
-def _qkv_weights(inputs: Inputs, stated: Sequence[Sequence[int]]) -> Evidence:
+def qkv_weights(inputs: Inputs, stated: Sequence[Sequence[int]]) -> Evidence:
     config, how = _published(inputs)
     fused = weight_shapes(config)["transformer.h.0.attn.c_attn.weight"]  # [d_model, 3 d_model]
     matrix = (fused[0], fused[1] // 3)
@@ -194,7 +188,7 @@ def _qkv_weights(inputs: Inputs, stated: Sequence[Sequence[int]]) -> Evidence:
     return Evidence(" = ".join(map(shape_text, exact)) + f" x {config.n_heads}", match, why, f"weight shapes of {how}")
 
 
-def _mlp_weights(inputs: Inputs, stated: tuple[Shape, Shape, int]) -> Evidence:
+def mlp_weights(inputs: Inputs, stated: tuple[Shape, Shape, int]) -> Evidence:
     config, how = _published(inputs)
     shapes = weight_shapes(config)
     up, down = shapes["transformer.h.0.mlp.c_fc.weight"], shapes["transformer.h.0.mlp.c_proj.weight"]
@@ -204,14 +198,14 @@ def _mlp_weights(inputs: Inputs, stated: tuple[Shape, Shape, int]) -> Evidence:
     return Evidence(f"{shape_text(up)}, {shape_text(down)}, {exact[2]}x", match, why, f"weight shapes of {how}")
 
 
-def _table_shape(inputs: Inputs, stated: Sequence[int | Figure]) -> Evidence:
+def table_shape(inputs: Inputs, stated: Sequence[int | Figure]) -> Evidence:
     config, how = _published(inputs)
     exact = weight_shapes(config)["transformer.wte.weight"]
     why = because(f"wte.weight {shape_text(exact)}", off(stated[0], exact[0]) if isinstance(stated[0], Figure) else "")
     return Evidence(shape_text(exact), compare_dims(stated, exact), why, f"weight shapes of {how}")
 
 
-def _tied(inputs: Inputs, stated: bool) -> Evidence:
+def tied(inputs: Inputs, stated: bool) -> Evidence:
     config, how = _published(inputs)
     why = (
         "lm_head is tied to wte (tie_word_embeddings, transformers' default for GPT-2): "
@@ -228,11 +222,7 @@ def _per_head(shape: Shape) -> Shape:
     return shape[1:]
 
 
-def _merged(shape: Shape) -> Shape:
-    return (shape[1], shape[0] * shape[2])
-
-
-def _one_head(run: Run, T: int) -> list[Shape]:
+def one_head(run: Run, T: int) -> list[Shape]:
     c = run.config
     return [stage_shape(run, "attn_norm", T), (c.d_model, c.d_head), _per_head(stage_shape(run, "q", T))]
 
@@ -257,7 +247,7 @@ def _full_width_scores(run: Run) -> tuple[float, float]:
     return float(summed), float(min(np.abs(probs - h).max() for h in heads))
 
 
-def _attention(inputs: Inputs, stated: Mapping[int, Sequence[Shape]]) -> Evidence:
+def attention(inputs: Inputs, stated: Mapping[int, Sequence[Shape]]) -> Evidence:
     run = inputs.gpt2
     c = run.config
     matches, one_head, shown = [], [], []
@@ -282,7 +272,7 @@ def attention_formula_as_stated(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> 
     return L.softmax(q @ k.T / np.sqrt(q.shape[-1])) @ v
 
 
-def _attention_formula(inputs: Inputs, stated: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]) -> Evidence:
+def attention_formula(inputs: Inputs, stated: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]) -> Evidence:
     """The stated formula on layer 0's full-width Q, K, V (as the articles apply it), and per head on
     each position with the positions up to it (the causal mask), against the attention GPT-2 computes."""
     run = inputs.gpt2
@@ -320,7 +310,7 @@ def _attention_formula(inputs: Inputs, stated: Callable[[np.ndarray, np.ndarray,
     return Evidence(exact, full, why, describe_run(run), readings)
 
 
-def _every_layer(inputs: Inputs, stated: Shape) -> Evidence:
+def every_layer(inputs: Inputs, stated: Shape) -> Evidence:
     run = inputs.gpt2
     shapes = {tuple(run.stage("resid_mlp", i).shape) for i in range(run.config.n_layers)}
     exact = shapes.pop() if len(shapes) == 1 else None
@@ -329,7 +319,7 @@ def _every_layer(inputs: Inputs, stated: Shape) -> Evidence:
     return Evidence(shape_text(exact) if exact else "shapes differ", match, why, describe_run(run))
 
 
-def _last_row(inputs: Inputs, stated: int) -> Evidence:
+def last_row(inputs: Inputs, stated: int) -> Evidence:
     run = inputs.gpt2
     next_logits = run.decoded.next_logits
     row = range(run.T)[stated]
@@ -344,7 +334,7 @@ def _last_row(inputs: Inputs, stated: int) -> Evidence:
 # ---- the padded input and generation -------------------------------------------------------------
 
 
-def _padding_harmless(inputs: Inputs, stated: bool) -> Evidence:
+def padding_harmless(inputs: Inputs, stated: bool) -> Evidence:
     p, run = inputs.padding, inputs.gpt2
     why = (
         f"padded with token {p.pad_token} to {p.length}: the {run.T} real positions' logits move by {p.max_diff:.2g} "
@@ -357,7 +347,7 @@ def _padding_harmless(inputs: Inputs, stated: bool) -> Evidence:
     )
 
 
-def _padded_last_row(inputs: Inputs, stated: int) -> Evidence:
+def padded_last_row(inputs: Inputs, stated: int) -> Evidence:
     p, run = inputs.padding, inputs.gpt2
     row = range(p.length)[stated]
     if row < run.T:  # a real position: the padding leaves it as it is
@@ -380,7 +370,7 @@ def _padded_last_row(inputs: Inputs, stated: int) -> Evidence:
     )
 
 
-def _generation(inputs: Inputs, stated: int) -> Evidence:
+def generation(inputs: Inputs, stated: int) -> Evidence:
     how = "transformers' GPT2LMHeadModel.generate (greedy, 3 new tokens), input_ids of each forward pass"
     missing = with_reason(inputs.transformers, how)
     if missing:
@@ -415,7 +405,7 @@ def _counts(inputs: Inputs) -> tuple[dict[str, int], int, str]:
     return {r.component: r.count for r in table.rows}, table.total, f"parameter formula of {how}"
 
 
-def _component(name: str) -> Check:
+def component(name: str) -> Check:
     """A breakdown line against the matrices it names in GPT-2's weights, every layer's; the row says
     what the articles' formula leaves out beside them (biases, the position embedding)."""
 
@@ -437,24 +427,21 @@ def _component(name: str) -> Check:
     return check
 
 
-def _formula_arithmetic(inputs: Inputs, stated: tuple[Figure, Figure]) -> Evidence:
-    exact = (evaluate("50000 * 768"), evaluate(LAYER_FORMULA))
+def formula_arithmetic(inputs: Inputs, stated: tuple[Figure, Figure, Figure]) -> Evidence:
+    """The article's one equation, 50000 * 768 + (one layer) * 12 = 38.4M + (7.08M) x 12 = 124M: its parts
+    and its result, in one row (one line of the article states them all)."""
+    exact = (evaluate("50000 * 768"), evaluate(LAYER_FORMULA), evaluate(GPT2_FORMULA))
     match = worst([compare_figure(s, e) for s, e in zip(stated, exact, strict=True)])
-    why = because(*(off(s, e) for s, e in zip(stated, exact, strict=True)))
-    return Evidence(f"{exact[0]:,}, {exact[1]:,}", match, why, "the article's arithmetic", arithmetic_only=True)
-
-
-def _formula_value(inputs: Inputs, stated: Figure) -> Evidence:
-    exact = evaluate(GPT2_FORMULA)
     _, total, _ = _counts(inputs)
     why = because(
-        off(stated, exact),
+        *(off(s, e) for s, e in zip(stated, exact, strict=True)),
         f"GPT-2's real total is {total:,}, which the formula does not reach (it leaves parameters out: next row)",
     )
-    return Evidence(f"{exact:,}", compare_figure(stated, exact), why, "the article's arithmetic", arithmetic_only=True)
+    shown = ", ".join(f"{e:,}" for e in exact)
+    return Evidence(shown, match, why, "the article's arithmetic", arithmetic_only=True)
 
 
-def _formula_count(inputs: Inputs, stated: str) -> Evidence:
+def formula_count(inputs: Inputs, stated: str) -> Evidence:
     config, _ = _published(inputs)
     rows, total, how = _counts(inputs)
     formula = evaluate(stated)
@@ -469,7 +456,7 @@ def _formula_count(inputs: Inputs, stated: str) -> Evidence:
     return Evidence(f"{total:,}", compare_equal(formula, total), why, how)
 
 
-def _total(inputs: Inputs, stated: Figure) -> Evidence:
+def total(inputs: Inputs, stated: Figure) -> Evidence:
     _, total, how = _counts(inputs)
     real = inputs.real_gpt2
     if not isinstance(real, str):
@@ -485,7 +472,7 @@ _PARTS = {
 }
 
 
-def _primarily(inputs: Inputs, stated: Sequence[str]) -> Evidence:
+def primarily(inputs: Inputs, stated: Sequence[str]) -> Evidence:
     rows, total, how = _counts(inputs)
     shares = {part: sum(rows[c] for c in _PARTS[part]) / total for part in _PARTS}
     held = sum(shares[p] for p in stated)
@@ -501,7 +488,7 @@ def _primarily(inputs: Inputs, stated: Sequence[str]) -> Evidence:
 # ---- trained weights -------------------------------------------------------------------------
 
 
-def _embedding_values(inputs: Inputs, stated: Mapping[str, Sequence[float]]) -> Evidence:
+def embedding_values(inputs: Inputs, stated: Mapping[str, Sequence[float]]) -> Evidence:
     real = inputs.real_gpt2
     if isinstance(real, str):
         return Evidence("", Match.NEEDS_WEIGHTS, real, "GPT-2's trained token embedding wte, rows of the real ids")
@@ -517,7 +504,7 @@ def _embedding_values(inputs: Inputs, stated: Mapping[str, Sequence[float]]) -> 
     )
 
 
-def _prediction(inputs: Inputs, stated: int) -> Evidence:
+def prediction(inputs: Inputs, stated: int) -> Evidence:
     real = inputs.real_gpt2
     if isinstance(real, str):
         return Evidence("", Match.NEEDS_WEIGHTS, real, "GPT-2's trained weights, greedy next token of the real ids")
@@ -538,609 +525,3 @@ def _prediction(inputs: Inputs, stated: int) -> Evidence:
         why,
         f"the NumPy reference, float32, with GPT-2's trained weights at {real.path}",
     )
-
-
-# ---- the claims ------------------------------------------------------------------------------
-
-_T5, _T1024 = 5, 1024
-# The first values of each word's row, as all four GPT-2 articles print them on five lines in a row.
-_EMBEDDING_QUOTES = ("[0.316, 0.524,", "[0.123, 0.234, 0.345", "[0.432, 0.543, 0.654", "[0.543, 0.654, 0.765",
-                     "[0.654, 0.765, 0.876")  # fmt: skip
-
-CLAIMS = (
-    Claim(
-        "gpt2-one-word-one-token",
-        "one word is one token: 'The capital of France is' is 5 tokens",
-        (
-            at("en", 14, "Assume one word equals one token."),
-            at("en", 18, "['The', 'capital', 'of', 'France', 'is']"),
-            at("zh", 15, "假设一个单词等于一个token"),
-            at("zh", 19, "['The', 'capital', 'of', 'France', 'is']"),
-            at("vg", 9, "Assume one word equals one token."),
-            at("vg", 11, "‘capital’, ‘of’, ‘France’, ‘is’"),
-            at("vg.md", 30, "Assume one word equals one token."),
-            at("vg.md", 34, "['The', 'capital', 'of', 'France', 'is']"),
-        ),
-        ("The", "capital", "of", "France", "is"),
-        "['The', 'capital', 'of', 'France', 'is']",
-        _pieces,
-    ),
-    Claim(
-        "gpt2-token-ids",
-        "the token ids of 'The capital of France is'",
-        (
-            at("en", 20, "[464, 3361, 295, 2238, 318]"),
-            at("zh", 21, "[464, 3361, 295, 2238, 318]"),
-            at("vg", 12, "[464, 3361, 295, 2238, 318]"),
-            at("vg.md", 36, "[464, 3361, 295, 2238, 318]"),
-        ),
-        (464, 3361, 295, 2238, 318),
-        "[464, 3361, 295, 2238, 318]",
-        _token_ids,
-    ),
-    Claim(
-        "gpt2-input-shape",
-        "the input is a sequence of length 5, a [1, 5] vector",
-        (
-            at("en", 22, "This forms a sequence of length 5."),
-            at("zh", 23, "长度为5的向量"),
-            at("vg", 13, "This forms a [1, 5] vector."),
-            at("vg.md", 38, "This forms a [1, 5] vector."),
-            at("en", 139, "the 5 is the sentence length"),
-            at("zh", 136, "注意这个5是句子长度"),
-        ),
-        (1, 5),
-        "[1, 5]",
-        _input_shape,
-    ),
-    Claim(
-        "gpt2-vocab",
-        "GPT-2's vocabulary size",
-        (at("en", 26, "GPT-2 has a vocabulary of 50,000 tokens"), at("zh", 27, "GPT-2采用 50000 词汇表")),
-        figure("50,000"),
-        "50,000",
-        _config_value("vocab_size", "vocab_size"),
-    ),
-    Claim(
-        "gpt2-d-model",
-        "each token is a 768-dimensional vector (d_model)",
-        (
-            at("en", 26, "768-dimensional vector"),
-            at("zh", 27, "768 维向量"),
-            at("zh", 138, "aka d_model"),
-            at("vg", 38, "d_model(768)"),
-            at("vg.md", 87, "d_model(768)"),
-        ),
-        figure("768"),
-        "768",
-        _config_value("d_model", "n_embd"),
-    ),
-    Claim(
-        "gpt2-embedding-table",
-        "the embedding table's size",
-        (
-            at("en", 28, "embedding table of size [50,000, 768]"),
-            at("en", 107, "embedding table [50,000, 768]"),
-            at("zh", 29, "[50000, 768]的表格"),
-            at("zh", 105, "[50000, 768]的表格"),
-            at("vg", 14, "embedding table of size [50,000, 768]"),
-            at("vg", 36, "embedding table [50,000, 768]"),
-            at("vg.md", 40, "embedding table of size [50,000, 768]"),
-            at("vg.md", 83, "embedding table [50,000, 768]"),
-        ),
-        (figure("50,000"), 768),
-        "[50,000, 768]",
-        _table_shape,
-    ),
-    Claim(
-        "gpt2-embedding-values",
-        "the embedding rows' values (The = [0.316, 0.524, ...], capital = [0.123, ...], ...)",
-        tuple(
-            at(article, first + i, quote)
-            for article, first in (("en", 31), ("zh", 32), ("vg", 15), ("vg.md", 41))
-            for i, quote in enumerate(_EMBEDDING_QUOTES)
-        ),
-        {
-            "The": (0.316, 0.524, 0.063, 0.481, 0.266),
-            "capital": (0.123, 0.234, 0.345, 0.456, 0.567),
-            "of": (0.432, 0.543, 0.654, 0.765, 0.876),
-            "France": (0.543, 0.654, 0.765, 0.876, 0.987),
-            "is": (0.654, 0.765, 0.876, 0.987, 0.098),
-        },
-        "The = [0.316, 0.524, 0.063, 0.481, 0.266, ...], ...",
-        _embedding_values,
-    ),
-    Claim(
-        "gpt2-embed-shape",
-        "the embedding gives a [5, 768] matrix ([1024, 768] padded)",
-        (
-            at("en", 37, "we obtain a [5, 768] matrix!"),
-            at("en", 130, "converts the sentence into a [5, 768] matrix"),
-            at("zh", 38, "[5, 768] 的矩阵"),
-            at("zh", 127, "转换为[5, 768]的向量"),
-            at("vg", 20, "we obtain a [5, 768] matrix!"),
-            at("vg", 21, "which now becomes [1024, 768]"),
-            at("vg.md", 47, "we obtain a [5, 768] matrix!"),
-            at("vg.md", 49, "which now becomes [1024, 768]"),
-        ),
-        {_T5: [(5, 768)], _T1024: [(1024, 768)]},
-        "[5, 768]; vg: [1024, 768]",
-        shapes_check(lambda run, T: [stage_shape(run, stages.EMBED, T)], _gpt2),
-    ),
-    Claim(
-        "gpt2-embed-is-table-rows",
-        "the [5, 768] matrix is the embedding table's rows of the 5 tokens",
-        (
-            at("en", 30, "Looking up the embedding table:"),
-            at("en", 37, "we obtain a [5, 768] matrix!"),
-            at("zh", 31, "根据这个表格"),
-            at("zh", 38, "[5, 768] 的矩阵"),
-            at("vg", 14, "enters an embedding table of size"),
-            at("vg", 20, "we obtain a [5, 768] matrix!"),
-            at("vg.md", 40, "enters an embedding table of size"),
-            at("vg.md", 47, "we obtain a [5, 768] matrix!"),
-        ),
-        ("token",),
-        "the token embedding's rows, nothing added",
-        embedding_rows(_gpt2),
-    ),
-    Claim(
-        "gpt2-n-heads",
-        "GPT-2's multi-head attention has 12 heads",
-        (at("en", 41, "Multi-Head Attention has 12 heads."), at("zh", 42, "head 数量 为 12"), at("zh", 140, "aka h")),
-        figure("12"),
-        "12",
-        _config_value("n_heads", "n_head"),
-    ),
-    Claim(
-        "gpt2-d-head",
-        "12 heads of 64: 12 * 64 = 768 (d_head 64)",
-        (
-            at("en", 44, "12 * 64 = 768"),
-            at("zh", 44, "12 * 64 = 768"),
-            at("vg", 38, "d_head(64)"),
-            at("vg.md", 87, "d_head(64)"),
-        ),
-        (12, 64, 768),
-        "12 * 64 = 768",
-        _heads,
-    ),
-    Claim(
-        "gpt2-head-split",
-        "[5, 768] == [5, 12, 64] == [5, 64] * 12: the heads split the 768 columns",
-        (
-            at("en", 46, "[5, 768] == [5, 12, 64] == [5, 64] * 12"),
-            at("zh", 46, "[5, 768] == [5, 12, 64] == [5, 64] * 12"),
-            at("en", 54, "We split one of the 768 into 12 heads"),
-            at("zh", 54, "拆成12个head"),
-        ),
-        (12, 64),
-        "12 heads of 64 columns",
-        head_split(_gpt2),
-    ),
-    Claim(
-        "gpt2-qkv-weights",
-        "Q, K, V are each [768, 768] = [768, 64] * 12",
-        (
-            at("en", 48, "Each is [768, 768]."),
-            at("en", 52, "[768, 768] == [768, 12 * 64]"),
-            at("en", 54, "each of which is [768, 64]"),
-            at("zh", 48, "每一个都是[768, 768]"),
-            at("zh", 52, "[768, 768] == [768, 12 * 64]"),
-            at("zh", 54, "每个头都是[768, 64]"),
-            at("vg", 23, "Each is [768, 64] * 12."),
-            at("vg.md", 55, "Each is [768, 64] * 12."),
-        ),
-        ((768, 768), (768, 64)),
-        "[768, 768] = [768, 64] x 12",
-        _qkv_weights,
-    ),
-    Claim(
-        "gpt2-one-head",
-        "one head: [5, 768] * [768, 64] = [5, 64] (vg: [1024, 768] * [768, 64] = [1024, 64])",
-        (
-            at("en", 56, "Q one head = [5, 768] * [768, 64] = [5, 64]"),
-            at("zh", 56, "= [5, 768] * [768, 64] = [5, 64]"),
-            at("vg", 24, "[1024, 768] * [768, 64] = [1024, 64]"),
-            at("vg.md", 57, "[1024, 768] * [768, 64] = [1024, 64]"),
-        ),
-        {_T5: [(5, 768), (768, 64), (5, 64)], _T1024: [(1024, 768), (768, 64), (1024, 64)]},
-        "[5, 768], [768, 64], [5, 64]; vg: [1024, ...]",
-        shapes_check(_one_head, _gpt2),
-    ),
-    Claim(
-        "gpt2-heads-joined",
-        "the 12 heads joined: [5, 64] + ... + [5, 64] = [5, 768] (vg: [1024, 768])",
-        (
-            at("en", 58, "[5, 64] + [5, 64] + ... + [5, 64] = [5, 12 * 64] = [5, 768]"),
-            at("zh", 58, "= [5, 12 * 64] = [5, 768]"),
-            at("vg", 25, "Q 12 heads = [1024, 64] + [1024, 64]"),
-            at("vg", 26, "= [1024, 64] * 12 = [1024, 768]"),
-            at("vg.md", 59, "Q 12 heads = [1024, 64] + [1024, 64]"),
-            at("vg.md", 61, "= [1024, 64] * 12 = [1024, 768]"),
-        ),
-        {_T5: [(5, 768)], _T1024: [(1024, 768)]},
-        "[5, 768]; vg: [1024, 768]",
-        shapes_check(
-            lambda run, T: [_merged(stage_shape(run, "q", T))],
-            _gpt2,
-            "12 heads of 64 concatenated (the '+' is a concatenation: a sum would stay [5, 64])",
-        ),
-    ),
-    Claim(
-        "gpt2-qkv-shapes",
-        "Q, K and V are each [5, 768]",
-        (
-            at("en", 58, "= [5, 768]"),
-            at("en", 60, "K and V are the same."),
-            at("en", 62, "K = [5, 768]"),
-            at("en", 64, "V = [5, 768]"),
-            at("en", 70, "Q = [5, 768]"),
-            at("en", 131, "all with shape [5, 768]"),
-            at("zh", 60, "K矩阵和V矩阵同理"),
-            at("zh", 62, "K = [5, 768]"),
-            at("zh", 64, "V = [5, 768]"),
-            at("zh", 70, "Q = [5, 768]"),
-            at("zh", 128, "Q, K, V 三个[5, 768]"),
-            at("vg", 27, "K and V are the same."),
-            at("vg.md", 63, "K and V are the same."),
-        ),
-        {_T5: [(5, 768), (5, 768), (5, 768)]},
-        "Q = [5, 768], K = [5, 768], V = [5, 768]",
-        shapes_check(
-            lambda run, T: [_merged(stage_shape(run, op, T)) for op in ("q", "k", "v")],
-            _gpt2,
-            "12 heads of [5, 64] each, joined",
-        ),
-    ),
-    Claim(
-        "gpt2-attention-shapes",
-        "K^T = [768, 5], QK^T = [5, 5], Softmax(QK^T/√d) = [5, 5] (vg: 1024)",
-        (
-            at("en", 72, "K^T = [768, 5]"),
-            at("en", 74, "QK^T = [5, 5]"),
-            at("en", 76, "Softmax(QK^T/√d) = [5, 5]"),
-            at("zh", 72, "K^T = [768, 5]"),
-            at("zh", 74, "QK^T = [5, 5]"),
-            at("zh", 76, "Softmax(QK^T/√d) = [5, 5]"),
-            at("vg", 28, "K^T = [768, 1024]"),
-            at("vg", 29, "QK^T = [1024, 1024]"),
-            at("vg", 30, "= [1024, 1024]"),
-            at("vg.md", 65, "K^T = [768, 1024]"),
-            at("vg.md", 67, "QK^T = [1024, 1024]"),
-            at("vg.md", 69, "= [1024, 1024]"),
-        ),
-        {_T5: [(768, 5), (5, 5), (5, 5)], _T1024: [(768, 1024), (1024, 1024), (1024, 1024)]},
-        "[768, 5], [5, 5], [5, 5]; vg: [768, 1024], [1024, 1024], [1024, 1024]",
-        _attention,
-    ),
-    Claim(
-        "gpt2-attention-output",
-        "Softmax(QK^T/√d) * V = [5, 768] (vg: Attn = [1024, 768])",
-        (
-            at("en", 78, "Softmax(QK^T/√d) * V = [5, 768]"),
-            at("en", 132, "* V gives a new [5, 768]"),
-            at("zh", 78, "Softmax(QK^T/√d) * V = [5, 768]"),
-            at("zh", 129, "* V 计算新的[5, 768]"),
-            at("vg", 31, "* V = [1024, 768]"),
-            at("vg.md", 71, "* V = [1024, 768]"),
-        ),
-        {_T5: [(5, 768)], _T1024: [(1024, 768)]},
-        "[5, 768]; vg: [1024, 768]",
-        shapes_check(lambda run, T: [stage_shape(run, "attn", T)], _gpt2, "the heads' outputs, joined"),
-    ),
-    Claim(
-        "gpt2-attention-formula",
-        "attention is Softmax(QK^T/√d) * V, on Q, K, V of [5, 768]",
-        (
-            at("en", 66, "Here's the most important attention formula:"),
-            at("en", 78, "Softmax(QK^T/√d) * V"),
-            at("en", 132, "Applying Softmax(QK^T / sqrt(d)) * V"),
-            at("zh", 66, "最重要的attention公式"),
-            at("zh", 78, "Softmax(QK^T/√d) * V"),
-            at("zh", 129, "通过 Softmax(QK^T / sqrt(d)) * V"),
-            at("vg", 31, "Attn = Softmax(QK^T/√d) * V"),
-            at("vg.md", 71, "Attn = Softmax(QK^T/"),
-        ),
-        attention_formula_as_stated,
-        "Softmax(Q K^T / sqrt(768)) V, Q, K, V [5, 768], no mask",
-        _attention_formula,
-    ),
-    Claim(
-        "gpt2-output-projection",
-        "the output projection is [768, 768] and keeps [5, 768]",
-        (
-            at("en", 80, "output projection matrix = [768, 768]"),
-            at("en", 88, "Attention output = [5, 768]"),
-            at("zh", 88, "Attention output = [5, 768]"),
-            at("en", 82, "= [5, 768] * [768, 768] = [5, 768]"),
-            at("en", 84, "This is still [5, 768]."),
-            at("zh", 80, "Output Projection matrix = [768, 768]"),
-            at("zh", 82, "= [5, 768] * [768, 768] = [5, 768]"),
-            at("zh", 84, "最终还是[5, 768]"),
-        ),
-        {_T5: [(768, 768), (5, 768)]},
-        "[768, 768]; [5, 768] -> [5, 768]",
-        shapes_check(
-            lambda run, T: [tuple(run.weight("attn.c_proj.weight").shape), stage_shape(run, "attn_out", T)], _gpt2
-        ),
-    ),
-    Claim(
-        "gpt2-mlp-weights",
-        "the MLP expands 4x with [768 × 3072] and contracts with [3072 × 768]",
-        (
-            at("en", 90, "one expands [768 × 3072] and one contracts [3072 × 768]"),
-            at("zh", 90, "一层扩展 [768 × 3072] 一层缩回 [3072 × 768]"),
-            at("vg", 32, "one expands 4x using [768 × 3072]"),
-            at("vg.md", 73, "one expands 4x using [768"),
-        ),
-        ((768, 3072), (3072, 768), 4),
-        "[768, 3072], [3072, 768], 4x",
-        _mlp_weights,
-    ),
-    Claim(
-        "gpt2-mlp-shapes",
-        "the MLP changes [5, 768] -> [5, 3072] -> [5, 768] (vg: 1024)",
-        (
-            at("en", 92, "[5, 768] -> [5, 3072] -> [5, 768]"),
-            at("en", 94, "This is still [5, 768]."),
-            at("en", 133, "The MLP expands and contracts dimensions, outputting another [5, 768]"),
-            at("zh", 92, "[5, 768] -> [5, 3072] -> [5, 768]"),
-            at("zh", 94, "最终又是[5, 768]"),
-            at("zh", 130, "MLP 进行维度扩展和缩回, 又得到新的[5, 768]"),
-            at("vg", 33, "[1024, 768] -> [1024, 3072] -> [1024, 768]"),
-            at("vg.md", 75, "[1024, 768] -> [1024, 3072] -> [1024, 768]"),
-        ),
-        {_T5: [(5, 768), (5, 3072), (5, 768)], _T1024: [(1024, 768), (1024, 3072), (1024, 768)]},
-        "[5, 768] -> [5, 3072] -> [5, 768]; vg: 1024",
-        shapes_check(lambda run, T: [stage_shape(run, op, T) for op in ("mlp_norm", "mlp_up", "mlp_out")], _gpt2),
-    ),
-    Claim(
-        "gpt2-layers",
-        "attention, then the MLP, repeated for 12 layers",
-        (
-            at("en", 96, "Repeating Attention + MLP for 12 Layers"),
-            at("en", 123, "A total of 12 Transformer layers"),
-            at("en", 134, "for 12 Transformer layers"),
-            at("zh", 96, "再次Attention 再次MLP 一共12次"),
-            at("zh", 142, "aka n_layers"),
-            at("vg", 38, "layers(12)"),
-            at("vg.md", 87, "layers(12)"),
-        ),
-        (12, ("attention", "MLP")),
-        "12 x (attention, then MLP)",
-        _layers,
-    ),
-    Claim(
-        "gpt2-every-layer-keeps-shape",
-        "every layer keeps [5, 768]",
-        (
-            at("en", 98, "(5, 768) -> (5, 768) -> (5, 768)"),
-            at("en", 100, "This is still [5, 768]."),
-            at("en", 134, "keeps the final shape [5, 768]"),
-            at("zh", 97, "(5, 768) -> (5, 768) -> (5, 768)"),
-            at("zh", 99, "最最终还是 [5, 768]"),
-            at("zh", 131, "最终输出[5, 768]"),
-        ),
-        (5, 768),
-        "(5, 768) after every layer",
-        _every_layer,
-    ),
-    Claim(
-        "gpt2-last-row",
-        "the last row [768] gives the next token",
-        (
-            at("en", 105, "We extract the last row: [768]"),
-            at("en", 135, "The last row [768] is mapped back"),
-            at("zh", 103, "取最后一行得到[768]"),
-        ),
-        -1,
-        "row 4 of 5 (the last)",
-        _last_row,
-    ),
-    Claim(
-        "gpt2-tied-classifier",
-        "the original embedding table maps the last row back to a token",
-        (
-            at("en", 107, "use the original embedding table [50,000, 768] to map back"),
-            at("en", 135, "mapped back to a token using the embedding table"),
-            at("zh", 105, "再用一开始的那个[50000, 768]的表格"),
-            at("zh", 132, "投影回词汇表"),
-            at("vg", 36, "use the original embedding table [50,000, 768] to map back"),
-            at("vg.md", 83, "use the original embedding table [50,000, 768] to map back"),
-        ),
-        True,
-        "the classifier is the embedding table (tied)",
-        _tied,
-    ),
-    Claim(
-        "gpt2-no-final-norm",
-        "the last row after the 12 layers is mapped back directly (no final LayerNorm)",
-        (
-            at("en", 98, "(5, 768) -> (5, 768)"),
-            at("en", 105, "We extract the last row: [768]"),
-            at("en", 107, "to map back to a Token ID"),
-            at("zh", 103, "取最后一行得到[768]"),
-            at("vg", 35, "Extract the last row: [768]"),
-            at("vg.md", 81, "Extract the last row: [768]"),
-        ),
-        stages.layer_stage(11, "resid_mlp"),
-        "layer 11's output, last row, x embedding^T",
-        mapped_back(_gpt2),
-    ),
-    Claim(
-        "gpt2-paris",
-        "the predicted next word is Paris",
-        (
-            at("en", 107, "retrieving the final word: Paris"),
-            at("en", 136, "The final predicted word"),
-            at("zh", 105, "找回单词 = Paris"),
-            at("zh", 132, '得到最终结果"Paris"'),
-            at("vg", 36, "retrieving the final word: Paris"),
-            at("vg.md", 83, "retrieving the final word: Paris"),
-        ),
-        PARIS,
-        "' Paris' (id 6342)",
-        _prediction,
-    ),
-    Claim(
-        "gpt2-formula-arithmetic",
-        "the formula's parts: 50000 * 768 = 38.4M, one layer = 7.08M",
-        (at("en", 114, "= 38.4M + (7.08M) × 12"), at("zh", 112, "= 38.4M + (7.08M) × 12")),
-        (figure("38.4M"), figure("7.08M")),
-        "38.4M, 7.08M",
-        _formula_arithmetic,
-    ),
-    Claim(
-        "gpt2-formula-value",
-        "the formula's value: = 124M",
-        (at("en", 112, GPT2_FORMULA), at("en", 114, "= 124M"), at("zh", 110, GPT2_FORMULA), at("zh", 112, "= 124M")),
-        figure("124M"),
-        "124M",
-        _formula_value,
-    ),
-    Claim(
-        "gpt2-formula-count",
-        "the formula counts GPT-2's parameters",
-        (
-            at("en", 112, GPT2_FORMULA),
-            at("en", 116, "embedding(50000, 768), KQV weights(768, 768)"),
-            at("zh", 110, GPT2_FORMULA),
-            at("zh", 114, "嵌入层(50000, 768), KQV 矩阵(768, 768)"),
-        ),
-        GPT2_FORMULA,
-        GPT2_FORMULA,
-        _formula_count,
-    ),
-    Claim(
-        "gpt2-breakdown-embedding",
-        "breakdown: the embedding holds 38.4M",
-        (at("en", 119, "38.4M → Embedding"), at("zh", 117, "38.4M → Embedding 层")),
-        figure("38.4M"),
-        "38.4M",
-        _component("embedding"),
-    ),
-    Claim(
-        "gpt2-breakdown-qkv-en",
-        "breakdown (en): the KQV matrices hold 63.5M",
-        (at("en", 120, "63.5M → KQV matrix"),),
-        figure("63.5M"),
-        "63.5M",
-        _component("q, k, v"),
-    ),
-    Claim(
-        "gpt2-breakdown-output-en",
-        "breakdown (en): the output projection holds 12.8M",
-        (at("en", 121, "12.8M → Output Projection"),),
-        figure("12.8M"),
-        "12.8M",
-        _component("output projection"),
-    ),
-    Claim(
-        "gpt2-breakdown-mlp-en",
-        "breakdown (en): the MLP holds 9.6M",
-        (at("en", 122, "9.6M → MLP"),),
-        figure("9.6M"),
-        "9.6M",
-        _component("MLP"),
-    ),
-    Claim(
-        "gpt2-breakdown-qkv-zh",
-        "breakdown (zh): the KQV matrices hold 21.2M",
-        (at("zh", 118, "21.2M → KQV 矩阵"),),
-        figure("21.2M"),
-        "21.2M",
-        _component("q, k, v"),
-    ),
-    Claim(
-        "gpt2-breakdown-output-zh",
-        "breakdown (zh): the output projection holds 7.1M",
-        (at("zh", 119, "7.1M → 输出投影矩阵"),),
-        figure("7.1M"),
-        "7.1M",
-        _component("output projection"),
-    ),
-    Claim(
-        "gpt2-breakdown-mlp-zh",
-        "breakdown (zh): the MLP holds 56.6M",
-        (at("zh", 120, "56.6M → MLP 层"),),
-        figure("56.6M"),
-        "56.6M",
-        _component("MLP"),
-    ),
-    Claim(
-        "gpt2-total",
-        "GPT-2 small has ~124M parameters",
-        (at("en", 137, "Total parameters ~124M"), at("zh", 133, "参数量 ~124M")),
-        figure("124M"),
-        "~124M",
-        _total,
-    ),
-    Claim(
-        "gpt2-where-parameters-are",
-        "the parameters are primarily in the embedding, attention and MLP",
-        (
-            at("en", 137, "primarily distributed across Embedding, Attention, and MLP"),
-            at("zh", 133, "主要分布在 Embedding、Attention 和 MLP 组件中"),
-        ),
-        ("embedding", "attention", "MLP"),
-        "embedding + attention + MLP: most of it",
-        _primarily,
-    ),
-    Claim(
-        "gpt2-n-ctx",
-        "the max length is 1024",
-        (
-            at("en", 139, "the max length, 1024"),
-            at("zh", 136, "最大长度1024"),
-            at("vg", 21, "to length 1024"),
-            at("vg.md", 49, "to length 1024"),
-        ),
-        figure("1024"),
-        "1024",
-        _config_value("n_ctx", "n_positions"),
-    ),
-    Claim(
-        "gpt2-padding-harmless",
-        "padding to the max length changes nothing for the real positions",
-        (
-            at("en", 139, "pads to the max length, 1024"),
-            at("zh", 136, "padding到最大长度1024"),
-            at("vg", 21, "We pad (appending 0s) it to length 1024"),
-            at("vg.md", 49, "We pad (appending 0s) it to length 1024"),
-        ),
-        True,
-        "padding is harmless (implied)",
-        _padding_harmless,
-    ),
-    Claim(
-        "gpt2-padded-last-row",
-        "after padding to 1024, the last row gives the next token",
-        (
-            at("vg", 21, "which now becomes [1024, 768]"),
-            at("vg", 35, "Extract the last row: [768]"),
-            at("vg.md", 49, "which now becomes [1024, 768]"),
-            at("vg.md", 81, "Extract the last row: [768]"),
-            at("en", 105, "We extract the last row: [768]"),
-            at("en", 139, "pads to the max length, 1024"),
-            at("zh", 103, "取最后一行得到[768]"),
-            at("zh", 136, "padding到最大长度1024"),
-        ),
-        -1,
-        "row 1023 of [1024, 768] (the last)",
-        _padded_last_row,
-    ),
-    Claim(
-        "gpt2-generation-pads",
-        "the actual generation process pads the input to the max length, 1024",
-        (
-            at("en", 139, "the actual generation process pads to the max length, 1024"),
-            at("zh", 136, "真实的生成过程会padding到最大长度1024"),
-            at("vg", 21, "We pad (appending 0s) it to length 1024"),
-            at("vg.md", 49, "We pad (appending 0s) it to length 1024"),
-        ),
-        1024,
-        "a first input of 1024 positions",
-        _generation,
-    ),
-)

@@ -3,7 +3,8 @@
 A claim's check compares what the article states with what the suite finds and returns `Evidence`:
 how the claim, read as written, matches (`Match`), and how any other reading its words admit matches.
 `verdict` turns evidence into a verdict the same way for every row; `RULE` states it for readers.
-Numbers are compared by `compare_figure`, the only place the rounding rule lives.
+Numbers are compared by `compare_figure`, the only place the rounding rule lives: a figure is rounded
+only when it is the exact quantity rounded at the precision the figure is written to.
 """
 
 from __future__ import annotations
@@ -21,16 +22,18 @@ from verifier.analysis import tolerance
 CORRECT, ROUNDED, MISLEADING, WRONG = "correct", "rounded", "misleading", "wrong"
 NOT_CHECKABLE, SKIPPED = "not checkable", "skipped"
 VERDICTS = (CORRECT, ROUNDED, MISLEADING, WRONG, NOT_CHECKABLE, SKIPPED)
+# The verdicts that judge the words right and those that judge them wrong: the same words are never
+# given one of each by two rows. A misleading row names a reading in which the words hold, so it is
+# neither; not checkable and skipped rows judge nothing.
+JUDGED_RIGHT = (CORRECT, ROUNDED)
+JUDGED_WRONG = (WRONG,)
 
-ROUND_DIGITS = 3  # a round figure has at most this many significant digits
-ROUND_SHARE = Decimal("0.01")  # ... and may be this far (relative) from the exact value
-
-RULE = f"""\
+RULE = """\
 correct       the claim, read as written, holds: a count or size equal to the exact one, a shape
               equal, a formula that gives the reference layer's output within float32 rounding.
-rounded       a round figure (written with trailing zeros or a K, M, B or % unit, and at most
-              {ROUND_DIGITS} significant digits: 50,000, 38.4M, 124M, 60%) within {ROUND_SHARE:.0%} of the exact
-              value, or that the exact value rounds to at the figure's last digit (15M for 15,191,712).
+rounded       a figure that is the exact value rounded at the figure's last written digit (the
+              trailing zeros of a whole number are not written digits): 15M for 15,191,712, 50,000
+              for 50,257, 7.08M for 7,077,888; 124M for 123,334,656 is not (it rounds to 123M).
 misleading    read as written, the claim does not hold, but its words also admit another reading,
               named in the row, that does (one attention head at full width; values stored, not learned).
 wrong         neither.
@@ -43,7 +46,7 @@ class Match(enum.Enum):
     """How a statement compares with what the suite finds."""
 
     EXACT = "exact"  # holds exactly (or within float32 rounding, for computed arrays)
-    ROUND = "round"  # a round figure the rounding rule accepts
+    ROUND = "round"  # the exact value rounded at the stated figure's precision
     NO = "no"  # does not hold
     NEEDS_WEIGHTS = "needs trained weights"  # about trained values; no trained weights here
     NEEDS_INPUT = "needs an input"  # checkable, but its input (tokenizer, transformers) is missing
@@ -102,18 +105,13 @@ _SCALE = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "%": 1}
 @dataclass(frozen=True)
 class Figure:
     """A number as an article writes it ("50,000", "38.4M", "15, 204, 000", "60%"): its value (in
-    the article's unit: percent for "%"), its significant digits, the unit of its last digit, and
-    whether it is written as a round figure (trailing zeros or a K, M, B or % unit)."""
+    the article's unit: percent for "%"), its significant digits, and the unit of its last digit
+    (the precision it is given to)."""
 
     text: str
     value: Decimal
     digits: int
     unit: Decimal
-    rounded_form: bool
-
-    @property
-    def is_round(self) -> bool:
-        return self.rounded_form and self.digits <= ROUND_DIGITS
 
     def __str__(self) -> str:
         return self.text
@@ -130,29 +128,24 @@ def figure(text: str) -> Figure:
     significant = (integer + decimals).lstrip("0")
     if decimals:
         digits, unit = len(significant), Decimal(scale) / Decimal(10) ** len(decimals)
-        trailing_zeros = False
     else:  # the trailing zeros of a whole number are not significant
         stripped = significant.rstrip("0")
         digits, unit = len(stripped), Decimal(scale) * Decimal(10) ** (len(significant) - len(stripped))
-        trailing_zeros = stripped != significant
-    return Figure(text, Decimal(mantissa) * scale, max(digits, 1), unit, bool(suffix) or trailing_zeros)
+    return Figure(text, Decimal(mantissa) * scale, max(digits, 1), unit)
 
 
 def compare_figure(stated: Figure, exact: float | int | Decimal) -> Match:
-    """EXACT if equal; ROUND if `stated` is a round figure the rounding rule accepts (see RULE); else NO."""
+    """EXACT if equal; ROUND if `stated` is `exact` rounded at the stated figure's precision; else NO.
+    Nearness alone is not enough: 124M for 123,334,656 is 0.54% off, but that count rounds to 123M."""
     e = Decimal(str(exact))
-    s = stated.value
-    if s == e:
+    if stated.value == e:
         return Match.EXACT
-    return Match.ROUND if stated.is_round and (_within(stated, e) or _rounds_to(stated, e)) else Match.NO
+    return Match.ROUND if _rounded(stated, e) == stated.value else Match.NO
 
 
-def _within(stated: Figure, exact: Decimal) -> bool:
-    return abs(stated.value - exact) <= ROUND_SHARE * abs(exact)
-
-
-def _rounds_to(stated: Figure, exact: Decimal) -> bool:
-    return (exact / stated.unit).quantize(Decimal(1), rounding=ROUND_HALF_UP) * stated.unit == stated.value
+def _rounded(stated: Figure, exact: Decimal) -> Decimal:
+    """`exact` rounded (half up) at the last digit `stated` is written to."""
+    return (exact / stated.unit).quantize(Decimal(1), rounding=ROUND_HALF_UP) * stated.unit
 
 
 def off(stated: Figure, exact: float | int) -> str:
@@ -162,7 +155,7 @@ def off(stated: Figure, exact: float | int) -> str:
         return ""
     exact_text = f"{exact:,.2f}".rstrip("0").rstrip(".") if isinstance(exact, float) else f"{exact:,}"
     text = f"{stated} is {(stated.value - e) / e:+.2%} from {exact_text}"
-    if stated.is_round and not _within(stated, e):
+    if _rounded(stated, e) != stated.value:  # say what the figure would be, written as precisely
         text += f", which rounds to {_rounded_like(stated, e)}"
     return text
 
