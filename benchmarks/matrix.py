@@ -37,16 +37,18 @@ MODELS = ("transformers", "transformers-bfloat16", "numpy-q8_0", "llamacpp", "ll
 PROPERTIES = "logits_agree or decoding_in_chunks"
 
 
-def command() -> list[str]:
+def command(jobs: int = 1) -> list[str]:
+    """`verifier matrix` as published; `jobs` cells at a time changes how long it takes, not what it finds."""
     models = [a for m in MODELS for a in ("--model", m)]
     return [sys.executable, "-m", "verifier", "matrix", *models, "--out", str(OUT), "--hypothesis-profile",
-            "checkpoint", "--", "-k", PROPERTIES]  # fmt: skip
+            "checkpoint", "--jobs", str(jobs), "--", "-k", PROPERTIES]  # fmt: skip
 
 
 def shown_command() -> str:
     """The command as a user types it, from the repository's root."""
     args = ["verifier", *command()[3:]]
     args[args.index("--out") + 1] = str(OUT.relative_to(ROOT))
+    del args[args.index("--jobs") : args.index("--jobs") + 2]
     return " ".join(shlex.quote(a) for a in args)
 
 
@@ -115,12 +117,13 @@ def page(matrix: Matrix, differences: list[Difference], machine: str) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--page", action="store_true", help="only write docs/engine-matrix.md from the results")
+    parser.add_argument("--jobs", type=int, default=1, help="cells at a time (default 1)")
     args = parser.parse_args()
     if not args.page:
         print(shown_command(), flush=True)
         MACHINE.parent.mkdir(parents=True, exist_ok=True)
         MACHINE.write_text(describe() + "\n")
-        subprocess.run(command(), cwd=ROOT)  # its exit status is the matrix's verdict, not this script's
+        subprocess.run(command(args.jobs), cwd=ROOT)  # its exit status is the matrix's verdict, not this script's
     matrix = Matrix.read(OUT / JSON)
     differences = read_differences()
     unexplained = [cell_spec(c.model, c.family) for c in failing(matrix) if not any(d.explains(c) for d in differences)]
