@@ -1,6 +1,6 @@
 """The suite's side of the model contract: what a model supports, building it for a case, skipping.
 
-What a model supports is probed once per session and process (`verifier.plugin.contract.probe`):
+What a model supports is probed once per session and process (`verifier.plugin.probes.probe`):
 its factory is asked for a tiny config of each kind (each family with what it adds turned on: a MoE
 family its routed experts, Phi-3 and GLM partial rotary; Llama also with grouped-query attention and
 with RoPE scaling), in the shapes it declares
@@ -32,19 +32,18 @@ from hypothesis import note, reject
 
 from verifier.model.config import FAMILIES, FAMILY_SWITCHES, Family, ModelConfig
 from verifier.plugin import checkpoint
-from verifier.plugin.contract import (
+from verifier.plugin.contract import CheckedModel, build_checked
+from verifier.plugin.interface import Constraints, Unsupported, lacking
+from verifier.plugin.probes import (
     FREE_SHAPE,
     MOE_SIZES,
     PROBE_KINDS,
-    CheckedModel,
     Probe,
-    build_checked,
     build_on_checkpoint,
     probe,
     probe_config,
     probe_kind,
 )
-from verifier.plugin.interface import Constraints, Unsupported, lacking
 from verifier.plugin.registry import ModelSpec
 from verifier.properties import checks
 from verifier.properties.strategies import Case
@@ -54,7 +53,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 @dataclass(frozen=True)
 class Support:
-    """What one model runs: per probe kind (`verifier.plugin.contract.PROBE_KINDS`: each family, and
+    """What one model runs: per probe kind (`verifier.plugin.probes.PROBE_KINDS`: each family, and
     Llama also as "llama-gqa" and "llama3") its capabilities, or the reason its factory gave for
     refusing it; and the Constraints its configs are drawn from."""
 
@@ -145,7 +144,7 @@ _SUPPORT: dict[tuple[str, int], Support] = {}
 
 
 def support(spec: ModelSpec) -> Support:
-    """What `spec`'s model runs, from `verifier.plugin.contract.probe`, once per process. A factory that
+    """What `spec`'s model runs, from `verifier.plugin.probes.probe`, once per process. A factory that
     breaks the contract on a probe counts as running that config: the property then reports it."""
     key = (spec.name, id(spec.factory))
     if key not in _SUPPORT:

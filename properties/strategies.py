@@ -64,8 +64,8 @@ from verifier.model.presets import gpt2_d_ff, llama2c_hidden_dim, preset
 from verifier.model.weights import WeightMap, Weights, init_weights
 from verifier.plugin import checkpoint
 from verifier.plugin.checkpoint import FixedCheckpoint
-from verifier.plugin.contract import FREE_SHAPE
 from verifier.plugin.interface import Constraints
+from verifier.plugin.probes import FREE_SHAPE
 
 # Every family, drawn in proportion (FAMILIES is imported from the config). Order matters: Hypothesis
 # shrinks a sampled value towards the first entry (GPT-2, then Llama, then the Llama layout's switches).

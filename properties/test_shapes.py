@@ -11,8 +11,9 @@ from hypothesis import given
 from verifier.model import stages
 from verifier.model.presets import preset
 from verifier.plugin import checkpoint
-from verifier.plugin.contract import CheckedModel, build_checked, build_on_checkpoint
+from verifier.plugin.contract import CheckedModel, build_checked
 from verifier.plugin.interface import Unsupported
+from verifier.plugin.probes import build_on_checkpoint
 from verifier.plugin.registry import ModelSpec
 from verifier.properties import checks, models
 from verifier.properties.models import requires

@@ -21,7 +21,8 @@ from tests import needs
 from tests.plugin.project import ROOT, Run, run
 from verifier.model.config import ModelConfig
 from verifier.model.weights import init_weights
-from verifier.plugin.contract import PROBE_KINDS, build_checked
+from verifier.plugin.contract import build_checked
+from verifier.plugin.probes import PROBE_KINDS
 from verifier.plugin.registry import load_spec
 from verifier.properties.oracle import Oracle
 

@@ -11,7 +11,7 @@ import pytest
 
 from tests.plugin.project import ROOT, junit_cases, make_project, run
 from verifier.cli import main
-from verifier.plugin.contract import PROBE_KINDS
+from verifier.plugin.probes import PROBE_KINDS
 from verifier.report import plot, render
 from verifier.report.collect import Collector, property_name
 from verifier.report.output import plot_path
@@ -25,7 +25,8 @@ THROWAWAY_SUITE = """
     import pytest
     from verifier.analysis import tolerance
     from verifier.plugin.adapters.reference import build_float64
-    from verifier.plugin.contract import PROBE_CONFIGS, build_checked
+    from verifier.plugin.contract import build_checked
+    from verifier.plugin.probes import PROBE_CONFIGS
     from verifier.model.weights import init_weights
 
     CONFIG = PROBE_CONFIGS["gpt2"]
@@ -295,7 +296,8 @@ EVERY_FAMILY_SUITE = """
     import numpy as np
     import pytest
     from verifier.model.weights import init_weights
-    from verifier.plugin.contract import PROBE_CONFIGS, build_checked
+    from verifier.plugin.contract import build_checked
+    from verifier.plugin.probes import PROBE_CONFIGS
     from verifier.properties.oracle import Oracle
 
     @pytest.mark.parametrize("kind", PROBE_CONFIGS)

@@ -22,8 +22,9 @@ from verifier.model.weights import LazyWeights, init_weights
 from verifier.plugin import checkpoint
 from verifier.plugin.adapters import reference
 from verifier.plugin.checkpoint import FixedCheckpoint
-from verifier.plugin.contract import build_checked, probe
+from verifier.plugin.contract import build_checked
 from verifier.plugin.interface import Unsupported
+from verifier.plugin.probes import probe
 from verifier.plugin.registry import ModelSpec
 from verifier.properties import models
 from verifier.properties.oracle import oracle

@@ -21,7 +21,7 @@ from verifier import GPT2_PUBLISHED, LLAMA2C_PUBLISHED, Constraints
 from verifier.model.config import FAMILIES, ModelConfig
 from verifier.model.presets import gpt2_d_ff, llama2c_hidden_dim, preset
 from verifier.model.weights import init_weights, input_axis
-from verifier.plugin.contract import PROBE_KINDS, PROBE_SHAPES, probe, probe_config
+from verifier.plugin.probes import PROBE_KINDS, PROBE_SHAPES, probe, probe_config
 from verifier.plugin.registry import ModelSpec, PluginError, load_spec
 from verifier.properties import models
 from verifier.properties.strategies import configs, drawing_for

@@ -18,17 +18,9 @@ from verifier.model import stages
 from verifier.model.config import ModelConfig
 from verifier.model.weights import init_weights
 from verifier.plugin.adapters import hf_transformers, reference
-from verifier.plugin.contract import (
-    PROBE_CONFIGS,
-    PROBE_KINDS,
-    RULES,
-    CheckedModel,
-    ContractViolation,
-    MissingCapability,
-    build_checked,
-    probe,
-)
+from verifier.plugin.contract import RULES, CheckedModel, ContractViolation, MissingCapability, build_checked
 from verifier.plugin.interface import Unsupported
+from verifier.plugin.probes import PROBE_CONFIGS, PROBE_KINDS, probe
 from verifier.plugin.registry import ModelSpec
 from verifier.properties.oracle import Oracle
 

@@ -15,8 +15,9 @@ from verifier.model.config import FAMILIES, ModelConfig, RopeScaling
 from verifier.model.weights import Weights, init_weights
 from verifier.plugin import registry
 from verifier.plugin.adapters import llama2c
-from verifier.plugin.contract import PROBE_CONFIGS, PROBE_KINDS, build_checked, probe, probe_config, probe_kind
+from verifier.plugin.contract import build_checked
 from verifier.plugin.interface import LLAMA2C_PUBLISHED, Constraints, Unsupported, switches_on
+from verifier.plugin.probes import PROBE_CONFIGS, PROBE_KINDS, probe, probe_config, probe_kind
 from verifier.plugin.registry import ModelSpec
 from verifier.properties import models, strategies
 from verifier.properties.oracle import Oracle

@@ -14,7 +14,8 @@ import pytest
 from tests.plugin import forms
 from verifier.model.config import ModelConfig
 from verifier.model.weights import init_weights
-from verifier.plugin.contract import PROBE_CONFIGS, CheckedModel, ContractViolation, MissingCapability, build_checked
+from verifier.plugin.contract import CheckedModel, ContractViolation, MissingCapability, build_checked
+from verifier.plugin.probes import PROBE_CONFIGS
 from verifier.plugin.registry import ModelSpec
 from verifier.reference import NumpyModel
 

@@ -14,7 +14,7 @@ from verifier.model import stages
 from verifier.model.config import ModelConfig, RopeScaling
 from verifier.model.weights import init_weights
 from verifier.plugin.adapters import hf_transformers
-from verifier.plugin.contract import PROBE_CONFIGS
+from verifier.plugin.probes import PROBE_CONFIGS
 from verifier.properties.oracle import Oracle
 from verifier.properties.strategies import configs
 from verifier.reference import NumpyModel

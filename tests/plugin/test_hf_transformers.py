@@ -22,7 +22,8 @@ from verifier.extra import ExtraMissing
 from verifier.formats.hf import model_class
 from verifier.model.weights import init_weights
 from verifier.plugin.adapters import hf_transformers
-from verifier.plugin.contract import PROBE_CONFIGS, build_checked
+from verifier.plugin.contract import build_checked
+from verifier.plugin.probes import PROBE_CONFIGS
 from verifier.plugin.registry import ModelSpec
 from verifier.properties.oracle import Oracle
 

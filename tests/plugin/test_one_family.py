@@ -12,8 +12,8 @@ from verifier.model.config import ModelConfig
 from verifier.model.weights import Weights
 from verifier.plugin import registry
 from verifier.plugin.adapters import reference
-from verifier.plugin.contract import PROBE_KINDS, probe
 from verifier.plugin.interface import Constraints
+from verifier.plugin.probes import PROBE_KINDS, probe
 from verifier.plugin.registry import NOT_SELECTED, PluginError
 from verifier.report.results import Header, ModelCard, Report, Result
 

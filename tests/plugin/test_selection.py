@@ -19,13 +19,15 @@ from verifier.cli import main
 from verifier.fixtures import plugin
 from verifier.model.weights import init_weights
 from verifier.plugin import registry
-from verifier.plugin.contract import PROBE_CONFIGS, RULES, ContractViolation, build_checked
+from verifier.plugin.contract import RULES, ContractViolation, build_checked
 from verifier.plugin.interface import Constraints
+from verifier.plugin.probes import PROBE_CONFIGS
 from verifier.plugin.registry import ModelSpec, PluginError
 
 THROWAWAY_PROPERTY = """
     import numpy as np
-    from verifier.plugin.contract import PROBE_CONFIGS, build_checked
+    from verifier.plugin.contract import build_checked
+    from verifier.plugin.probes import PROBE_CONFIGS
     from verifier.model.weights import init_weights
 
     def test_selected(model_spec):

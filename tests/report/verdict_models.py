@@ -11,8 +11,8 @@ import numpy as np
 
 from verifier.model.config import ModelConfig
 from verifier.model.weights import Weights
-from verifier.plugin.contract import PROBE_CONFIGS
 from verifier.plugin.interface import Unsupported
+from verifier.plugin.probes import PROBE_CONFIGS
 from verifier.reference import NumpyModel
 
 

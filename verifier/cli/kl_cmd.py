@@ -26,8 +26,9 @@ from verifier.formats import load_checkpoint
 from verifier.formats.tokenizer import find_tokenizer
 from verifier.model.config import FAMILIES, ModelConfig
 from verifier.model.weights import WeightMap, init_weights
-from verifier.plugin.contract import PROBE_CONFIGS, PROBE_KINDS, build_checked
+from verifier.plugin.contract import build_checked
 from verifier.plugin.interface import Unsupported
+from verifier.plugin.probes import PROBE_CONFIGS, PROBE_KINDS
 from verifier.plugin.registry import load_spec
 from verifier.reference import NumpyModel
 

@@ -10,7 +10,8 @@ from typing import Any
 
 from verifier.cli import arguments
 from verifier.fixtures import plugin
-from verifier.plugin import contract, registry
+from verifier.plugin import registry
+from verifier.plugin.probes import probe as probe_model
 from verifier.plugin.registry import ModelSpec, PluginError
 
 
@@ -62,7 +63,7 @@ def _show_probes(spec: ModelSpec) -> None:
     the kinds it runs."""
     if spec.constraints:
         print(f"  declares: {' | '.join(c.describe() for c in spec.constraints)}")
-    probes = contract.probe(spec)
+    probes = probe_model(spec)
     kinds_by_line: dict[str, list[str]] = {}
     for probe in probes:
         line = probe.summary()

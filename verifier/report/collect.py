@@ -43,7 +43,8 @@ from typing import Any, TextIO
 
 import pytest
 
-from verifier.plugin import checkpoint, contract, registry
+from verifier.plugin import checkpoint, registry
+from verifier.plugin.probes import probe as probe_model
 from verifier.plugin.registry import PluginError
 from verifier.report import render
 from verifier.report.output import write_atomic
@@ -509,7 +510,7 @@ def _model_cards(specs: list[registry.ModelSpec], probing: Callable[[str], None]
     for spec in specs:
         if probing is not None:
             probing(spec.name)
-        probes = contract.probe(spec)
+        probes = probe_model(spec)
         built = next((p for p in probes if p.precision), None)
         card = ModelCard(spec.name, spec.origin, {p.kind: p.summary() for p in probes})
         if built is not None:
