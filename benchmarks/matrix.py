@@ -26,6 +26,7 @@ from verifier.report.matrix import JSON, Cell, Matrix, cell_spec  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "matrix"
 MACHINE = OUT / "machine.txt"
+COMMIT = OUT / "commit.txt"  # what it ran: a property's drawn cases follow its source (Hypothesis hashes it)
 PAGE = ROOT / "docs" / "engine-matrix.md"
 DIFFERENCES = ROOT / "docs" / "engine_differences.toml"
 # The engines at the precision they run, and the reference's own classes as a baseline.
@@ -78,7 +79,7 @@ def failing(matrix: Matrix) -> list[Cell]:
     return [c for c in matrix.cells if c.verdict in ("fails", "deviates")]
 
 
-def page(matrix: Matrix, differences: list[Difference], machine: str) -> str:
+def page(matrix: Matrix, differences: list[Difference], machine: str, commit: str) -> str:
     """docs/engine-matrix.md: the measured table, versions, and each cell that is not `conforms` explained."""
     table = matrix.markdown().split("\n", 2)[2].split("\n## What is not")[0].rstrip()
     lines = [
@@ -88,30 +89,48 @@ def page(matrix: Matrix, differences: list[Difference], machine: str) -> str:
         "docs/engine_differences.toml: edit those. -->",
         "",
         "Which engines compute which model families as the float64 oracle does, at the precision they run, as "
-        f"measured on {matrix.created[:10]} on {machine}. One command reproduces it (derandomized: the same cases "
-        "every run; a finished cell is kept, so it also resumes):",
+        f"measured on {matrix.created[:10]} on {machine}, at commit `{commit}`. One command reproduces it "
+        "(derandomized: the same cases every run of the same properties' code; a finished cell is kept, so it "
+        "also resumes):",
         "",
         f"```\npython benchmarks/matrix.py     # runs: {shown_command()}\n```",
         "",
         table,
         "",
+        "## Each cell that is not `conforms`",
+        "",
+        "What the matrix measured (each failing property: its worst error against the bound, and the first stage "
+        "that diverged), the first failure as the suite reported it, and the differences below that explain it.",
+        "",
+    ]
+    for c in failing(matrix):
+        causes = ", ".join(f"[{d.title}](#{_anchor(d.title)})" for d in differences if d.explains(c))
+        lines += [f"- **`{cell_spec(c.model, c.family)}`** ({c.precision}): {'; '.join(c.failed)}.",
+                  f"  First failure: {c.failure}", f"  Explained by: {causes or 'nothing yet'}."]  # fmt: skip
+    lines += [
+        "",
         "## What differs, and whose it is",
         "",
-        "Each difference below was checked by hand until understood: the tests named under it compute the "
-        "engine's output and the oracle's (or `transformers`') for the smallest config that shows it, and "
-        "measure the difference. The cells it explains are listed with what the matrix measured.",
+        "Each difference was checked by hand until understood: the tests named under it compute the engine's "
+        "output and the oracle's (or `transformers`') for the smallest config that shows it, and measure the "
+        "difference; each failing cell's own case and command (`verifier check --model MODEL@FAMILY`, in "
+        "benchmarks/matrix/matrix.md) reproduce it in the suite.",
     ]
     for d in differences:
-        cells = [c for c in failing(matrix) if d.explains(c)]
-        lines += ["", f"### {d.title}", "", f"Whose: {d.whose}.", "", d.what, "", "Measured:"]
-        lines += [f"- `{cell_spec(c.model, c.family)}` ({c.precision}): {'; '.join(c.failed)}" for c in cells]
-        lines += ["", "Reproduce by hand:"] + [f"- `pytest {r}`" for r in d.reproduce]
+        lines += ["", f"### {d.title}", "", f"Whose: {d.whose}.", "", d.what, "", "Reproduce by hand:"]
+        lines += [f"- `pytest {r}`" for r in d.reproduce]
     untested = [c for c in matrix.cells if c.verdict == "untested"]
     lines += ["", "## Untested cells", "", "An engine refuses what it cannot run, with the reason; never `conforms`."]
     lines += [""]
     lines += [f"- `{cell_spec(c.model, c.family)}`: {c.reason}" for c in untested]
     lines += ["", "## Versions", "", *(f"- {name} {v}" for name, v in sorted(matrix.versions.items())), ""]
     return "\n".join(lines)
+
+
+def _anchor(title: str) -> str:
+    """The id MkDocs gives a heading: lower case, punctuation dropped, spaces as hyphens."""
+    kept = "".join(ch for ch in title.lower() if ch.isalnum() or ch in " -_")
+    return "-".join(kept.split())
 
 
 def main() -> int:
@@ -123,11 +142,13 @@ def main() -> int:
         print(shown_command(), flush=True)
         MACHINE.parent.mkdir(parents=True, exist_ok=True)
         MACHINE.write_text(describe() + "\n")
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+        COMMIT.write_text((head.stdout.strip() or "unknown") + "\n")
         subprocess.run(command(args.jobs), cwd=ROOT)  # its exit status is the matrix's verdict, not this script's
     matrix = Matrix.read(OUT / JSON)
     differences = read_differences()
     unexplained = [cell_spec(c.model, c.family) for c in failing(matrix) if not any(d.explains(c) for d in differences)]
-    PAGE.write_text(page(matrix, differences, MACHINE.read_text().strip()))
+    PAGE.write_text(page(matrix, differences, MACHINE.read_text().strip(), COMMIT.read_text().strip()))
     print(f"wrote {PAGE.relative_to(ROOT)}")
     if unexplained:
         print(f"not yet explained in {DIFFERENCES.relative_to(ROOT)}: {', '.join(unexplained)}", file=sys.stderr)
