@@ -43,10 +43,12 @@ def test_a_model_that_refuses_every_config_is_untested_and_exits_1(tmp_path: Pat
     assert report["counts"] == {"pass": 1, "skip": 1} and report["verdict"] == "untested", report
     verdict = _verdict(report, "refuses_everything")
     assert (verdict["verdict"], verdict["run"], verdict["examples"]) == ("untested", 0, 0)
-    # Kinds refused for the same reason are named together: the probes of 2 heads have d_model 8, the others 16.
+    # Kinds refused for the same reason are named together: the probes of 2 heads have d_model 8, GLM's
+    # (heads 8 wide) 32, the others 16.
     for kinds, d_model in (
         ("gpt2, llama", 8),
-        ("llama-gqa, llama3, mistral, qwen2, qwen3, gemma, gemma2, mixtral, qwen2_moe, phi3, glm", 16),
+        ("llama-gqa, llama3, mistral, qwen2, qwen3, gemma, gemma2, mixtral, qwen2_moe, phi3", 16),
+        ("glm", 32),
     ):
         refusal = f"{kinds}: unsupported (this implementation runs d_model 768 only, not {d_model})"
         assert refusal in verdict["reason"], verdict
