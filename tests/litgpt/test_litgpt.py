@@ -94,16 +94,21 @@ def test_the_suite_s_logits_property_conforms(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow  # the whole suite: 2 minutes here
-def test_the_whole_suite_fails_only_where_a_chunk_crosses_the_ring_buffer_s_wrap(tmp_path: Path) -> None:
-    """What the suite finds in litgpt (tests/litgpt/test_families.py measures it): a chunk decoded across the
-    wrap of a sliding layer's ring buffer; everything else it runs passes or skips for a capability."""
+def test_the_whole_suite_fails_only_where_litgpt_s_decode_differs(tmp_path: Path) -> None:
+    """What the suite finds in litgpt (tests/litgpt/test_families.py measures both): a chunk decoded across
+    the wrap of a sliding layer's ring buffer, and Gemma 2 decoded under the attention soft-cap (the
+    cache's boolean mask added to the capped scores: a one-token batch prefill at n_ctx 2 is 284x the
+    bound with the cap, 5e-10 without); everything else it runs passes or skips for a capability."""
     report = run_suite("litgpt", tmp_path)
     (verdict,) = report.verdicts()
     assert verdict.verdict == "fails"
     failing = {r.property.split("::")[-1]: r for r in report.failures}
-    assert set(failing) == {
+    assert set(failing) <= {
         "test_a_cache_stays_usable_after_decoding_from_it",
         "test_logits_past_the_original_context_agree_with_the_oracle",
+        "test_decoding_a_batch_in_chunks_gives_the_logits_of_one_full_pass",
     }, "\n".join(r.detail for r in report.failures)
     for result in failing.values():
-        assert "decoded after a cache" in result.detail and "sliding_window=" in result.case, result.detail
+        ring_buffer = "decoded after a cache" in result.detail and "sliding_window=None" not in result.case
+        capped_gemma2 = "family='gemma2'" in result.case and "attn_softcap=None" not in result.case
+        assert "the bug is in decode's" in result.detail and (ring_buffer or capped_gemma2), result.detail
