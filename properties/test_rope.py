@@ -32,6 +32,7 @@ from verifier.properties.oracle import exact, oracle, precision
 from verifier.properties.strategies import (
     CANCELLING_SCORES,
     ONE_KV_HEAD,
+    RICH_FAMILIES,
     RICH_LLAMA,
     SINGLE_HEAD,
     SMALL_ACTIVATIONS,
@@ -129,7 +130,9 @@ def test_rope_is_the_identity_at_position_0(model_spec: ModelSpec, case: Case) -
 
 
 @requires("trace", family="llama")
-@pinned(*LLAMA_PINNED)
+# Llama 3.1's scaled bands pinned (RICH_FAMILIES[0]: positions past original_n_ctx 32): a mutant scaling every
+# band passed the drawn cases once the draws changed.
+@pinned(*LLAMA_PINNED, RICH_FAMILIES[0])
 @given(case=llama_cases)
 def test_rope_turns_pair_i_at_position_p_by_p_times_theta_to_the_minus_2i_over_d_head(
     model_spec: ModelSpec, case: Case
