@@ -54,6 +54,7 @@ def browser() -> Iterator[Any]:
 
 @pytest.mark.slow  # CI's slow stage runs after the docs extra (selenium) is installed
 def test_pages_render_navigation_and_search_work(server: str, browser: Any) -> None:
+    from selenium.common.exceptions import TimeoutException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait
@@ -73,8 +74,16 @@ def test_pages_render_navigation_and_search_work(server: str, browser: Any) -> N
     browser.find_element(By.CSS_SELECTOR, "label[for='__search']").click()
     box = wait.until(ec.element_to_be_clickable((By.CSS_SELECTOR, "input.md-search__input")))
     box.send_keys("streaming oracle")
-    results = wait.until(
-        ec.presence_of_all_elements_located((By.CSS_SELECTOR, ".md-search-result__item a, .md-search-result__link"))
-    )
-    found = [r.get_attribute("href") or "" for r in results]
-    assert any("streaming" in href for href in found), found
+    # The result list is re-rendered as each key arrives, so elements found once go stale (CI met a
+    # StaleElementReferenceException): read the links' addresses in one script call, until one matches.
+    links = "return Array.from(document.querySelectorAll('.md-search-result__link'), a => a.href);"
+    found: list[str] = []
+
+    def a_result_names_the_page(driver: Any) -> bool:
+        found[:] = driver.execute_script(links)
+        return any("streaming" in href for href in found)
+
+    try:
+        wait.until(a_result_names_the_page)
+    except TimeoutException:
+        pytest.fail(f"no search result for 'streaming oracle' links the streaming page; results: {found}")

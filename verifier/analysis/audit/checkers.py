@@ -97,7 +97,6 @@ CHECKERS: dict[str, Checker] = {
     "gpt2-component": _made(gpt2.component),
     "gpt2-total": gpt2.total,
     "gpt2-primarily": gpt2.primarily,
-    "gpt2-padding-harmless": gpt2.padding_harmless,
     "gpt2-padded-last-row": gpt2.padded_last_row,
     "gpt2-generation": gpt2.generation,
     # stories15M

@@ -49,7 +49,14 @@ def summary(rows: Sequence[Row]) -> dict[str, int]:
 
 def summary_line(rows: Sequence[Row]) -> str:
     """`95 claims: 62 correct, ..., 0 skipped`: the last line of the table."""
-    return f"{len(rows)} claims: " + ", ".join(f"{n} {v}" for v, n in summary(rows).items())
+    claims = "claim" if len(rows) == 1 else "claims"
+    return f"{len(rows)} {claims}: " + ", ".join(f"{n} {v}" for v, n in summary(rows).items())
+
+
+def arithmetic_line(rows: Sequence[Row]) -> str:
+    """`2 rows check only the article's own arithmetic.` (a filtered table may show one)."""
+    n = sum(r.arithmetic_only for r in rows)
+    return f"{n} {'row checks' if n == 1 else 'rows check'} only the article's own arithmetic."
 
 
 def articles_header() -> list[str]:
@@ -99,9 +106,8 @@ def render(rows: Sequence[Row] | Sequence[tuple[int, Row]], not_checked: Sequenc
             lines += textwrap.wrap(text, _TEXT_WIDTH, initial_indent="  ", subsequent_indent="    ")
         lines.append("")
     shown = [row for _, row in numbered]
-    arithmetic = sum(r.arithmetic_only for r in shown)
     lines += ["Verdicts:", *("  " + line for line in RULE.splitlines()), ""]
-    lines += [f"{arithmetic} rows check only the article's own arithmetic.", summary_line(shown)]
+    lines += [arithmetic_line(shown), summary_line(shown)]
     return "\n".join(lines)
 
 
@@ -129,7 +135,7 @@ def markdown(rows: Sequence[Row] | Sequence[tuple[int, Row]], not_checked: Seque
         lines += [f"| {_cell(f'{c.claim} ({where(c.places)})')} | {_cell(c.why)} |" for c in not_checked]
     shown = [row for _, row in numbered]
     lines += ["", "## Verdicts", "", "```", RULE, "```", ""]
-    lines += [f"{sum(r.arithmetic_only for r in shown)} rows check only the article's own arithmetic.", ""]
+    lines += [arithmetic_line(shown), ""]
     lines.append(summary_line(shown))
     return "\n".join(lines)
 
