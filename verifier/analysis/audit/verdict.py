@@ -23,8 +23,9 @@ CORRECT, ROUNDED, MISLEADING, WRONG = "correct", "rounded", "misleading", "wrong
 NOT_CHECKABLE, SKIPPED = "not checkable", "skipped"
 VERDICTS = (CORRECT, ROUNDED, MISLEADING, WRONG, NOT_CHECKABLE, SKIPPED)
 # The verdicts that judge the words right and those that judge them wrong: no line of an article is
-# given one of each by two rows (a line with a true statement and a false one is one row, wrong). A misleading row names a reading in which the words hold, so it is
-# neither; not checkable and skipped rows judge nothing.
+# given one of each by two rows (a line with a true statement and a false one is one row, wrong). A
+# misleading row names a reading in which the words hold, so it is neither; not checkable and skipped
+# rows judge nothing.
 JUDGED_RIGHT = (CORRECT, ROUNDED)
 JUDGED_WRONG = (WRONG,)
 
