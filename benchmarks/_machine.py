@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import re
+import subprocess
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 
@@ -51,3 +55,17 @@ def high_water_kib(pid: int | str = "self") -> int:
         return 0
     match = re.search(r"^VmHWM:\s+(\d+) kB", status, re.MULTILINE)
     return int(match.group(1)) if match else 0
+
+
+@contextlib.contextmanager
+def worktree(revision: str) -> Iterator[Path]:
+    """The repository at git `revision`, checked out in a temporary worktree and removed after: a
+    benchmark's `--before` measures the code as it was, in the same run as the code as it is."""
+    root = Path(__file__).resolve().parents[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = Path(tmp) / "before"
+        subprocess.run(["git", "worktree", "add", "--detach", str(tree), revision], cwd=root, check=True)
+        try:
+            yield tree
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=root, check=True)

@@ -27,6 +27,7 @@ checkpoint fits in memory, warm.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -39,7 +40,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a script from anywhere
-from benchmarks._machine import describe, high_water_kib  # noqa: E402
+from benchmarks._machine import describe, high_water_kib, worktree  # noqa: E402
 from benchmarks.results_file import write_section  # noqa: E402
 
 MODELS = ("llama-2-7b", "gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl")
@@ -140,15 +141,25 @@ def run_role(role: str, checkpoint: Path, tokens: np.ndarray, out: Path) -> dict
     return {"load_seconds": load, "seconds": seconds, "cpu_seconds": cpu_seconds, "peak_rss_kib": high_water_kib()}
 
 
-def measure(role: str, checkpoint: Path, tokens_file: Path, out: Path, *, threads: int, needs_bytes: int = 0) -> dict:
-    """`run_role` in a fresh process, once `needs_bytes` of memory are available (the machine is shared)."""
+def measure(
+    role: str,
+    checkpoint: Path,
+    tokens_file: Path,
+    out: Path,
+    *,
+    threads: int,
+    needs_bytes: int = 0,
+    tree: Path | None = None,
+) -> dict:
+    """`run_role` in a fresh process, once `needs_bytes` of memory are available (the machine is shared),
+    with the package of `tree` (a --before worktree) where given."""
     while _available_bytes() < needs_bytes:
         print(f"{role}: waiting for {needs_bytes / 2**30:.1f} GiB of available memory", file=sys.stderr, flush=True)
         time.sleep(30)
     load = os.getloadavg()[0]
     done = subprocess.run(
         [sys.executable, __file__, "--role", role, "--checkpoint", str(checkpoint), "--tokens", str(tokens_file),
-         "--out", str(out)],
+         "--out", str(out), *(["--tree", str(tree)] if tree else [])],
         capture_output=True, text=True, cwd=ROOT, check=False, env=_thread_env(threads),
     )  # fmt: skip
     if done.returncode != 0:
@@ -196,7 +207,14 @@ def bfloat16_floor(oracle: np.ndarray, rope_positions: int, n_layers: int) -> fl
 
 
 def bench_model(
-    name: str, scratch: Path, batch: int, length: int, threads: int, disk_bps: float | None, cache_bps: float
+    name: str,
+    scratch: Path,
+    batch: int,
+    length: int,
+    threads: int,
+    disk_bps: float | None,
+    cache_bps: float,
+    before: Path | None = None,
 ) -> dict:
     config = model_config(name)
     directory = scratch / name
@@ -215,6 +233,12 @@ def bench_model(
         drop_from_page_cache(files)
         runs["oracle"] = measure("oracle", directory, tokens_file, scratch / "oracle.npy", threads=threads)
         print(f"{name}: oracle (cold) {runs['oracle']}", file=sys.stderr, flush=True)
+        if before:
+            drop_from_page_cache(files)
+            runs["oracle-before"] = measure(
+                "oracle", directory, tokens_file, scratch / "oracle-before.npy", threads=threads, tree=before
+            )
+            print(f"{name}: oracle before (cold) {runs['oracle-before']}", file=sys.stderr, flush=True)
         fits = nbytes < 0.5 * _available_bytes()
         if fits:
             read_seconds(files)  # into the page cache
@@ -233,9 +257,9 @@ def bench_model(
             found = np.load(scratch / f"{role}.npy")
             runs[role] |= compare(found, oracle, rope_positions=rope_positions, role=role, n_layers=config.n_layers)
             print(f"{name}: {role} {runs[role]}", file=sys.stderr, flush=True)
-        if "oracle-warm" in runs:
-            warm = np.load(scratch / "oracle-warm.npy")
-            runs["oracle-warm"]["identical"] = bool(np.array_equal(warm, oracle))
+        for again in ("oracle-warm", "oracle-before"):
+            if again in runs:
+                runs[again]["identical"] = bool(np.array_equal(np.load(scratch / f"{again}.npy"), oracle))
     finally:
         shutil.rmtree(directory, ignore_errors=True)
     from verifier.model.params import count_parameters
@@ -257,7 +281,7 @@ def _available_bytes() -> int:
 # ---- the report -------------------------------------------------------------------------------------------
 
 
-def render(results: list[dict], command: str, disk_bps: float, cache_bps: float) -> str:
+def render(results: list[dict], command: str, disk_bps: float, cache_bps: float, before: str | None = None) -> str:
     lines = [
         "## Full size: Llama-2-7B and the GPT-2 family against the streaming float64 oracle",
         "",
@@ -286,6 +310,26 @@ def render(results: list[dict], command: str, disk_bps: float, cache_bps: float)
             f"| {disk:.1f} s | {cache:.1f} s | {cold['seconds']:.1f} s ({cold['cpu_seconds']:.1f} s) "
             f"| {cold['seconds'] / disk:.2f} | {warm_cells} | {cold['peak_rss_kib'] / 2**20:.2f} GiB | {loads} |"
         )
+    if before:
+        lines += [
+            "",
+            f"### The oracle's read-ahead, before ({before}) and after",
+            "",
+            "The same cold oracle run twice in this run, each after the checkpoint was dropped from the page cache: "
+            f"with the package at {before} (read-ahead asked of the kernel with posix_fadvise(WILLNEED)), and as "
+            "committed (a thread of the reader's reads the next 512 MB while the pass computes).",
+            "",
+            "| model | before, cold (CPU) | / disk bound | after, cold (CPU) | / disk bound | same logits "
+            "| load average |",
+            "|---|---:|---:|---:|---:|---|---|",
+        ]
+        for r in results:
+            disk, old, new = r["bytes"] / r["disk_bps"], r["runs"]["oracle-before"], r["runs"]["oracle"]
+            lines.append(
+                f"| {r['name']} | {old['seconds']:.1f} s ({old['cpu_seconds']:.1f} s) | {old['seconds'] / disk:.2f} "
+                f"| {new['seconds']:.1f} s ({new['cpu_seconds']:.1f} s) | {new['seconds'] / disk:.2f} "
+                f"| {old['identical']} | {old['load_average']:.1f}, {new['load_average']:.1f} |"
+            )
     lines += [
         "",
         "### Each implementation against the oracle",
@@ -296,7 +340,7 @@ def render(results: list[dict], command: str, disk_bps: float, cache_bps: float)
     ]
     for r in results:
         for role, run in r["runs"].items():
-            if role == "oracle-warm":
+            if role in ("oracle-warm", "oracle-before"):
                 continue
             per_token = (run["load_seconds"] + run["seconds"]) / r["tokens"]
             figures = (
@@ -332,13 +376,17 @@ def main() -> None:
     parser.add_argument(
         "--threads", type=int, default=1, help="BLAS / torch threads per process (0: every core; default 1)"
     )
+    parser.add_argument("--before", metavar="REV", help="also run the oracle cold as at git revision REV")
     parser.add_argument("--write", action="store_true", help="update the section in benchmarks/RESULTS.md")
     parser.add_argument("--role", help=argparse.SUPPRESS)
+    parser.add_argument("--tree", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--checkpoint", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--tokens", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.role:
+        if args.tree:  # before `verifier` is first imported: the package measured is the worktree's
+            sys.path.insert(0, str(args.tree))
         print(json.dumps(run_role(args.role, args.checkpoint, np.load(args.tokens), args.out)))
         return
     if args.scratch is None:
@@ -346,16 +394,17 @@ def main() -> None:
     args.scratch.mkdir(parents=True, exist_ok=True)
     cache_bps = page_cache_bandwidth(args.scratch)
     results, disk_bps = [], None
-    for name in args.models:  # the largest first: its disk read measures the disk bandwidth for all
-        result = bench_model(name, args.scratch, args.batch, args.length, args.threads, disk_bps, cache_bps)
-        disk_bps = result["disk_bps"]
-        results.append(result)
-    command = f"python benchmarks/full_size.py --scratch DIR --threads {args.threads}" + (
-        " --write" if args.write else ""
-    )
+    with contextlib.ExitStack() as stack:
+        before = stack.enter_context(worktree(args.before)) if args.before else None
+        for name in args.models:  # the largest first: its disk read measures the disk bandwidth for all
+            result = bench_model(name, args.scratch, args.batch, args.length, args.threads, disk_bps, cache_bps, before)
+            disk_bps = result["disk_bps"]
+            results.append(result)
+    command = f"python benchmarks/full_size.py --scratch DIR --threads {args.threads}"
+    command += (f" --before {args.before}" if args.before else "") + (" --write" if args.write else "")
     if args.models != list(MODELS):
         command += " --models " + " ".join(args.models)
-    section = render(results, command, disk_bps or 0.0, cache_bps)
+    section = render(results, command, disk_bps or 0.0, cache_bps, args.before)
     print(section)
     if args.write:
         write_section(section)

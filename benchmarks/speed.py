@@ -15,7 +15,10 @@ greedy decoding never picks it: the current run.c stops at token 1 (BOS).
 Each figure is also given as a fraction of the memory-bandwidth bound: a decode step reads every
 weight once, so it cannot beat (copy bandwidth) / (bytes of weights), with the copy bandwidth
 measured here as bytes read + written per second by a large array copy (STREAM's convention).
-Prefill: GPT-2 124M at T = 5, 256, 1,024, NumPy against `transformers`, median of 3 after a warm-up.
+Prefill: GPT-2 124M at T = 5, 256, 1,024: the float64 oracle and the float32 NumPy reference against
+`transformers` in float32 (SDPA attention), median of 3 after a warm-up. `--before REV` also times
+the oracle and the reference as they were at git revision REV (checked out in a temporary worktree),
+in the same run, so that a change's before and after are measured side by side.
 Memory: the peak resident set (VmHWM) of each measurement, each run in a fresh process; for run.c,
 of the run.c process itself (its model file is memory-mapped, so the weights count once).
 """
@@ -36,12 +39,13 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
-from benchmarks._machine import high_water_kib
+from benchmarks._machine import high_water_kib, worktree
 from benchmarks.results_file import write_section
 
 ROOT = Path(__file__).resolve().parent.parent
 DECODE_PRESET, PREFILL_PRESET = "llama2c-stories15M", "gpt2"
 PREFILL_LENGTHS = (5, 256, 1024)
+PREFILL_ENGINES = ("oracle", "numpy", "transformers")
 
 
 def _weights(preset_name: str):
@@ -143,10 +147,10 @@ def decode_run_c(program: str) -> dict:
 def prefill(engine: str, T: int) -> dict:
     config, weights = _weights(PREFILL_PRESET)
     tokens = np.random.default_rng(0).integers(0, config.vocab_size, T)
-    if engine == "numpy":
+    if engine in ("oracle", "numpy"):
         from verifier.reference import NumpyModel
 
-        model = NumpyModel(config, weights)
+        model = NumpyModel(config, weights, dtype=np.float64 if engine == "oracle" else np.float32)
 
         def run() -> None:
             model.logits(tokens)
@@ -175,15 +179,20 @@ PEERS = {
     "decode/run.c current -O3": lambda: decode_run_c("current-O3"),
     "decode/llama.cpp 1 thread": lambda: decode_llamacpp(1),
     f"decode/llama.cpp {os.cpu_count()} threads": lambda: decode_llamacpp(os.cpu_count() or 1),
-    **{f"prefill/numpy/{T}": (lambda T=T: prefill("numpy", T)) for T in PREFILL_LENGTHS},
-    **{f"prefill/transformers/{T}": (lambda T=T: prefill("transformers", T)) for T in PREFILL_LENGTHS},
+    **{
+        f"prefill/{engine}/{T}": (lambda engine=engine, T=T: prefill(engine, T))
+        for engine in PREFILL_ENGINES
+        for T in PREFILL_LENGTHS
+    },
 }
 
 
-def measure_in_subprocess(peer: str) -> dict:
-    """One measurement in a fresh interpreter, so that its peak memory is its own; {"error": why} if
-    the peer cannot run here (llama.cpp not installed, no llama2.c tree)."""
-    out = subprocess.run([sys.executable, __file__, "--peer", peer], capture_output=True, text=True, cwd=ROOT)
+def measure_in_subprocess(peer: str, tree: Path | None = None) -> dict:
+    """One measurement in a fresh interpreter, so that its peak memory is its own, of the package in
+    `tree` (default: this checkout); {"error": why} if the peer cannot run here (llama.cpp not
+    installed, no llama2.c tree)."""
+    command = [sys.executable, __file__, "--peer", peer, *(["--tree", str(tree)] if tree else [])]
+    out = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
     if out.returncode != 0:
         return {"error": (out.stderr.strip().splitlines() or [f"exited with status {out.returncode}"])[-1]}
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -201,7 +210,9 @@ DECODE_PEERS = (
 )  # fmt: skip
 
 
-def render(results: dict[str, dict], bandwidth: float, command: str, load: tuple[float, float]) -> str:
+def render(
+    results: dict[str, dict], bandwidth: float, command: str, load: tuple[float, float], before: str | None = None
+) -> str:
     from benchmarks._machine import describe
     from verifier.model.params import count_parameters
     from verifier.model.presets import preset
@@ -236,24 +247,35 @@ def render(results: dict[str, dict], bandwidth: float, command: str, load: tuple
         "",
         "### Prefill, GPT-2 124M (median of 3 after a warm-up)",
         "",
-        "| T | NumPy (s) | transformers (s) | NumPy / transformers | NumPy peak RSS (MiB) | HF peak RSS (MiB) |",
-        "|---:|---:|---:|---:|---:|---:|",
+        "The oracle is the NumPy reference in float64, the reference float32; transformers runs in float32 "
+        "with SDPA attention. Ratios are to transformers in the same run."
+        + (f" Before: the same code at {before} (a temporary worktree), measured in this run." if before else ""),
+        "",
+        "| T | implementation | seconds | / transformers | peak RSS (MiB) |",
+        "|---:|---|---:|---:|---:|",
     ]
     for T in PREFILL_LENGTHS:
-        n, t = results[f"prefill/numpy/{T}"], results[f"prefill/transformers/{T}"]
-        lines.append(
-            f"| {T:,} | {n['seconds']:.3f} | {t['seconds']:.3f} | {n['seconds'] / t['seconds']:.2f} "
-            f"| {n['peak_rss_mib']:.0f} | {t['peak_rss_mib']:.0f} |"
-        )
+        hf = results[f"prefill/transformers/{T}"]["seconds"]
+        rows = [("oracle (float64)", f"prefill/oracle/{T}"), ("reference (float32)", f"prefill/numpy/{T}")]
+        if before:
+            rows += [(f"{name}, before", f"before/{key}") for name, key in rows]
+        rows.append(("transformers (float32)", f"prefill/transformers/{T}"))
+        for name, key in rows:
+            r = results[key]
+            lines.append(f"| {T:,} | {name} | {r['seconds']:.3f} | {r['seconds'] / hf:.2f} | {r['peak_rss_mib']:.0f} |")
     return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--peer", choices=list(PEERS), help=argparse.SUPPRESS)
+    parser.add_argument("--tree", type=Path, help=argparse.SUPPRESS)  # the package of a --before worktree
+    parser.add_argument("--before", metavar="REV", help="also time the oracle and the reference at git revision REV")
     parser.add_argument("--write", action="store_true", help="update the section in benchmarks/RESULTS.md")
     args = parser.parse_args()
     if args.peer:
+        if args.tree:  # before `verifier` is first imported: the package measured is the worktree's
+            sys.path.insert(0, str(args.tree))
         _peer_main(args.peer)
         return
     load_before = os.getloadavg()[0]
@@ -264,11 +286,18 @@ def main() -> None:
             continue
         results[peer] = measure_in_subprocess(peer)
         print(f"{peer}: {results[peer]}", file=sys.stderr, flush=True)
+    if args.before:
+        with worktree(args.before) as tree:
+            for peer in PEERS:
+                if peer.startswith(("prefill/oracle/", "prefill/numpy/")):
+                    results[f"before/{peer}"] = measure_in_subprocess(peer, tree)
+                    print(f"before/{peer}: {results[f'before/{peer}']}", file=sys.stderr, flush=True)
     failed = [peer for peer, result in results.items() if "error" in result and not peer.startswith("decode/")]
     if failed:
         raise SystemExit(f"these measurements failed: {', '.join(failed)}")
     load = (load_before, os.getloadavg()[0])
-    section = render(results, bandwidth, "python benchmarks/speed.py --write", load)
+    command = "python benchmarks/speed.py" + (f" --before {args.before}" if args.before else "") + " --write"
+    section = render(results, bandwidth, command, load, args.before)
     print(section)
     if args.write:
         write_section(section)

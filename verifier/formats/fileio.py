@@ -3,8 +3,8 @@
 Readers never trust a size they read from a file: `BoundedReader` knows the file size and
 refuses to read (or allocate for) more bytes than remain, so a hostile header fails before any
 large allocation. `read_array` reads a checked byte range when a weight is looked up (into
-memory, not mapped: a mapping of a file that shrinks kills the process); `read_ahead` asks the
-kernel to start reading a range the caller will need next. Writers go through `atomic_write`: a
+memory, not mapped: a mapping of a file that shrinks kills the process); `ReadAhead` reads the
+ranges a pass will need next in a thread of its own, while the pass computes. Writers go through `atomic_write`: a
 temporary file beside the target, renamed over it only once complete, so a failed write leaves
 nothing half-written.
 """
@@ -14,8 +14,10 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import queue
 import stat
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -94,24 +96,30 @@ def read_array(path: Path, offset: int, dtype: np.dtype, shape: tuple[int, ...],
 
 
 def read_ahead(path: Path, offset: int, length: int) -> None:
-    """Ask the kernel to read `length` bytes at `offset` into the page cache in the background."""
-    if not hasattr(os, "posix_fadvise"):
-        return
-    with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, offset, length, os.POSIX_FADV_WILLNEED)
-        finally:
-            os.close(fd)
+    """Read `length` bytes at `offset` of `path` and drop them: they stay in the page cache for the
+    pass that reads them next. A file that cannot be read is left to that pass to report."""
+    with contextlib.suppress(OSError), open(path, "rb", buffering=0) as handle:
+        buffer = memoryview(bytearray(min(length, _READ_AHEAD_CHUNK)))
+        handle.seek(offset)
+        while length > 0:
+            n = handle.readinto(buffer[:length])  # the GIL is released while it reads
+            if not n:
+                return
+            length -= n
 
 
 READ_AHEAD_BYTES = 512 * 2**20
+_READ_AHEAD_CHUNK = 8 * 2**20
 
 
 class ReadAhead:
     """Keeps the disk reading ahead of a pass that looks up tensors in a known order: after each
-    lookup, the tensors that follow it, up to `window` bytes, are asked for (`read_ahead`), each once
-    per pass. `extents` maps each name, in that order, to (file, offset, length)."""
+    lookup, the tensors that follow it, up to `window` bytes, are read (`read_ahead`) by a thread of
+    its own while the pass computes, each once per pass. `extents` maps each name, in that order, to
+    (file, offset, length).
+
+    A thread that reads, not posix_fadvise(WILLNEED): the kernel may ignore that advice, and on this
+    project's machine it did (a 1 GiB file advised, then read 3 s later, read at disk speed)."""
 
     def __init__(self, extents: dict[str, tuple[Path, int, int]], window: int = READ_AHEAD_BYTES) -> None:
         self._extents = list(extents.values())
@@ -119,20 +127,52 @@ class ReadAhead:
         self._window = window
         self._last = -1  # the index looked up last
         self._asked = 0  # the tensors before this index have been asked for in this pass
+        self._pending: queue.Queue[tuple[Path, int, int] | None] = queue.Queue()
+        self._thread: threading.Thread | None = None
 
     def after(self, name: str) -> None:
         """`name` is being read: ask for what follows it."""
         i = self._index[name]
-        if i <= self._last:  # back to an earlier tensor: a new pass
+        if i <= self._last:  # back to an earlier tensor: a new pass, and the last pass's reads are moot
             self._asked = 0
+            self._drop_pending()
         self._last = i
         ahead = sum(length for _, _, length in self._extents[i + 1 : self._asked])
         while self._asked < len(self._extents) and ahead < self._window:
             if self._asked > i:
-                path, offset, length = self._extents[self._asked]
-                read_ahead(path, offset, length)
-                ahead += length
+                self._ask(self._extents[self._asked])
+                ahead += self._extents[self._asked][2]
             self._asked += 1
+
+    def wait(self) -> None:
+        """Until every read asked for is done (or dropped)."""
+        self._pending.join()
+
+    def _ask(self, extent: tuple[Path, int, int]) -> None:
+        if self._thread is None:  # started by the first request: most checkpoints are never streamed
+            self._thread = threading.Thread(target=_read_ahead_loop, args=(self._pending,), daemon=True)
+            self._thread.start()
+        self._pending.put(extent)
+
+    def _drop_pending(self) -> None:
+        with contextlib.suppress(queue.Empty):
+            while True:
+                self._pending.get_nowait()
+                self._pending.task_done()
+
+    def __del__(self) -> None:
+        if self._thread is not None:
+            self._pending.put(None)  # the thread's signal to end
+
+
+def _read_ahead_loop(pending: queue.Queue[tuple[Path, int, int] | None]) -> None:
+    """The read-ahead thread: reads what it is asked for, in order, until told to stop (None). It holds
+    the queue, not the ReadAhead, so that the ReadAhead can be collected (and tell it to stop)."""
+    while (extent := pending.get()) is not None:
+        try:
+            read_ahead(*extent)
+        finally:
+            pending.task_done()
 
 
 def open_regular(path: Path, what: str = "file") -> io.BufferedReader:

@@ -43,7 +43,17 @@ def rms_norm_plus_one(x: np.ndarray, gain: np.ndarray, eps: float) -> np.ndarray
 def gelu_tanh(x: np.ndarray) -> np.ndarray:
     """GPT-2's GELU, the tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
     c = np.sqrt(2.0 / np.pi).astype(x.dtype)
-    return 0.5 * x * (1.0 + np.tanh(c * (x + 0.044715 * x * x * x)))
+    # In place on one temporary, in the formula's order of operations (the same bits as written out):
+    # the MLP's [B, T, d_ff] is the widest activation of a layer.
+    t = 0.044715 * x
+    t *= x
+    t *= x
+    t += x
+    t *= c
+    np.tanh(t, out=t)
+    t += 1.0
+    t *= 0.5 * x
+    return t
 
 
 def silu(x: np.ndarray) -> np.ndarray:
@@ -57,12 +67,13 @@ def softcap(x: np.ndarray, cap: float) -> np.ndarray:
     return cap_ * np.tanh(x / cap_)
 
 
-def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
-    """exp(x) / sum(exp(x)) along `axis`, shifted by the max so that exp cannot overflow.
+def softmax(x: np.ndarray, axis: int = -1, out: np.ndarray | None = None) -> np.ndarray:
+    """exp(x) / sum(exp(x)) along `axis`, shifted by the max so that exp cannot overflow; into `out`
+    (which may be `x`) where given.
 
     Rows that are -inf everywhere (a query that may attend to nothing) are not expected.
     """
-    e = x - x.max(axis=axis, keepdims=True)
+    e = np.subtract(x, x.max(axis=axis, keepdims=True), out=out)
     np.exp(e, out=e)  # in place: attention's [B, h, T, S] arrays are the largest of the pass
     e /= e.sum(axis=axis, keepdims=True)
     return e
@@ -75,7 +86,9 @@ def linear(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndar
     batch (a [B, T, d_in] product would read it B times: the cost of a full-size layer).
     """
     y = (x.reshape(-1, x.shape[-1]) @ w).reshape(*x.shape[:-1], w.shape[-1])
-    return y if b is None else y + b
+    if b is not None:
+        y += b  # in place: the product is a new array
+    return y
 
 
 def rope_frequencies(d_head: int, theta: float) -> np.ndarray:
@@ -167,9 +180,12 @@ def merge_heads(x: np.ndarray) -> np.ndarray:
 def attention_scores(q: np.ndarray, k: np.ndarray, scale: float | None = None) -> np.ndarray:
     """Scaled dot products q k^T * scale, scale 1/sqrt(d_head) unless given:
     [..., T, d_head], [..., S, d_head] -> [..., T, S]."""
+    scores = q @ k.swapaxes(-1, -2)  # [..., T, S], the largest array of a layer: scaled in place
     if scale is None:  # divided, as ever: the float32 bits of GPT-2 and Llama stay what they were
-        return q @ k.swapaxes(-1, -2) / np.sqrt(q.shape[-1]).astype(q.dtype)
-    return q @ k.swapaxes(-1, -2) * np.asarray(scale, dtype=q.dtype)
+        scores /= np.sqrt(q.shape[-1]).astype(q.dtype)
+    else:
+        scores *= np.asarray(scale, dtype=q.dtype)
+    return scores
 
 
 def causal_mask(T: int, S: int, window: int | None = None) -> np.ndarray:
@@ -206,7 +222,9 @@ def attention(
     if cap is not None:
         scores = softcap(scores, cap)
     scores = stage("scores", scores.reshape(B, h, T, S)).reshape(B, kv, h // kv, T, S)
-    probs = softmax(np.where(allowed.reshape(allowed.shape[0], -1, 1, T, S), scores, -np.inf))
+    # np.where makes a new array (a trace may keep `scores`), which the softmax then overwrites.
+    probs = np.where(allowed.reshape(allowed.shape[0], -1, 1, T, S), scores, -np.inf)
+    probs = softmax(probs, out=probs)
     probs = stage("probs", probs.reshape(B, h, T, S)).reshape(B, kv, h // kv, T, S)
     out = probs @ v[:, :, None]  # [B, kv, h / kv, T, d_head]
     return out.reshape(B, h, T, d_head), scores.reshape(B, h, T, S), probs.reshape(B, h, T, S)
