@@ -1,6 +1,8 @@
-"""How long the test runs take: the README's default run and the slow set, measured, never asserted.
+"""How long the test runs take: the README's default run and the slow set, measured, never asserted,
+and where the time goes: pytest's durations of every test summed per test file and per property
+(a property's tests over every model and family), the largest of each listed.
 
-    python benchmarks/test_times.py            # time both runs and print a Markdown section
+    python benchmarks/test_times.py            # time the runs and print a Markdown section
     python benchmarks/test_times.py --write    # ... and put it into benchmarks/RESULTS.md
 
 The thorough profile's time is measured by `benchmarks/thorough_profile.py` (its own section).
@@ -13,6 +15,7 @@ import re
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,13 +30,38 @@ RUNS = {
 }
 
 
-def timed_run(args: list[str]) -> tuple[float, str]:
-    """Wall time of `python <args>` from the repository root, and pytest's summary line."""
+LISTED = 12  # the largest files and properties shown per run
+_DURATION = re.compile(r"^([\d.]+)s (?:setup|call|teardown) +(\S+)", re.MULTILINE)
+
+
+def timed_run(args: list[str]) -> tuple[float, str, str]:
+    """Wall time of `python <args>` (with every test's duration reported) from the repository root,
+    pytest's summary line, and its output."""
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True)
+    command = [sys.executable, *args, "--durations=0", "--durations-min=0"]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
     wall = time.perf_counter() - start
     summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else f"exit {done.returncode}"
-    return wall, re.sub(r"=+", "", summary).strip()
+    return wall, re.sub(r"=+", "", summary).strip(), done.stdout
+
+
+def where_time_goes(output: str) -> tuple[Counter[str], Counter[str]]:
+    """Seconds of setup, call and teardown summed per test file and per property (a test of
+    properties/, over all its parameters)."""
+    files: Counter[str] = Counter()
+    properties: Counter[str] = Counter()
+    for seconds, node in _DURATION.findall(output):
+        path, _, test = node.partition("::")
+        files[path] += float(seconds)
+        if path.startswith("properties/"):
+            properties[test.split("[")[0]] += float(seconds)
+    return files, properties
+
+
+def _largest(title: str, totals: Counter[str]) -> list[str]:
+    whole = sum(totals.values())
+    lines = ["", f"| {title} | seconds | share |", "|---|---:|---:|"]
+    return lines + [f"| {name} | {sec:.1f} | {sec / whole:.0%} |" for name, sec in totals.most_common(LISTED)]
 
 
 def main() -> None:
@@ -52,10 +80,20 @@ def main() -> None:
         "| run | command | wall time | pytest's summary |",
         "|---|---|---:|---|",
     ]
+    breakdowns = []
     for name, run_args in runs.items():
-        wall, summary = timed_run(run_args)
+        wall, summary, output = timed_run(run_args)
         lines.append(f"| {name} | `python {' '.join(run_args)}` | {wall / 60:.1f} min | {summary} |")
         print(lines[-1], file=sys.stderr, flush=True)
+        files, properties = where_time_goes(output)
+        breakdowns += [
+            "",
+            f"Where the time of the {name} goes: {sum(files.values()):.0f} s of setup, call and teardown summed "
+            f"over {len(files)} files (with workers, more than the wall time).",
+            *_largest("test file", files),
+            *(_largest("property", properties) if properties else []),
+        ]
+    lines += breakdowns
     section = "\n".join(lines)
     print(section)
     if args.write:

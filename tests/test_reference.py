@@ -186,3 +186,30 @@ def test_reference_imports_only_numpy_and_the_standard_library() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "", f"importing verifier.reference also imported: {out.stdout.strip()}"
+
+
+@pytest.mark.parametrize(
+    ("T", "S", "window", "padded"),
+    [(600, 600, None, False), (600, 600, 100, True), (3, 700, 64, False), (300, 1000, None, True)],
+    ids=["causal-prefill", "window-and-padding", "decode-after-a-cache", "chunk-after-a-cache"],
+)
+def test_unwatched_attention_in_blocks_is_the_watched_attention(
+    T: int, S: int, window: int | None, padded: bool
+) -> None:
+    """Without a stage, attention takes QUERY_BLOCK queries at a time against the keys they see: the
+    same values as the whole [T, S] attention a trace watches (float64: only the sums' order differs)."""
+    from verifier.reference import layers as L
+
+    assert T > L.QUERY_BLOCK or S - T > 0  # more than one block, or keys a block skips
+    rng = np.random.default_rng(0)
+    B, h, kv, d = 2, 4, 2, 16
+    q = rng.standard_normal((B, h, T, d))
+    k, v = rng.standard_normal((B, kv, S, d)), rng.standard_normal((B, kv, S, d))
+    allowed = L.causal_mask(T, S, window)[None, None]
+    if padded:  # the first sequence left-padded by 37 keys; each query still sees itself
+        keys = np.ones((B, S), dtype=bool)
+        keys[0, :37] = False
+        allowed = allowed & (keys[:, None, None, :] | np.eye(T, S, S - T, dtype=bool))
+    whole = L.attention(q, k, v, allowed, lambda op, x: x, cap=5.0)
+    blocked = L.attention(q, k, v, allowed, cap=5.0)
+    np.testing.assert_allclose(blocked, whole, rtol=1e-13, atol=1e-15)

@@ -352,8 +352,10 @@ class NumpyModel:
             v = np.concatenate([past_kv[1].transpose(0, 2, 1, 3), v], axis=2)
         # Gemma 2's query_pre_attn_scalar sets the scale; elsewhere attention's own 1/sqrt(d_head).
         scale = c.attention_scale if c.query_scale is not None else None
-        moving = self._moving_scores(at, q, k, allowed)
-        out, _, _ = L.attention(q, k, v, allowed, moving, scale=scale, cap=c.attn_softcap)
+        # An untraced pass at the model's own precision watches no scores or probabilities: attention
+        # may then take its queries in blocks and skip the keys a block does not see.
+        watched = self._moving_scores(at, q, k, allowed) if stage is not passing else None
+        out = L.attention(q, k, v, allowed, watched, scale=scale, cap=c.attn_softcap)
         attn = at("attn", L.merge_heads(out))
         projected = at("attn_out", f.attn_out(w, c, i, attn))
         if c.sandwich_norm:
