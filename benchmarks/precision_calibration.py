@@ -53,8 +53,8 @@ from verifier.model.config import ModelConfig  # noqa: E402
 from verifier.model.presets import preset  # noqa: E402
 from verifier.plugin.adapters import hf_transformers, llama2c, llamacpp, reference  # noqa: E402
 from verifier.plugin.interface import Unsupported  # noqa: E402
+from verifier.properties.cases import Case, cases  # noqa: E402
 from verifier.properties.oracle import Oracle  # noqa: E402
-from verifier.properties.strategies import Case, cases  # noqa: E402
 from verifier.reference import NumpyModel  # noqa: E402
 
 SECTION = "## Precision classes: calibration"

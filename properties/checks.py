@@ -51,8 +51,8 @@ from verifier.model.stages import is_index_stage
 from verifier.plugin.contract import CheckedModel, ContractViolation
 from verifier.plugin.interface import Deviation
 from verifier.properties import oracle as oracles
+from verifier.properties.cases import Case
 from verifier.properties.oracle import Expected, Oracle
-from verifier.properties.strategies import Case
 
 __all__ = [
     "Localizer",

@@ -46,7 +46,7 @@ from verifier.plugin.probes import (
 )
 from verifier.plugin.registry import ModelSpec
 from verifier.properties import checks
-from verifier.properties.strategies import Case
+from verifier.properties.cases import Case
 
 F = TypeVar("F", bound=Callable[..., Any])
 

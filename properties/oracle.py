@@ -40,7 +40,7 @@ from verifier.model import stages
 from verifier.model.config import ModelConfig
 from verifier.model.weights import WeightMap
 from verifier.plugin.checkpoint import FixedCheckpoint
-from verifier.properties.strategies import Case
+from verifier.properties.cases import Case
 from verifier.reference import NumpyModel
 
 _judged_at: list[Precision] = [FLOAT32]

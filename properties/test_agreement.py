@@ -11,9 +11,10 @@ from hypothesis import given
 from verifier.plugin.contract import RULES
 from verifier.plugin.registry import ModelSpec
 from verifier.properties import checks, models
+from verifier.properties.cases import Batched, Case, batched_cases, cases
 from verifier.properties.models import requires
 from verifier.properties.oracle import oracle
-from verifier.properties.strategies import (
+from verifier.properties.pinned_cases import (
     PINNED,
     PUBLISHED_GPT2,
     PUBLISHED_LLAMA,
@@ -21,10 +22,6 @@ from verifier.properties.strategies import (
     RICH_GPT2,
     RICH_LLAMA,
     STORIES15M,
-    Batched,
-    Case,
-    batched_cases,
-    cases,
     pinned,
 )
 

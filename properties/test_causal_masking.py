@@ -14,19 +14,16 @@ from hypothesis import given
 from verifier.model import stages
 from verifier.plugin.registry import ModelSpec
 from verifier.properties import checks, models
+from verifier.properties.cases import Case, Edited, cases, edited_cases
 from verifier.properties.models import requires
 from verifier.properties.oracle import exact, oracle
-from verifier.properties.strategies import (
+from verifier.properties.pinned_cases import (
     PINNED,
     PUBLISHED_GPT2,
     PUBLISHED_LLAMA,
     RICH_FAMILIES,
     RICH_GPT2,
     RICH_LLAMA,
-    Case,
-    Edited,
-    cases,
-    edited_cases,
     pinned,
 )
 

@@ -15,9 +15,9 @@ from verifier.model.weights import WeightMap
 from verifier.plugin.contract import build_checked
 from verifier.plugin.registry import ModelSpec
 from verifier.properties import checks, models
+from verifier.properties.cases import Case, cases
 from verifier.properties.models import requires
 from verifier.properties.oracle import Oracle, oracle, precision
-from verifier.properties.strategies import Case, cases
 
 FUSED_FAMILIES = tuple(f for f in FAMILIES if FAMILY_SWITCHES[f][0].get("fused_gate_up"))
 

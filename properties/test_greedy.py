@@ -16,18 +16,17 @@ from verifier.plugin.contract import CheckedModel
 from verifier.plugin.interface import Unsupported
 from verifier.plugin.registry import ModelSpec
 from verifier.properties import checks, models
+from verifier.properties.cases import Prompted, prompted_cases
 from verifier.properties.models import requires
 from verifier.properties.oracle import oracle
-from verifier.properties.strategies import (
+from verifier.properties.pinned_cases import (
     LARGE_LOGITS,
     ONE_KV_HEAD,
     PUBLISHED_GPT2,
     PUBLISHED_LLAMA,
     RICH_GPT2,
     RICH_LLAMA,
-    Prompted,
     pinned,
-    prompted_cases,
 )
 
 PROMPTED = (

@@ -18,9 +18,10 @@ from verifier.analysis.divergence import chunk_list
 from verifier.plugin.contract import RULES, CheckedModel, build_checked
 from verifier.plugin.registry import ModelSpec
 from verifier.properties import checks, models
+from verifier.properties.cases import Case, Chunked, cases, chunked_cases
 from verifier.properties.models import requires
 from verifier.properties.oracle import Expected, oracle
-from verifier.properties.strategies import (
+from verifier.properties.pinned_cases import (
     FULL_CONTEXT,
     LENGTH_1,
     ONE_KV_HEAD,
@@ -29,10 +30,6 @@ from verifier.properties.strategies import (
     RICH_GPT2,
     RICH_LLAMA,
     SINGLE_HEAD,
-    Case,
-    Chunked,
-    cases,
-    chunked_cases,
     pinned,
 )
 

@@ -27,9 +27,9 @@ from verifier.model.weights import WeightMap, weight_shapes
 from verifier.plugin.contract import build_checked
 from verifier.plugin.registry import ModelSpec
 from verifier.properties import checks, models
+from verifier.properties.cases import Case, cases
 from verifier.properties.models import requires
 from verifier.properties.oracle import Oracle, oracle, precision
-from verifier.properties.strategies import Case, cases
 
 # The dense family whose layer is a MoE family's with one MLP (the same attention switches).
 DENSE_TWIN = {"mixtral": "mistral", "qwen2_moe": "qwen2"}

@@ -22,9 +22,9 @@ from verifier.model import stages
 from verifier.model.config import FAMILIES, FAMILY_SWITCHES
 from verifier.plugin.registry import ModelSpec
 from verifier.properties import checks, models
+from verifier.properties.cases import Case, cases
 from verifier.properties.models import requires
 from verifier.properties.oracle import exact, oracle
-from verifier.properties.strategies import Case, cases
 
 PARTIAL_FAMILIES = tuple(f for f in FAMILIES if "rotary_dim" in FAMILY_SWITCHES[f][1])
 

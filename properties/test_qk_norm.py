@@ -12,9 +12,10 @@ from hypothesis import strategies as st
 from verifier.plugin.contract import build_checked
 from verifier.plugin.registry import ModelSpec
 from verifier.properties import checks, models
+from verifier.properties.cases import Case, cases
 from verifier.properties.models import requires
 from verifier.properties.oracle import Oracle, oracle, precision
-from verifier.properties.strategies import QK_NORM_FAMILIES, Case, cases
+from verifier.properties.strategies import QK_NORM_FAMILIES
 
 FACTORS = (8.0, 0.25, 64.0)
 

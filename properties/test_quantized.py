@@ -16,17 +16,10 @@ from verifier.plugin.contract import CheckedModel
 from verifier.plugin.interface import Unsupported
 from verifier.plugin.registry import ModelSpec
 from verifier.properties import checks, models
+from verifier.properties.cases import Prompted, prompted_cases
 from verifier.properties.models import requires
 from verifier.properties.oracle import Oracle, oracle
-from verifier.properties.strategies import (
-    ONE_KV_HEAD,
-    RICH_GPT2,
-    RICH_LLAMA,
-    STORIES15M,
-    Prompted,
-    pinned,
-    prompted_cases,
-)
+from verifier.properties.pinned_cases import ONE_KV_HEAD, RICH_GPT2, RICH_LLAMA, STORIES15M, pinned
 
 PROMPTED = (Prompted(RICH_LLAMA, 8), Prompted(RICH_GPT2, 8), Prompted(ONE_KV_HEAD, 4), Prompted(STORIES15M, 4))
 

@@ -8,17 +8,15 @@ from hypothesis import given
 
 from verifier.plugin.registry import ModelSpec
 from verifier.properties import checks, models
+from verifier.properties.cases import LARGE_SCALES, Case, cases
 from verifier.properties.models import requires
 from verifier.properties.oracle import oracle
-from verifier.properties.strategies import (
+from verifier.properties.pinned_cases import (
     FULL_CONTEXT,
     LARGE_LOGITS,
-    LARGE_SCALES,
     PUBLISHED_LLAMA,
     RICH_GPT2,
     RICH_LLAMA,
-    Case,
-    cases,
     pinned,
     published,
 )

@@ -27,17 +27,16 @@ from verifier.model.presets import preset
 from verifier.plugin.contract import CheckedModel
 from verifier.plugin.registry import ModelSpec
 from verifier.properties import checks, models
+from verifier.properties.cases import Case, cases
 from verifier.properties.models import requires
 from verifier.properties.oracle import exact, oracle, precision
-from verifier.properties.strategies import (
+from verifier.properties.pinned_cases import (
     CANCELLING_SCORES,
     ONE_KV_HEAD,
     RICH_FAMILIES,
     RICH_LLAMA,
     SINGLE_HEAD,
     SMALL_ACTIVATIONS,
-    Case,
-    cases,
     pinned,
 )
 from verifier.reference.layers import rope_tables

@@ -12,9 +12,11 @@ from verifier.analysis.divergence import chunk_list
 from verifier.model.config import RopeScaling
 from verifier.plugin.registry import ModelSpec
 from verifier.properties import checks, models
+from verifier.properties.cases import Case, rope_scaled_cases
 from verifier.properties.models import requires
 from verifier.properties.oracle import oracle
-from verifier.properties.strategies import SCALING_FAMILIES, Case, pinned, rope_scaled_cases, small_case
+from verifier.properties.pinned_cases import pinned, small_case
+from verifier.properties.strategies import SCALING_FAMILIES
 
 _LLAMA31 = RopeScaling("llama3", 8.0, 1.0, 4.0, 32)  # Llama 3.1's factors, an original context of 32
 SCALED = (

@@ -16,9 +16,10 @@ from verifier.plugin.interface import Unsupported
 from verifier.plugin.probes import build_on_checkpoint
 from verifier.plugin.registry import ModelSpec
 from verifier.properties import checks, models
+from verifier.properties.cases import Case, cases
 from verifier.properties.models import requires
 from verifier.properties.oracle import oracle
-from verifier.properties.strategies import PINNED, Case, cases, pinned
+from verifier.properties.pinned_cases import PINNED, pinned
 
 
 def _assert_shapes(

@@ -15,9 +15,11 @@ from hypothesis import strategies as st
 from verifier.analysis.divergence import chunk_list
 from verifier.plugin.registry import ModelSpec
 from verifier.properties import checks, models
+from verifier.properties.cases import Case, windowed_cases
 from verifier.properties.models import requires
 from verifier.properties.oracle import oracle
-from verifier.properties.strategies import WINDOW_FAMILIES, Case, pinned, small_case, windowed_cases
+from verifier.properties.pinned_cases import pinned, small_case
+from verifier.properties.strategies import WINDOW_FAMILIES
 
 # Windows of at least T: one layer, three with biases and grouped-query attention, Gemma 2 with caps.
 WHOLE_WINDOWS = (

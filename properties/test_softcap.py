@@ -12,17 +12,11 @@ from hypothesis import given
 from verifier.model import stages
 from verifier.plugin.registry import ModelSpec
 from verifier.properties import checks, models
+from verifier.properties.cases import Case, capped_cases
 from verifier.properties.models import requires
 from verifier.properties.oracle import exact
-from verifier.properties.strategies import (
-    ATTN_SOFTCAPS,
-    FINAL_SOFTCAPS,
-    SOFTCAP_FAMILIES,
-    Case,
-    capped_cases,
-    pinned,
-    small_case,
-)
+from verifier.properties.pinned_cases import pinned, small_case
+from verifier.properties.strategies import ATTN_SOFTCAPS, FINAL_SOFTCAPS, SOFTCAP_FAMILIES
 
 CAPPED = (
     small_case("gemma2", 24, scale=3.0, n_kv_heads=2, attn_softcap=3.0, final_softcap=5.0),

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tests.formats import llama2c_spec as spec
-from verifier.formats import CheckpointError, load_checkpoint
+from verifier.formats import CheckpointError, llama2c_layout, load_checkpoint
 from verifier.formats import llama2c as fmt
 from verifier.model.config import ModelConfig, RopeScaling
 from verifier.model.presets import preset
@@ -196,8 +196,8 @@ def _patch(data: bytes, offset: int, fmt_char: str, value: float) -> bytes:
     return data[:offset] + packed + data[offset + len(packed) :]
 
 
-V0_FIELD = {name: 4 * i for i, name in enumerate(fmt._FIELDS)}
-V1_FIELD = {name: 8 + 4 * i for i, name in enumerate(fmt._FIELDS)}
+V0_FIELD = {name: 4 * i for i, name in enumerate(llama2c_layout._FIELDS)}
+V1_FIELD = {name: 8 + 4 * i for i, name in enumerate(llama2c_layout._FIELDS)}
 FLOAT_START_V0 = 28
 
 

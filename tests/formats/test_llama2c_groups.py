@@ -11,7 +11,8 @@ import pytest
 from tests.formats import llama2c_spec as spec
 from verifier.cli import main
 from verifier.formats import load_checkpoint
-from verifier.formats.llama2c import header_for, write_llama2c
+from verifier.formats.llama2c import write_llama2c
+from verifier.formats.llama2c_layout import header_for
 from verifier.model.presets import preset
 from verifier.model.weights import init_weights
 

@@ -12,7 +12,7 @@ import pytest
 from tests.formats import llama2c_spec as spec
 from verifier.analysis.agreement import greedy_agreement
 from verifier.formats import load_checkpoint
-from verifier.formats.llama2c import header_for
+from verifier.formats.llama2c_layout import header_for
 from verifier.model.config import ModelConfig
 from verifier.model.presets import preset
 from verifier.model.weights import init_weights

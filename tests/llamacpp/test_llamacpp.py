@@ -31,8 +31,9 @@ from verifier.plugin.adapters import llamacpp
 from verifier.plugin.contract import build_checked
 from verifier.plugin.registry import ModelSpec
 from verifier.properties import checks
+from verifier.properties.cases import Case
 from verifier.properties.oracle import Oracle
-from verifier.properties.strategies import RICH_GPT2, RICH_LLAMA, Case
+from verifier.properties.pinned_cases import RICH_GPT2, RICH_LLAMA
 from verifier.reference import NumpyModel
 from verifier.reference import rounding as R
 

@@ -15,8 +15,9 @@ from tests.meta.mutants.base import Transformer, factory
 from verifier.plugin.contract import CheckedModel, build_checked
 from verifier.plugin.registry import ModelSpec
 from verifier.properties import checks
+from verifier.properties.cases import Case
 from verifier.properties.oracle import oracle
-from verifier.properties.strategies import PUBLISHED_LLAMA, RICH_LLAMA, Case
+from verifier.properties.pinned_cases import PUBLISHED_LLAMA, RICH_LLAMA
 
 TRACE_BLAMED = "logits() and trace() do not compute the same thing"
 CHUNKS = (3, 9, 1, 11)

@@ -26,8 +26,8 @@ from verifier.plugin.contract import ContractViolation, build_checked
 from verifier.plugin.interface import Unsupported
 from verifier.plugin.registry import ModelSpec
 from verifier.properties import checks
+from verifier.properties.cases import Case
 from verifier.properties.oracle import oracle
-from verifier.properties.strategies import Case
 
 LLAMA = ModelConfig(
     "llama", vocab_size=61, n_ctx=48, d_model=32, n_layers=2, n_heads=2, n_kv_heads=2, d_ff=40, norm_eps=1e-5,

@@ -27,8 +27,9 @@ from verifier.plugin.interface import Unsupported
 from verifier.plugin.probes import probe
 from verifier.plugin.registry import ModelSpec
 from verifier.properties import models
+from verifier.properties.cases import Case, cases, chunked_cases
 from verifier.properties.oracle import oracle
-from verifier.properties.strategies import RICH_GPT2, Case, cases, chunked_cases
+from verifier.properties.pinned_cases import RICH_GPT2
 from verifier.reference import NumpyModel
 
 CAPITAL_GPT2 = (464, 3139, 286, 4881, 318)  # "The capital of France is" in GPT-2's tokenizer

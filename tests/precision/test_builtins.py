@@ -22,7 +22,8 @@ from verifier.plugin.llama2c import Llama2cUnavailable, checkout
 from verifier.plugin.registry import ModelSpec
 from verifier.properties import checks
 from verifier.properties import oracle as oracles
-from verifier.properties.strategies import LARGE_LOGITS, ONE_KV_HEAD, RICH_GPT2, RICH_LLAMA, SMALL_ACTIVATIONS, Case
+from verifier.properties.cases import Case
+from verifier.properties.pinned_cases import LARGE_LOGITS, ONE_KV_HEAD, RICH_GPT2, RICH_LLAMA, SMALL_ACTIVATIONS
 
 # Q8_0 and Q4_0 GGUF files need rows a multiple of 32: d_model 64, d_ff 96.
 ROWS_OF_32 = RICH_LLAMA._replace(config=RICH_LLAMA.config.replace(d_model=64, d_ff=96))

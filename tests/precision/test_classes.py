@@ -25,7 +25,7 @@ from verifier.analysis.precision import (
 from verifier.formats.llama2c import read_llama2c, write_llama2c
 from verifier.model.weights import init_weights
 from verifier.plugin.command.files import version2_precision
-from verifier.properties.strategies import RICH_LLAMA
+from verifier.properties.pinned_cases import RICH_LLAMA
 from verifier.reference import NumpyModel
 
 EXPECTED = np.array([-4.0, 2.0, 0.5])

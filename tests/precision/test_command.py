@@ -10,7 +10,7 @@ from verifier.analysis.precision import Q8_0, resolve
 from verifier.plugin.command import Command, CommandTemplateError
 from verifier.plugin.command.files import stored_precision, version2_precision
 from verifier.plugin.contract import CheckedModel
-from verifier.properties.strategies import RICH_LLAMA
+from verifier.properties.pinned_cases import RICH_LLAMA
 
 TEMPLATE = "prog {model} {tokens}"
 

@@ -20,8 +20,8 @@ from verifier.model.weights import Weights
 from verifier.plugin.contract import build_checked
 from verifier.plugin.registry import ModelSpec
 from verifier.properties import checks
+from verifier.properties.cases import Case
 from verifier.properties.oracle import oracle
-from verifier.properties.strategies import Case
 from verifier.reference import NumpyModel
 
 

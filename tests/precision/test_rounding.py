@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from verifier.formats.llama2c import _quantize
 from verifier.model.weights import init_weights
-from verifier.properties.strategies import RICH_GPT2, RICH_LLAMA
+from verifier.properties.pinned_cases import RICH_GPT2, RICH_LLAMA
 from verifier.reference import NumpyModel
 from verifier.reference import rounding as R
 

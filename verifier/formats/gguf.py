@@ -30,12 +30,13 @@ canonical weights carry no vocabulary, so the file gets placeholder pieces `<0>`
 programs driven by token ids). `read_gguf` reads such a file, or any GGUF of these architectures
 whose tensors are F32, F16, BF16, Q8_0 or Q4_0, back into the canonical weights (quantized ones dequantized);
 what a file of llama.cpp's converter leaves out is read as llama.cpp runs it (Gemma 2's layers
-alternating from a sliding layer 0, its query scale by llama.cpp's rule), with a finding."""
+alternating from a sliding layer 0, its query scale by llama.cpp's rule), with a finding.
+
+Which tensor each weight becomes is `verifier.formats.gguf_layout`; the bounded header scan and typed
+metadata values are `verifier.formats.gguf_container`."""
 
 from __future__ import annotations
 
-import mmap
-import struct
 from pathlib import Path
 from typing import Any
 
@@ -44,8 +45,19 @@ import numpy as np
 
 from verifier.formats.checkpoint import Checkpoint, TensorInfo, check_canonical
 from verifier.formats.errors import CheckpointError
-from verifier.formats.fileio import atomic_path, open_bounded
-from verifier.formats.llama2c import to_interleaved, to_rotate_half
+from verifier.formats.fileio import atomic_path
+from verifier.formats.gguf_container import float32_field, int_field, open_reader, read_field
+from verifier.formats.gguf_layout import (
+    ARCHITECTURES,
+    CONV1D,
+    EXPERT,
+    INTERLEAVED,
+    ROPE_FREQS,
+    llama3_rope_factors,
+    store,
+    tensor_names,
+    unstore,
+)
 from verifier.model.config import (
     FAMILY_SWITCHES,
     SIZE_MAXIMA,
@@ -55,9 +67,8 @@ from verifier.model.config import (
     RopeScaling,
     check_size,
 )
-from verifier.model.weights import CLASSIFIER, Weights, weight_shapes
+from verifier.model.weights import Weights, weight_shapes
 
-MAGIC = b"GGUF"
 TENSOR_TYPES = {
     "F32": gguf.GGMLQuantizationType.F32,
     "Q8_0": gguf.GGMLQuantizationType.Q8_0,
@@ -78,89 +89,10 @@ _READABLE = {
 }
 DEFAULT_ROPE_THETA = 10000.0  # llama.cpp's default where rope.freq_base is absent
 
-# How a canonical matrix is stored: as it is, transposed (GPT-2's Conv1D), or with its q / k rows
-# interleaved per head (and the inverse on reading).
-_AS_IS, _CONV1D, _Q, _K = "as is", "conv1d", "q", "k"
-
-_GPT2_LAYER = {
-    "ln_1.weight": ("attn_norm.weight", _AS_IS),
-    "ln_1.bias": ("attn_norm.bias", _AS_IS),
-    "attn.c_attn.weight": ("attn_qkv.weight", _CONV1D),
-    "attn.c_attn.bias": ("attn_qkv.bias", _AS_IS),
-    "attn.c_proj.weight": ("attn_output.weight", _CONV1D),
-    "attn.c_proj.bias": ("attn_output.bias", _AS_IS),
-    "ln_2.weight": ("ffn_norm.weight", _AS_IS),
-    "ln_2.bias": ("ffn_norm.bias", _AS_IS),
-    "mlp.c_fc.weight": ("ffn_up.weight", _CONV1D),
-    "mlp.c_fc.bias": ("ffn_up.bias", _AS_IS),
-    "mlp.c_proj.weight": ("ffn_down.weight", _CONV1D),
-    "mlp.c_proj.bias": ("ffn_down.bias", _AS_IS),
-}
-# The RoPE families, as llama.cpp's convert_hf_to_gguf.py maps them: the layer's HF name -> GGUF name.
-# llama.cpp's `llama` architecture (Llama and Mistral) rotates adjacent pairs (q/k rows interleaved);
-# qwen2, qwen3, gemma and gemma2 rotate halves (NEOX), so their q/k are stored as they are.
-_ROPE_LAYER = {
-    "input_layernorm.weight": "attn_norm.weight",
-    "self_attn.q_proj.weight": "attn_q.weight",
-    "self_attn.q_proj.bias": "attn_q.bias",
-    "self_attn.k_proj.weight": "attn_k.weight",
-    "self_attn.k_proj.bias": "attn_k.bias",
-    "self_attn.v_proj.weight": "attn_v.weight",
-    "self_attn.v_proj.bias": "attn_v.bias",
-    "self_attn.o_proj.weight": "attn_output.weight",
-    "self_attn.o_proj.bias": "attn_output.bias",
-    "self_attn.q_norm.weight": "attn_q_norm.weight",
-    "self_attn.k_norm.weight": "attn_k_norm.weight",
-    "post_attention_layernorm.weight": "ffn_norm.weight",
-    "mlp.gate_proj.weight": "ffn_gate.weight",
-    "mlp.up_proj.weight": "ffn_up.weight",
-    "mlp.down_proj.weight": "ffn_down.weight",
-    # Phi-3's fused layouts, stored fused (llama.cpp's phi3 splits them: q, k, v rows; gate rows first).
-    "self_attn.qkv_proj.weight": "attn_qkv.weight",
-    "mlp.gate_up_proj.weight": "ffn_up.weight",
-    # A MoE layer: the router, and its shared expert (Qwen2-MoE) with the [1, d_model] gate of its output.
-    "block_sparse_moe.gate.weight": "ffn_gate_inp.weight",
-    "mlp.gate.weight": "ffn_gate_inp.weight",
-    "mlp.shared_expert.gate_proj.weight": "ffn_gate_shexp.weight",
-    "mlp.shared_expert.up_proj.weight": "ffn_up_shexp.weight",
-    "mlp.shared_expert.down_proj.weight": "ffn_down_shexp.weight",
-    "mlp.shared_expert_gate.weight": "ffn_gate_inp_shexp.weight",
-}
-# An expert's matrices (Mixtral's w1 gate, w3 up, w2 down; Qwen2-MoE's names) -> the tensor that stacks
-# every expert's of a layer, [n_experts, rows, columns], as the converter merges them.
-_EXPERT_LAYER = {
-    "w1.weight": "ffn_gate_exps.weight",
-    "w3.weight": "ffn_up_exps.weight",
-    "w2.weight": "ffn_down_exps.weight",
-    "gate_proj.weight": "ffn_gate_exps.weight",
-    "up_proj.weight": "ffn_up_exps.weight",
-    "down_proj.weight": "ffn_down_exps.weight",
-}
-# Gemma 2's sandwich: its post_attention_layernorm follows attention; pre_feedforward_layernorm is the MLP's.
-_SANDWICH_LAYER = _ROPE_LAYER | {
-    "post_attention_layernorm.weight": "post_attention_norm.weight",
-    "pre_feedforward_layernorm.weight": "ffn_norm.weight",
-    "post_feedforward_layernorm.weight": "post_ffw_norm.weight",
-}
-_GPT2_TOP = {
-    "transformer.wte.weight": "token_embd.weight",
-    "transformer.wpe.weight": "position_embd.weight",
-    "transformer.ln_f.weight": "output_norm.weight",
-    "transformer.ln_f.bias": "output_norm.bias",
-}
-_ROPE_TOP = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight"}
-
-# The suite's family -> llama.cpp's architecture (Mistral is llama.cpp's `llama`, as its converter writes it).
-# Mixtral is `llama` with experts, as the converter writes it.
-ARCHITECTURES = {"gpt2": "gpt2", "llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3",
-                 "gemma": "gemma", "gemma2": "gemma2", "mixtral": "llama", "qwen2_moe": "qwen2moe",
-                 "phi3": "phi3", "glm": "chatglm"}  # fmt: skip
-_INTERLEAVED = ("llama", "mistral", "mixtral")  # the families whose q/k rows llama.cpp's RoPE wants interleaved
 # Routers stay F32 in a quantized file, as convert_hf_to_gguf.py keeps FFN_GATE_INP and FFN_GATE_INP_SHEXP
 # ("conditions should closely match those in llama_model_quantize_internal"): a token's expert choice
 # flips on small changes of its router logits.
 _KEPT_F32 = ("ffn_gate_inp.weight", "ffn_gate_inp_shexp.weight")
-_EXPERT = "expert "  # how an expert's matrix is stored: "expert {e}", row e of the layer's stacked tensor
 # What each architecture has no tensor or key for (llama.cpp would refuse or ignore it): the writer refuses.
 _NO_BIAS = ("qwen3", "gemma", "gemma2")
 _TIED_ONLY = ("gemma", "gemma2")  # no output.weight: the classifier is always token_embd
@@ -168,83 +100,6 @@ _TIED_ONLY = ("gemma", "gemma2")  # no output.weight: the classifier is always t
 QUERY_SCALE_KEY = "lm_verifier.query_pre_attn_scalar"
 LLAMA3_KEY = "lm_verifier.rope_scaling.llama3.{}"
 _LLAMA3_FIELDS = ("factor", "low_freq_factor", "high_freq_factor", "original_n_ctx")
-ROPE_FREQS = "rope_freqs.weight"
-_PLUS_ONE = "plus one"  # Gemma's norm weights, stored as 1 + w (convert_hf_to_gguf.py adds it; llama.cpp multiplies)
-
-
-def tensor_names(config: ModelConfig) -> dict[str, tuple[str, str]]:
-    """Every canonical weight of `config` -> (its GGUF tensor name, how it is stored)."""
-    if config.family == "gpt2":
-        names = {canonical: (stored, _AS_IS) for canonical, stored in _GPT2_TOP.items()}
-        for i in range(config.n_layers):
-            names |= {
-                f"transformer.h.{i}.{key}": (f"blk.{i}.{stored}", how) for key, (stored, how) in _GPT2_LAYER.items()
-            }
-    else:
-        layer = _SANDWICH_LAYER if config.sandwich_norm else _ROPE_LAYER
-        names = {canonical: (stored, _AS_IS) for canonical, stored in _ROPE_TOP.items()}
-        for canonical in weight_shapes(config):
-            parts = canonical.split(".", 3)  # model.layers.{i}.{key}
-            if parts[:2] != ["model", "layers"]:
-                continue
-            how = _AS_IS
-            if ".experts." in parts[3]:  # block_sparse_moe.experts.{e}.w1.weight, mlp.experts.{e}.up_proj.weight
-                expert, key = parts[3].split(".experts.", 1)[1].split(".", 1)
-                names[canonical] = (f"blk.{parts[2]}.{_EXPERT_LAYER[key]}", _EXPERT + expert)
-                continue
-            if config.family in _INTERLEAVED and parts[3].startswith(("self_attn.q_proj.", "self_attn.k_proj.")):
-                how = _Q if "q_proj" in parts[3] else _K
-            if config.norm_plus_one and canonical.endswith("norm.weight"):
-                how = _PLUS_ONE
-            names[canonical] = (f"blk.{parts[2]}.{layer[parts[3]]}", how)
-        if config.norm_plus_one:
-            names["model.norm.weight"] = (_ROPE_TOP["model.norm.weight"], _PLUS_ONE)
-    if not config.tie_embeddings:
-        names[CLASSIFIER] = ("output.weight", _AS_IS)  # absent: llama.cpp reads token_embd
-    return names
-
-
-def _store(config: ModelConfig, w: np.ndarray, how: str) -> np.ndarray:
-    if how == _CONV1D:
-        return np.ascontiguousarray(w.T)
-    if how in (_Q, _K):
-        heads = config.n_heads if how == _Q else config.n_kv_heads
-        return to_interleaved(w, heads) if w.ndim == 2 else to_interleaved(w[:, None], heads)[:, 0]
-    if how == _PLUS_ONE:
-        return w + np.float32(1)
-    return w
-
-
-def _unstore(config: ModelConfig, w: np.ndarray, how: str) -> np.ndarray:
-    if how == _CONV1D:
-        return np.ascontiguousarray(w.T)
-    if how in (_Q, _K):
-        heads = config.n_heads if how == _Q else config.n_kv_heads
-        return to_rotate_half(w, heads) if w.ndim == 2 else to_rotate_half(w[:, None], heads)[:, 0]
-    if how == _PLUS_ONE:
-        # Exact for stored values from 0.5 up (s - 1 is a multiple of s's ulp, which |s - 1| <= s holds):
-        # 1 + the result is the stored value again, so the model computes what the file's 1 + w gives,
-        # though w's bits below the ulp of 1 + w are gone.
-        return w - np.float32(1)
-    return w
-
-
-def llama3_rope_factors(config: ModelConfig) -> np.ndarray:
-    """llama.cpp's `rope_freqs` of a Llama 3 scaling [d_head / 2]: what each inverse frequency is divided
-    by (1 in the high band, `factor` in the low band, interpolated between), as convert_hf_to_gguf.py
-    computes it, in float64 then stored float32."""
-    scaling = config.rope_scaling
-    assert scaling is not None and scaling.kind == "llama3"
-    d = config.d_head
-    inv_freq = 1.0 / config.rope_theta ** (np.arange(0, d, 2, dtype=np.float64) / d)
-    wavelen = 2 * np.pi / inv_freq
-    low, high = scaling.original_n_ctx / scaling.low_freq_factor, scaling.original_n_ctx / scaling.high_freq_factor
-    smooth = (scaling.original_n_ctx / wavelen - scaling.low_freq_factor) / (
-        scaling.high_freq_factor - scaling.low_freq_factor
-    )
-    between = 1 / ((1 - smooth) / scaling.factor + smooth)
-    factors = np.where(wavelen < high, 1.0, np.where(wavelen > low, scaling.factor, between))
-    return factors.astype(np.float32)
 
 
 def unsupported(config: ModelConfig) -> str | None:
@@ -265,7 +120,7 @@ def unsupported(config: ModelConfig) -> str | None:
         )
     if family in _TIED_ONLY and not config.tie_embeddings:
         return f"llama.cpp's {family} architecture has no output.weight: its classifier is the embedding"
-    if config.rope_scaling is not None and config.rope_scaling.kind == "llama3" and family not in _INTERLEAVED:
+    if config.rope_scaling is not None and config.rope_scaling.kind == "llama3" and family not in INTERLEAVED:
         return f"llama.cpp reads Llama 3's rope_freqs in its llama architecture, not in {family}"
     if family == "gemma2" and (config.attn_softcap is None or config.final_softcap is None):
         return (
@@ -303,8 +158,8 @@ def write_gguf(path: str | Path, config: ModelConfig, weights: Weights, *, tenso
             writer.add_tensor(ROPE_FREQS, llama3_rope_factors(config))
         stacks: dict[str, list[np.ndarray]] = {}
         for canonical, (stored, how) in tensor_names(config).items():
-            array = _store(config, weights[canonical], how)
-            if how.startswith(_EXPERT):  # written once the layer's last expert is in: [n_experts, rows, columns]
+            array = store(config, weights[canonical], how)
+            if how.startswith(EXPERT):  # written once the layer's last expert is in: [n_experts, rows, columns]
                 stacks.setdefault(stored, []).append(array)
                 if len(stacks[stored]) < config.n_experts:
                     continue
@@ -397,130 +252,6 @@ def _write_rope_family_metadata(writer: Any, config: ModelConfig) -> None:
 # Reading
 
 
-# GGUF value type -> its size in bytes (8: string, 9: array, whose sizes are read from the file)
-_SCALAR_BYTES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
-_STRING, _ARRAY = 8, 9
-_MAX_DIMS = 4  # GGML_MAX_DIMS
-_MAX_NESTING = 4  # arrays of arrays: llama.cpp writes none
-
-
-class _Scan:
-    """Walks a GGUF header (metadata and tensor infos) checking every count and length against the
-    bytes left, so that the `gguf` package, which loops over whatever count the file claims (a
-    49-byte file claiming 2**61 array items never ends), is only handed a header that fits the file."""
-
-    def __init__(self, path: Path, data: bytes | mmap.mmap, order: str) -> None:
-        self.path, self.data, self.order, self.offset = path, data, order, 0
-
-    def need(self, n_bytes: int, what: str) -> None:
-        left = len(self.data) - self.offset
-        if n_bytes > left:
-            raise CheckpointError(self.path, what, f"claims {n_bytes:,} bytes at offset {self.offset:,}; "
-                                  f"the file has {left:,} left")  # fmt: skip
-
-    def uint(self, fmt: str, what: str) -> int:
-        size = struct.calcsize(fmt)
-        self.need(size, what)
-        (value,) = struct.unpack_from(self.order + fmt, self.data, self.offset)
-        self.offset += size
-        return int(value)
-
-    def count(self, what: str, min_item_bytes: int) -> int:
-        """A u64 count of items of at least `min_item_bytes` each, checked to fit before any loop."""
-        n = self.uint("Q", what)
-        self.need(n * min_item_bytes, f"{what} ({n:,} items)")
-        return n
-
-    def string(self, what: str) -> str:
-        """Skip a string, returning its start (at most 100 characters: it names the field in errors)."""
-        n = self.uint("Q", f"{what} length")
-        self.need(n, what)
-        self.offset += n
-        return bytes(self.data[self.offset - n : self.offset - n + min(n, 100)]).decode("utf-8", "replace")
-
-    def value(self, value_type: int, what: str, depth: int = 0) -> None:
-        if value_type in _SCALAR_BYTES:
-            self.need(_SCALAR_BYTES[value_type], what)
-            self.offset += _SCALAR_BYTES[value_type]
-        elif value_type == _STRING:
-            self.string(what)
-        elif value_type == _ARRAY and depth < _MAX_NESTING:
-            item_type = self.uint("I", f"{what} item type")
-            n = self.count(f"{what} array", _SCALAR_BYTES.get(item_type, 8 if item_type == _STRING else 12))
-            if item_type in _SCALAR_BYTES:  # fixed-size items: checked above, skipped at once
-                self.offset += n * _SCALAR_BYTES[item_type]
-            else:
-                for _ in range(n):
-                    self.value(item_type, what, depth + 1)
-        else:
-            raise CheckpointError(self.path, what, "an unknown value type (or arrays nested too deep)",
-                                  found=value_type)  # fmt: skip
-
-
-def _scan(path: Path) -> None:
-    """Raise CheckpointError unless every count and length of the GGUF header fits in the file."""
-    with open_bounded(path) as reader:
-        if reader.size < 24:
-            return  # too short to claim anything: the package's own error is fine
-        with mmap.mmap(reader.handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            (version,) = struct.unpack_from("<I", data, 4)
-            order = ">" if version & 0xFFFF == 0 else "<"  # the package's test of a big-endian file
-            if data[:4] != MAGIC or struct.unpack_from(order + "I", data, 4)[0] not in (2, 3):
-                return  # not GGUF, or a version whose counts are u32: the package refuses it itself
-            scan = _Scan(path, data, order)
-            scan.offset = 8
-            n_tensors = scan.count("GGUF tensor count", 8 + 4 + 4 + 8)  # name length, dims, type, offset
-            n_kv = scan.count("GGUF metadata count", 8 + 4 + 1)  # key length, type, smallest value
-            for i in range(n_kv):
-                key = repr(scan.string(f"metadata key {i}"))  # quoted: a key may hold a newline
-                scan.value(scan.uint("I", f"metadata {key} type"), f"metadata {key}")
-            for i in range(n_tensors):
-                scan.string(f"tensor {i} name")
-                n_dims = scan.uint("I", f"tensor {i} dimension count")
-                if n_dims > _MAX_DIMS:
-                    raise CheckpointError(path, f"tensor {i} dimension count", f"more than {_MAX_DIMS}",
-                                          found=n_dims)  # fmt: skip
-                scan.need(n_dims * 8 + 4 + 8, f"tensor {i} dimensions, type and offset")
-                scan.offset += n_dims * 8 + 4 + 8
-
-
-def _open(path: Path) -> Any:
-    _scan(path)
-    try:
-        return gguf.GGUFReader(path)
-    except (ValueError, OSError, IndexError, KeyError) as e:  # the package raises whatever its parsing meets
-        raise CheckpointError(path, "GGUF file", f"cannot be parsed: {type(e).__name__}: {e}") from None
-
-
-def _field(path: Path, reader: Any, key: str, default: Any = None) -> Any:
-    field = reader.fields.get(key)
-    if field is None:
-        if default is not None:
-            return default
-        raise CheckpointError(path, f"metadata {key}", "missing")
-    try:
-        return field.contents()  # the package decodes a string value here, not when it reads the file
-    except UnicodeDecodeError as e:
-        raise CheckpointError(path, f"metadata {key}", f"a string that is not valid UTF-8: {e.reason}") from None
-
-
-def _int_field(path: Path, reader: Any, key: str, default: int | None = None) -> int:
-    """An integer metadata value; another type (a string, an array, a float, a bool) is a CheckpointError."""
-    value = _field(path, reader, key, default)
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise CheckpointError(path, f"metadata {key}", f"must be an integer, not {type(value).__name__}", found=value)
-    return int(value)
-
-
-def _float32_field(path: Path, reader: Any, key: str, default: float | None = None) -> float:
-    """A float metadata value (GGUF stores float32), as the shortest decimal that is that float32
-    (1e-05, not 9.99e-06); another type is a CheckpointError."""
-    value = _field(path, reader, key, default)
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise CheckpointError(path, f"metadata {key}", f"must be a number, not {type(value).__name__}", found=value)
-    return float(str(np.float32(value)))
-
-
 # The metadata key each config field is read from, in architecture {}: errors name it.
 _KEYS = {
     "n_ctx": "{}.context_length",
@@ -567,7 +298,7 @@ def _switches(path: Path, reader: Any, arch: str, fields: dict[str, Any], findin
     if family in ("mixtral", "qwen2_moe"):
         switches |= _expert_switches(path, reader, arch, fields, tensors, findings)
     if f"{arch}.attention.key_length" in reader.fields:  # absent: d_model / n_heads, which must divide
-        key_length = _int_field(path, reader, f"{arch}.attention.key_length")
+        key_length = int_field(path, reader, f"{arch}.attention.key_length")
         if key_length != fields["d_model"] // fields["n_heads"] or fields["d_model"] % fields["n_heads"]:
             switches["head_dim"] = key_length  # else None: the config reader's one form of the same model
     if family not in ("qwen2", "qwen2_moe"):  # their q/k/v biases are fixed by the family
@@ -575,16 +306,16 @@ def _switches(path: Path, reader: Any, arch: str, fields: dict[str, Any], findin
         switches["o_bias"] = "blk.0.attn_output.bias" in tensors
     scaling_type = reader.fields.get(f"{arch}.rope.scaling.type")
     if scaling_type is not None:
-        kind = _field(path, reader, f"{arch}.rope.scaling.type")
+        kind = read_field(path, reader, f"{arch}.rope.scaling.type")
         if kind != "linear":
             raise CheckpointError(path, f"metadata {arch}.rope.scaling.type", "not a RoPE scaling the suite implements",
                                   expected=["linear"], found=kind)  # fmt: skip
-        factor = _float32_field(path, reader, f"{arch}.rope.scaling.factor")
+        factor = float32_field(path, reader, f"{arch}.rope.scaling.factor")
         switches["rope_scaling"] = RopeScaling("linear", factor)
     if ROPE_FREQS in tensors:
         if LLAMA3_KEY.format("factor") in reader.fields:
-            values = {f: _float32_field(path, reader, LLAMA3_KEY.format(f)) for f in _LLAMA3_FIELDS[:3]}
-            original = _int_field(path, reader, LLAMA3_KEY.format("original_n_ctx"))
+            values = {f: float32_field(path, reader, LLAMA3_KEY.format(f)) for f in _LLAMA3_FIELDS[:3]}
+            original = int_field(path, reader, LLAMA3_KEY.format("original_n_ctx"))
             switches["rope_scaling"] = RopeScaling("llama3", original_n_ctx=original, **values)
         else:  # a file of llama.cpp's converter: only the table
             table = next(t for t in reader.tensors if t.name == ROPE_FREQS)
@@ -598,10 +329,10 @@ def _switches(path: Path, reader: Any, arch: str, fields: dict[str, Any], findin
                 "assumed, as every published Llama 3 has it): its table is the stored one"
             )
     if window_key in reader.fields:
-        switches["sliding_window"] = _int_field(path, reader, window_key)
+        switches["sliding_window"] = int_field(path, reader, window_key)
         pattern_key = gguf.Keys.Attention.SLIDING_WINDOW_PATTERN.format(arch=arch)
         if pattern_key in reader.fields:
-            pattern = _field(path, reader, pattern_key)
+            pattern = read_field(path, reader, pattern_key)
             if (
                 not isinstance(pattern, list)
                 or len(pattern) != fields["n_layers"]
@@ -623,9 +354,9 @@ def _switches(path: Path, reader: Any, arch: str, fields: dict[str, Any], findin
         for field, key in (("attn_softcap", "attn_logit_softcapping"), ("final_softcap", "final_logit_softcapping")):
             if f"{arch}.{key}" not in reader.fields:
                 findings.append(f"{arch}.{key} is not stored; llama.cpp's {_GEMMA2_DEFAULT_CAPS[field]:g} assumed")
-            switches[field] = _float32_field(path, reader, f"{arch}.{key}", _GEMMA2_DEFAULT_CAPS[field])
+            switches[field] = float32_field(path, reader, f"{arch}.{key}", _GEMMA2_DEFAULT_CAPS[field])
         if QUERY_SCALE_KEY in reader.fields:
-            switches["query_scale"] = _int_field(path, reader, QUERY_SCALE_KEY)
+            switches["query_scale"] = int_field(path, reader, QUERY_SCALE_KEY)
         else:
             d_head = switches.get("head_dim") or fields["d_model"] // fields["n_heads"]
             deep = fields["n_layers"] == _GEMMA2_27B_LAYERS
@@ -641,8 +372,8 @@ def _expert_switches(
 ) -> dict[str, Any]:
     """A MoE file's experts: their count, how many a token uses, Qwen2-MoE's sizes and renormalisation."""
     switches: dict[str, Any] = {
-        "n_experts": _int_field(path, reader, gguf.Keys.LLM.EXPERT_COUNT.format(arch=arch)),
-        "top_k": _int_field(path, reader, gguf.Keys.LLM.EXPERT_USED_COUNT.format(arch=arch)),
+        "n_experts": int_field(path, reader, gguf.Keys.LLM.EXPERT_COUNT.format(arch=arch)),
+        "top_k": int_field(path, reader, gguf.Keys.LLM.EXPERT_USED_COUNT.format(arch=arch)),
     }
     # Checked against the stored experts before any per-expert work (the canonical names are n_layers *
     # n_experts * 3: a count the file does not hold must not be enumerated).
@@ -653,16 +384,16 @@ def _expert_switches(
                               "ffn_gate_exps.weight stacks", expected=held, found=switches["n_experts"])  # fmt: skip
     if arch != "qwen2moe":
         return switches
-    d_expert = _int_field(path, reader, gguf.Keys.LLM.EXPERT_FEED_FORWARD_LENGTH.format(arch=arch))
+    d_expert = int_field(path, reader, gguf.Keys.LLM.EXPERT_FEED_FORWARD_LENGTH.format(arch=arch))
     switches["d_expert"] = None if d_expert == fields["d_ff"] else d_expert  # the config reader's one form
     if "blk.0.ffn_gate_shexp.weight" in tensors:
-        switches["d_shared_expert"] = _int_field(
+        switches["d_shared_expert"] = int_field(
             path, reader, gguf.Keys.LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH.format(arch=arch)
         )
     norm_key = gguf.Keys.LLM.EXPERT_WEIGHTS_NORM.format(arch=arch)
     if norm_key not in reader.fields:  # the converter writes none for Qwen2-MoE
         findings.append(f"{norm_key} is not stored; false assumed (llama.cpp's qwen2moe never renormalises)")
-    norm = _field(path, reader, norm_key, False)
+    norm = read_field(path, reader, norm_key, False)
     if not isinstance(norm, (bool, np.bool_)):
         raise CheckpointError(path, f"metadata {arch}.expert_weights_norm", "must be a bool", found=norm)
     switches["norm_topk"] = bool(norm)
@@ -720,7 +451,7 @@ def _llama3_from_table(path: Path, table: np.ndarray, theta: float, d_head: int)
 
 
 def _config(path: Path, reader: Any) -> tuple[ModelConfig, list[str]]:
-    arch = _field(path, reader, "general.architecture")
+    arch = read_field(path, reader, "general.architecture")
     if arch not in _FAMILY:
         raise CheckpointError(path, "metadata general.architecture", "not an architecture the suite implements",
                               expected=list(_FAMILY), found=arch)  # fmt: skip
@@ -738,20 +469,20 @@ def _config(path: Path, reader: Any) -> tuple[ModelConfig, list[str]]:
         "family": arch,
         "vocab_size": int(embedding.shape[1]),  # GGUF shapes list the fastest axis first
         "tie_embeddings": "output.weight" not in tensors,
-        "norm_eps": _float32_field(path, reader, keys["norm_eps"]),
+        "norm_eps": float32_field(path, reader, keys["norm_eps"]),
     }
     for field in ("n_ctx", "d_model", "n_layers", "n_heads", "d_ff"):
-        fields[field] = _int_field(path, reader, keys[field])
-    fields["n_kv_heads"] = _int_field(path, reader, keys["n_kv_heads"], fields["n_heads"])
+        fields[field] = int_field(path, reader, keys[field])
+    fields["n_kv_heads"] = int_field(path, reader, keys["n_kv_heads"], fields["n_heads"])
     if arch != "gpt2":
         if keys["rope_theta"] not in reader.fields:
             findings.append(f"{keys['rope_theta']} is not stored; llama.cpp's {DEFAULT_ROPE_THETA:g} assumed")
-        fields["rope_theta"] = _float32_field(path, reader, keys["rope_theta"], DEFAULT_ROPE_THETA)
+        fields["rope_theta"] = float32_field(path, reader, keys["rope_theta"], DEFAULT_ROPE_THETA)
     try:  # every size (type, range, maximum, divisibility), eps and theta are checked here, before any use
         if arch != "gpt2":
             fields |= _switches(path, reader, arch, fields, findings)
             d_head = fields.get("head_dim") or fields["d_model"] // fields["n_heads"]
-            rot = _int_field(path, reader, f"{arch}.rope.dimension_count", d_head)
+            rot = int_field(path, reader, f"{arch}.rope.dimension_count", d_head)
             if rot != d_head and arch not in ("phi3", "chatglm"):
                 raise CheckpointError(path, f"metadata {arch}.rope.dimension_count",
                                       f"partial RoPE is not implemented for llama.cpp's {arch}",
@@ -772,7 +503,7 @@ def _config(path: Path, reader: Any) -> tuple[ModelConfig, list[str]]:
 def read_gguf_config(path: str | Path) -> ModelConfig:
     """The config of a GGUF file, from its metadata and tensor shapes."""
     path = Path(path)
-    return _config(path, _open(path))[0]
+    return _config(path, open_reader(path))[0]
 
 
 def _check_rope_freqs(path: Path, config: ModelConfig, tensor: Any) -> None:
@@ -789,7 +520,7 @@ def read_gguf(path: str | Path) -> Checkpoint:
     """A GGUF file of one of llama.cpp's architectures for the suite's families as config + canonical
     weights (quantized tensors dequantized)."""
     path = Path(path)
-    reader = _open(path)
+    reader = open_reader(path)
     config, findings = _config(path, reader)
     stored = {t.name: t for t in reader.tensors}
     if config.rope_scaling is not None and config.rope_scaling.kind == "llama3":
@@ -799,8 +530,8 @@ def read_gguf(path: str | Path) -> Checkpoint:
     weights: Weights = {}
     stacks: dict[str, np.ndarray] = {}  # a layer's experts, dequantized once
     for canonical, (name, how) in tensor_names(config).items():
-        if how.startswith(_EXPERT) and name in stacks:
-            weights[canonical] = stacks[name][int(how.removeprefix(_EXPERT))]
+        if how.startswith(EXPERT) and name in stacks:
+            weights[canonical] = stacks[name][int(how.removeprefix(EXPERT))]
             continue
         tensor = stored.pop(name, None)
         if tensor is None:
@@ -811,18 +542,18 @@ def read_gguf(path: str | Path) -> Checkpoint:
         # Checked before it is dequantized and reordered by head, which assume it (a 0 or a wrong dimension
         # raised ValueError from numpy's reshape there).
         shape = weight_shapes(config)[canonical]
-        expected = list(reversed(shape)) if how == _CONV1D else list(shape)
-        if how.startswith(_EXPERT):
+        expected = list(reversed(shape)) if how == CONV1D else list(shape)
+        if how.startswith(EXPERT):
             expected = [config.n_experts, *shape]
         found = [int(n) for n in reversed(tensor.shape)]  # GGUF lists the fastest axis first
         if found != expected:
             raise CheckpointError(path, f"tensor {name}", "wrong shape", expected=expected, found=found)
         values = gguf.quants.dequantize(tensor.data, tensor.tensor_type).astype(np.float32)
-        if how.startswith(_EXPERT):
+        if how.startswith(EXPERT):
             stacks[name] = values
-            weights[canonical] = values[int(how.removeprefix(_EXPERT))]
+            weights[canonical] = values[int(how.removeprefix(EXPERT))]
             continue
-        weights[canonical] = _unstore(config, values, how)
+        weights[canonical] = unstore(config, values, how)
     if stored:
         findings.append(f"{len(stored)} tensors not read (not part of the model): {', '.join(list(stored)[:5])}")
     quantized = sorted({t.tensor_type.name for t in reader.tensors} - {"F32"})
@@ -830,11 +561,11 @@ def read_gguf(path: str | Path) -> Checkpoint:
         findings.append(f"tensors stored as {', '.join(quantized)}, dequantized to float32")
     vocab = reader.fields.get("tokenizer.ggml.tokens")
     if vocab is not None:
-        model = _field(path, reader, "tokenizer.ggml.model", "?")
+        model = read_field(path, reader, "tokenizer.ggml.model", "?")
         findings.append(f"a vocabulary of {len(vocab.data)} pieces (tokenizer model {model!r}) is stored, not read")
     check_canonical(path, config, weights)
     tensors = tuple(
         TensorInfo(t.name, tuple(int(n) for n in reversed(t.shape)), t.tensor_type.name) for t in reader.tensors
     )
-    return Checkpoint(path, "gguf", int(_field(path, reader, "GGUF.version", 3)), config, weights, tensors,
+    return Checkpoint(path, "gguf", int(read_field(path, reader, "GGUF.version", 3)), config, weights, tensors,
                       tuple(findings))  # fmt: skip

@@ -20,7 +20,8 @@ from verifier.formats.config_json import read_config_json
 from verifier.formats.errors import CheckpointError
 from verifier.formats.fileio import read_head
 from verifier.formats.hf_dir import check_weight_headers, map_hf_dir, read_hf_dir, write_hf_dir
-from verifier.formats.llama2c import MAGIC, map_llama2c, read_llama2c, read_llama2c_config, write_llama2c
+from verifier.formats.llama2c import map_llama2c, read_llama2c, read_llama2c_config, write_llama2c
+from verifier.formats.llama2c_layout import MAGIC
 from verifier.model.config import ModelConfig
 from verifier.model.weights import Weights
 

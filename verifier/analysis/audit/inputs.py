@@ -36,7 +36,8 @@ from verifier.formats import load_checkpoint
 from verifier.formats.checkpoint import Checkpoint
 from verifier.formats.fileio import open_bounded
 from verifier.formats.hf_cache import cached_file
-from verifier.formats.llama2c import Header, Segment, layout, read_header, read_llama2c, write_llama2c
+from verifier.formats.llama2c import read_llama2c, write_llama2c
+from verifier.formats.llama2c_layout import Header, Segment, layout, read_header
 from verifier.formats.sources import SourceError, locate, resolve_repo
 from verifier.formats.tokenizer import GPT2_HF_REPOS, Tokenizer, TokenizerNotFound, find_tokenizer
 from verifier.model import stages

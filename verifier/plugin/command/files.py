@@ -14,7 +14,8 @@ from pathlib import Path
 from verifier.analysis.precision import Q8_0, Precision, q8_0
 from verifier.formats.errors import CheckpointError
 from verifier.formats.hf_dir import write_hf_dir
-from verifier.formats.llama2c import header_for, write_llama2c
+from verifier.formats.llama2c import write_llama2c
+from verifier.formats.llama2c_layout import header_for
 from verifier.model.config import ConfigError, ModelConfig
 from verifier.model.weights import Weights
 from verifier.plugin.interface import Unsupported
@@ -69,7 +70,7 @@ def write_model(name: str, directory: Path, config: ModelConfig, weights: Weight
 
 def version2_precision(config: ModelConfig) -> Precision:
     """The precision class of `config` written as a llama2.c version-2 file: Q8_0 in the group size the
-    writer picks (`verifier.formats.llama2c.header_for`), float32 scales; runq.c quantizes activations
+    writer picks (`verifier.formats.llama2c_layout.header_for`), float32 scales; runq.c quantizes activations
     in the same groups."""
     return q8_0(header_for(config, 2).group_size, float16_scales=False)
 
