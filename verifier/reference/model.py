@@ -10,10 +10,10 @@ pass and while decoding. Every intermediate the trace records is named in `verif
 Weights come from any mapping of canonical names to arrays. Each weight is converted to the
 model's dtype by one mapping (`_Converted`) and looked up where the layer uses it. A resident
 model converts them all once; a streaming one (`stream=True`) converts each when the pass reaches
-it and drops it after, so a model read from a memory-mapped file holds one weight matrix (in
-float64 for the oracle) plus activations and the KV cache, whatever its size; a mixture-of-experts
-layer reads its experts one at a time (`llama.moe`). Both run the same code on the same converted
-arrays, so their outputs are bit for bit the same.
+it, into the memory of the last weight of its shape the pass dropped, so a model read from a mapped
+file holds about one layer's weights (in float64 for the oracle) plus activations and the KV cache,
+whatever its size; a mixture-of-experts layer reads its experts one at a time (`llama.moe`). Both
+run the same code on the same converted arrays, so their outputs are bit for bit the same.
 
 A MoE model's expert choice can be overridden (`routes`, {layer: [B, T, top_k] expert indices}) in
 `logits`, `router_probs` and `trace`: where the router's k-th and (k+1)-th probabilities nearly tie,
@@ -27,6 +27,7 @@ returns the value the pass goes on with.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Generator, Iterator, Mapping
 from dataclasses import dataclass
 
@@ -78,18 +79,43 @@ class KVCache:
 class _Converted(Mapping[str, np.ndarray]):
     """`weights` as the forward pass uses them: each array converted to `dtype` when looked up,
     except the tables indexed by token or position, which `embed` converts row by row; with a
-    `rounding`, every weight (tables too) converted and rounded to its format."""
+    `rounding`, every weight (tables too) converted and rounded to its format.
 
-    def __init__(self, weights: WeightMap, dtype: np.dtype, rounding: Rounding | None = None) -> None:
+    With `reuse` (a streaming model), a weight is converted into the memory of an earlier one of its
+    shape that nothing refers to any more: a streamed pass converts every weight at every pass, and
+    into fresh pages that costs several times the copy while the page cache holds a checkpoint larger
+    than memory (the kernel reclaims a page for each; measured in benchmarks/RESULTS.md)."""
+
+    def __init__(self, weights: WeightMap, dtype: np.dtype, rounding: Rounding | None = None, *, reuse: bool = False):
         self._weights = weights
         self._dtype = dtype
         self._rounding = rounding
+        self._spare: dict[tuple[int, ...], list[np.ndarray]] | None = {} if reuse else None
 
     def __getitem__(self, name: str) -> np.ndarray:
         w = self._weights[name]
         if self._rounding is not None:
             return self._rounding.weights(name, np.asarray(w, dtype=self._dtype)).astype(self._dtype)
-        return np.asarray(w) if name in _TABLES else np.asarray(w, dtype=self._dtype)
+        if name in _TABLES:
+            return np.asarray(w)
+        w = np.asarray(w)
+        if self._spare is None or w.dtype == self._dtype:  # resident, or nothing to convert
+            return np.asarray(w, dtype=self._dtype)
+        out = self._unused(w.shape)
+        np.copyto(out, w)
+        return out
+
+    def _unused(self, shape: tuple[int, ...]) -> np.ndarray:
+        """An array of `shape` and the model's dtype that no weight or view of one refers to: one of an
+        earlier lookup, once the pass has dropped it, or a new one (kept for later lookups)."""
+        buffers = self._spare.setdefault(shape, []) if self._spare is not None else []
+        for buffer in buffers:
+            # CPython counts the references: the list's, this loop's and getrefcount's argument; any
+            # other (a weight still in use, a transposed view whose base it is) means it is taken.
+            if sys.getrefcount(buffer) == 3:
+                return buffer
+        buffers.append(np.empty(shape, self._dtype))
+        return buffers[-1]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._weights)
@@ -125,7 +151,7 @@ class NumpyModel:
         self.rounding = rounding
         self.stream = stream
         self._family = gpt2 if config.family == "gpt2" else llama
-        converted = _Converted(weights, self.dtype, rounding)
+        converted = _Converted(weights, self.dtype, rounding, reuse=stream)
         self._weights: WeightMap = converted if stream else dict(converted)
         self._resident_classifier = None if stream else self._classifier()
         normaliser = llama.embed_normaliser(config, self.dtype) if config.uses_rope else None
