@@ -4,7 +4,7 @@ pipes), measured side by side in one run, never asserted.
 
     python benchmarks/scaling.py                   # measure and print a Markdown section
     python benchmarks/scaling.py --write           # ... and put it into benchmarks/RESULTS.md
-    python benchmarks/scaling.py --model transformers
+    python benchmarks/scaling.py --models numpy transformers
 
 Speed-up is the one-process time over the setup's; the ideal is the number of workers (so a worker's
 start-up, its own collection and Hypothesis's per-process work show as the gap). Workers on other hosts
@@ -55,24 +55,36 @@ def timed_check(model: str, pytest_args: list[str]) -> tuple[float, str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default="numpy", help="the model verified (default: numpy)")
+    parser.add_argument("--models", nargs="+", default=["numpy", "transformers"], help="the models verified")
     parser.add_argument("--write", action="store_true", help="update the section in benchmarks/RESULTS.md")
     args = parser.parse_args()
     load = os.getloadavg()[0]
-    results = []
-    for name, workers, pytest_args in SETUPS:
-        wall, summary = timed_check(args.model, pytest_args)
-        results.append((name, workers, pytest_args, wall, summary))
-        print(f"{name}: {wall:.1f} s, {summary}", file=sys.stderr, flush=True)
-    base = results[0][3]
+    tables = []
+    for model in args.models:
+        results = []
+        for name, workers, pytest_args in SETUPS:
+            wall, summary = timed_check(model, pytest_args)
+            results.append((name, workers, pytest_args, wall, summary))
+            print(f"{model}, {name}: {wall:.1f} s, {summary}", file=sys.stderr, flush=True)
+        tables += ["", f"`--model {model}`:", "", *_table(results)]
     lines = [
         "## Scaling out: one verification over pytest-xdist workers",
         "",
         f"Machine: {describe()}.  ",
-        f"Command: `python benchmarks/scaling.py --model {args.model}{' --write' if args.write else ''}` "
+        f"Command: `python benchmarks/scaling.py --models {' '.join(args.models)}{' --write' if args.write else ''}` "
         f"({time.strftime('%Y-%m-%d')}); load average (1 min) {load:.2f} before, {os.getloadavg()[0]:.2f} after. "
-        f"Each row is `verifier check --model {args.model} -- ARGS` (the ci profile), in this run.",
-        "",
+        "Each row is `verifier check --model MODEL -- ARGS` (the ci profile), in this run.",
+        *tables,
+    ]
+    section = "\n".join(lines)
+    print(section)
+    if args.write:
+        write_section(section)
+
+
+def _table(results: list[tuple[str, int, list[str], float, str]]) -> list[str]:
+    base = results[0][3]
+    lines = [
         "| setup | pytest arguments | wall time | speed-up | ideal | efficiency | pytest's summary |",
         "|---|---|---:|---:|---:|---:|---|",
     ]
@@ -82,10 +94,7 @@ def main() -> None:
             f"| {name} | `{shown}` | {wall:.1f} s | {base / wall:.2f} | {workers} | {base / wall / workers:.0%} "
             f"| {summary} |"
         )
-    section = "\n".join(lines)
-    print(section)
-    if args.write:
-        write_section(section)
+    return lines
 
 
 if __name__ == "__main__":
