@@ -41,7 +41,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a script from anywhere
 from benchmarks._machine import describe, high_water_kib, worktree  # noqa: E402
-from benchmarks.results_file import write_section  # noqa: E402
+from benchmarks.results_file import write_data, write_section  # noqa: E402
 
 MODELS = ("llama-2-7b", "gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl")
 SHARD_BYTES = 2 * 2**30
@@ -408,6 +408,8 @@ def main() -> None:
     print(section)
     if args.write:
         write_section(section)
+        data = {"machine": describe(), "command": command, "date": time.strftime("%Y-%m-%d"), "before": args.before}
+        write_data("full_size", data | {"disk_bps": disk_bps, "cache_bps": cache_bps, "models": results})
 
 
 if __name__ == "__main__":

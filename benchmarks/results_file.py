@@ -1,11 +1,24 @@
-"""benchmarks/RESULTS.md: each benchmark script owns one `## ` section and rewrites only that one."""
+"""benchmarks/RESULTS.md: each benchmark script owns one `## ` section and rewrites only that one;
+and benchmarks/data/: the figures of that run as JSON, from which the docs site draws its plots."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
+from typing import Any
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def write_data(name: str, payload: dict[str, Any], directory: Path = DATA) -> None:
+    """benchmarks/data/NAME.json: a run's figures (with its machine, command and date), atomically."""
+    directory.mkdir(exist_ok=True)
+    path = directory / f"{name}.json"
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(payload, indent=1, sort_keys=True) + "\n")
+    tmp.replace(path)
 
 
 def read_section(heading: str, path: Path = RESULTS) -> str:

@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a script from anywhere
 from benchmarks._machine import describe  # noqa: E402
-from benchmarks.results_file import write_section  # noqa: E402
+from benchmarks.results_file import write_data, write_section  # noqa: E402
 
 # (setup, workers, pytest arguments after `--`)
 SETUPS = (
@@ -59,7 +59,8 @@ def main() -> None:
     parser.add_argument("--write", action="store_true", help="update the section in benchmarks/RESULTS.md")
     args = parser.parse_args()
     load = os.getloadavg()[0]
-    tables = []
+    tables: list[str] = []
+    data: dict[str, list[dict]] = {}
     for model in args.models:
         results = []
         for name, workers, pytest_args in SETUPS:
@@ -67,6 +68,11 @@ def main() -> None:
             results.append((name, workers, pytest_args, wall, summary))
             print(f"{model}, {name}: {wall:.1f} s, {summary}", file=sys.stderr, flush=True)
         tables += ["", f"`--model {model}`:", "", *_table(results)]
+        data[model] = [
+            {"setup": name, "workers": workers, "pytest_args": " ".join(a).replace(sys.executable, "PYTHON"),
+             "seconds": wall, "summary": summary}
+            for name, workers, a, wall, summary in results
+        ]  # fmt: skip
     lines = [
         "## Scaling out: one verification over pytest-xdist workers",
         "",
@@ -80,6 +86,9 @@ def main() -> None:
     print(section)
     if args.write:
         write_section(section)
+        command = f"python benchmarks/scaling.py --models {' '.join(args.models)} --write"
+        write_data("scaling", {"machine": describe(), "command": command, "date": time.strftime("%Y-%m-%d"),
+                               "load": load, "models": data})  # fmt: skip
 
 
 def _table(results: list[tuple[str, int, list[str], float, str]]) -> list[str]:

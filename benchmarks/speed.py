@@ -40,7 +40,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 from benchmarks._machine import high_water_kib, worktree
-from benchmarks.results_file import write_section
+from benchmarks.results_file import write_data, write_section
 
 ROOT = Path(__file__).resolve().parent.parent
 DECODE_PRESET, PREFILL_PRESET = "llama2c-stories15M", "gpt2"
@@ -266,6 +266,19 @@ def render(
     return "\n".join(lines)
 
 
+def _data(
+    results: dict[str, dict], bandwidth: float, command: str, load: tuple[float, float], before: str | None
+) -> dict:
+    """The run's figures for benchmarks/data/speed.json (the docs' plots)."""
+    from benchmarks._machine import describe
+
+    return {
+        "machine": describe(), "command": command, "date": time.strftime("%Y-%m-%d"), "load": list(load),
+        "bandwidth_bytes_per_s": bandwidth, "before": before, "prefill_lengths": list(PREFILL_LENGTHS),
+        "decode_peers": list(DECODE_PEERS), "results": results,
+    }  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--peer", choices=list(PEERS), help=argparse.SUPPRESS)
@@ -301,6 +314,7 @@ def main() -> None:
     print(section)
     if args.write:
         write_section(section)
+        write_data("speed", _data(results, bandwidth, command, load, args.before))
 
 
 if __name__ == "__main__":

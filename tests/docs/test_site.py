@@ -4,6 +4,7 @@ option and property, and the README stays a short entry whose links land on page
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import shutil
 import sys
@@ -34,7 +35,8 @@ def _generator(name: str) -> ModuleType:
 
 def test_the_site_builds_in_strict_mode(site: Path) -> None:
     for page in ("index.html", "tutorial/index.html", "reference/cli/index.html", "reference/properties/index.html",
-                 "reference/api/index.html", "benchmarks/results/index.html", "search/search_index.json"):  # fmt: skip
+                 "reference/api/index.html", "benchmarks/results/index.html", "benchmarks/plots/index.html",
+                 "benchmarks/prefill.svg", "search/search_index.json"):  # fmt: skip
         assert (site / page).is_file(), page
     assert 'class="doc doc-object' in (site / "reference/api/index.html").read_text()  # mkdocstrings rendered
 
@@ -108,6 +110,31 @@ def test_the_mutation_page_counts_the_catalog_s_mutants() -> None:
 
     page = (ROOT / "docs" / "explanation" / "mutation-testing.md").read_text(encoding="utf-8")
     assert re.findall(r"\*\*(\d+) mutants\*\*", page) == [str(len(MUTANTS))]
+
+
+def test_each_benchmark_plot_is_drawn_from_its_committed_data_and_named_on_the_page() -> None:
+    plots = _generator("benchmark_plots")
+    pages = plots.render()
+    for name, figure, caption, _ in plots.FIGURES:
+        data = json.loads((ROOT / "benchmarks" / "data" / f"{name}.json").read_text(encoding="utf-8"))
+        assert "<svg" in pages[f"benchmarks/{figure}"], figure
+        assert f"![{caption}]({figure})" in pages["benchmarks/plots.md"]
+        assert f"`{data['command']}` ({data['date']})" in pages["benchmarks/plots.md"]
+
+
+def test_the_speed_benchmark_writes_the_figures_its_plots_read() -> None:
+    """The plots read what `speed.py --write` writes (a renamed key in one would break the other at the
+    next run, not at the next build): a run's figures, made up, drawn."""
+    from benchmarks import speed
+
+    results = {f"decode/{p}": {"tok_s": 1.0 + i} for i, p in enumerate(speed.DECODE_PEERS)}
+    results |= {
+        f"{before}prefill/{engine}/{T}": {"seconds": 0.1 * T}
+        for before in ("", "before/") for engine in speed.PREFILL_ENGINES for T in speed.PREFILL_LENGTHS
+    }  # fmt: skip
+    data = json.loads(json.dumps(speed._data(results, 1e9, "python benchmarks/speed.py --write", (1.0, 1.0), "HEAD~")))
+    plots = _generator("benchmark_plots")
+    assert "<svg" in plots.prefill(data) and "<svg" in plots.decode(data)
 
 
 def test_the_readme_is_short() -> None:
