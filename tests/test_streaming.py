@@ -18,8 +18,10 @@ import pytest
 from verifier.analysis import tolerance
 from verifier.analysis.divergence import localize
 from verifier.formats import CheckpointError, load_checkpoint, map_checkpoint, save_checkpoint
+from verifier.formats.fileio import open_bounded
 from verifier.formats.hf import build_model
 from verifier.formats.hf_dir import write_hf_dir, write_hf_shards
+from verifier.formats.safetensors_file import byte_range, read_header
 from verifier.model import stages
 from verifier.model.config import ModelConfig
 from verifier.model.presets import preset
@@ -291,3 +293,42 @@ def test_a_streamed_moe_pass_reads_each_chosen_expert_once_whole_and_in_order() 
                 f"{prefix}experts.{e}.{x}.weight" for e in chosen for x in ("w1", "w3", "w2")
             ]
             assert [name for name in reads if name.startswith(prefix)] == expected
+
+
+def test_a_streamed_pass_reads_a_float32_checkpoint_into_memory_it_holds(tmp_path: Path) -> None:
+    """A mapped float32 safetensors checkpoint is read into the pass's own memory (`read_into`): a second
+    pass makes no new arrays and gives the resident logits bit for bit; a non-finite value read that way
+    is still found and named. A BF16 checkpoint, converted on reading, is looked up as before."""
+    weights = init_weights(LLAMA_UNTIED, seed=4)
+    write_hf_dir(tmp_path / "f32", LLAMA_UNTIED, weights)
+    mapped = map_checkpoint(tmp_path / "f32")
+    assert mapped.weights.reads_into
+    model = NumpyModel(mapped.config, mapped.weights, np.float64, stream=True)
+    tokens = _tokens(LLAMA_UNTIED, (2, 5))
+    first = model.logits(tokens)
+    spare = model.weights._spare  # type: ignore[attr-defined]  # the pass's memory, by (shape, dtype)
+    made = {id(b) for buffers in spare.values() for b in buffers}
+    assert any(dtype == np.float32 for _, dtype in spare)  # read into, then converted
+    np.testing.assert_array_equal(model.logits(tokens), first)
+    assert {id(b) for buffers in spare.values() for b in buffers} == made
+    np.testing.assert_array_equal(first, NumpyModel(LLAMA_UNTIED, weights, np.float64).logits(tokens))
+
+    file = tmp_path / "f32" / "model.safetensors"  # one value overwritten with inf (writers refuse one)
+    with open_bounded(file) as reader:
+        header = read_header(reader)
+    entry = next(e for e in header.entries if e.name == "model.layers.1.mlp.down_proj.weight")
+    data = bytearray(file.read_bytes())
+    at = byte_range(header, entry)[0] + 4 * (3 * entry.shape[1] + 7)
+    data[at : at + 4] = np.float32(np.inf).tobytes()
+    file.write_bytes(bytes(data))
+    broken = map_checkpoint(tmp_path / "f32")
+    with pytest.raises(
+        CheckpointError,
+        match=r"tensor model\.layers\.1\.mlp\.down_proj\.weight: holds 1 non-finite values, the first at \[3, 7\]",
+    ):
+        NumpyModel(broken.config, broken.weights, np.float64, stream=True).logits(tokens)
+
+    import torch
+
+    build_model(LLAMA_UNTIED, weights).to(torch.bfloat16).save_pretrained(tmp_path / "bf16")
+    assert not map_checkpoint(tmp_path / "bf16").weights.reads_into

@@ -72,6 +72,13 @@ def read_array(path: Path, offset: int, dtype: np.dtype, shape: tuple[int, ...],
     touched, which no Python code can catch; a file that shrank is a short read here instead.
     """
     out = np.empty(shape, dtype=dtype)
+    read_into(path, offset, out, what)
+    return out
+
+
+def read_into(path: Path, offset: int, out: np.ndarray, what: str) -> None:
+    """Fill the contiguous array `out` with its size in bytes read from the file at byte `offset` (a
+    range its reader checked), as `read_array` reads."""
     view = out.data.cast("B")
     try:
         with open(path, "rb", buffering=0) as handle:
@@ -92,7 +99,6 @@ def read_array(path: Path, offset: int, dtype: np.dtype, shape: tuple[int, ...],
             expected=f"{len(view):,} bytes at offset {offset:,}",
             found=f"{done:,} bytes",
         )
-    return out
 
 
 def read_ahead(path: Path, offset: int, length: int) -> None:

@@ -25,7 +25,7 @@ from verifier import extra
 from verifier.formats.checkpoint import Checkpoint, TensorInfo, check_array, check_canonical, check_shapes
 from verifier.formats.config_json import read_config_json
 from verifier.formats.errors import CheckpointError
-from verifier.formats.fileio import ReadAhead, atomic_write, open_bounded
+from verifier.formats.fileio import ReadAhead, atomic_write, open_bounded, read_into
 from verifier.formats.jsonio import read_json
 from verifier.formats.safetensors_file import (
     DTYPES,
@@ -316,7 +316,19 @@ def map_hf_dir(path: str | Path, weights_file: str | Path | None = None) -> Chec
         check_array(source, name, array)
         return array
 
-    weights = LazyWeights(weight_shapes(config), fetch)
+    def fetch_into(name: str, out: np.ndarray) -> bool:
+        file, entry = located[renamed[name]]
+        if out.dtype != np.float32 or out.shape != tuple(entry.shape):
+            return False
+        ahead.after(name)
+        read_into(file.path, byte_range(file, entry)[0], out, f"tensor {entry.name}")
+        check_array(source, name, out)
+        return True
+
+    # Read into the caller's memory only where every weight is stored as it is used (BF16 and F16
+    # tensors are converted on reading, into new arrays).
+    float32 = all(located[stored][1].dtype == "F32" for stored in renamed.values())
+    weights = LazyWeights(weight_shapes(config), fetch, fetch_into if float32 else None)
     return Checkpoint(directory, hf_format(source), None, config, weights, tuple(infos), tuple(findings))
 
 

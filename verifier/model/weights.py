@@ -210,11 +210,33 @@ def iter_init_weights(
 class LazyWeights(Mapping[str, np.ndarray]):
     """A canonical weight set whose arrays are made when looked up: `fetch(name)` runs at every
     lookup and nothing is kept, so a forward pass that uses each weight once holds one at a time
-    (a mapped checkpoint, weights perturbed on the fly). `shapes` names every weight."""
+    (a mapped checkpoint, weights perturbed on the fly). `shapes` names every weight.
 
-    def __init__(self, shapes: Mapping[str, tuple[int, ...]], fetch: Callable[[str], np.ndarray]) -> None:
+    A reader may also offer `fetch_into(name, out)`: the weight's float32 values read into `out`, a
+    float32 array of its shape the caller owns, and True; or False where it cannot (a tensor stored in
+    another dtype), and the caller looks the weight up instead. A streamed pass reads into memory it
+    already holds that way (`verifier.reference.model`)."""
+
+    def __init__(
+        self,
+        shapes: Mapping[str, tuple[int, ...]],
+        fetch: Callable[[str], np.ndarray],
+        fetch_into: Callable[[str, np.ndarray], bool] | None = None,
+    ) -> None:
         self.shapes = dict(shapes)
         self._fetch = fetch
+        self._fetch_into = fetch_into
+
+    @property
+    def reads_into(self) -> bool:
+        """Whether the reader offers `fetch_into` (some of its tensors may still be looked up instead)."""
+        return self._fetch_into is not None
+
+    def read_into(self, name: str, out: np.ndarray) -> bool:
+        """Read weight `name` into `out` (float32, its shape) if the reader can: True if it did."""
+        if name not in self.shapes:
+            raise KeyError(name)
+        return self._fetch_into is not None and self._fetch_into(name, out)
 
     def __getitem__(self, name: str) -> np.ndarray:
         if name not in self.shapes:

@@ -36,7 +36,7 @@ import numpy.typing as npt
 
 from verifier.model import stages
 from verifier.model.config import ModelConfig
-from verifier.model.weights import EMBEDDING, WeightMap, classifier_name
+from verifier.model.weights import EMBEDDING, LazyWeights, WeightMap, classifier_name
 from verifier.reference import gpt2, llama
 from verifier.reference import layers as L
 from verifier.reference.recorder import Rope, Routes, Stage, passing
@@ -81,40 +81,61 @@ class _Converted(Mapping[str, np.ndarray]):
     except the tables indexed by token or position, which `embed` converts row by row; with a
     `rounding`, every weight (tables too) converted and rounded to its format.
 
-    With `reuse` (a streaming model), a weight is converted into the memory of an earlier one of its
-    shape that nothing refers to any more: a streamed pass converts every weight at every pass, and
-    into fresh pages that costs several times the copy while the page cache holds a checkpoint larger
-    than memory (the kernel reclaims a page for each; measured in benchmarks/RESULTS.md)."""
+    With `reuse` (a streaming model), a weight is read (where its reader can: `LazyWeights.read_into`)
+    and converted into the memory of an earlier one of its shape that nothing refers to any more: a
+    streamed pass reads and converts every weight at every pass, and into fresh pages that costs
+    several times the copy while the page cache holds a checkpoint larger than memory (the kernel
+    reclaims a page for each; measured in benchmarks/RESULTS.md)."""
 
     def __init__(self, weights: WeightMap, dtype: np.dtype, rounding: Rounding | None = None, *, reuse: bool = False):
         self._weights = weights
         self._dtype = dtype
         self._rounding = rounding
-        self._spare: dict[tuple[int, ...], list[np.ndarray]] | None = {} if reuse else None
+        self._spare: dict[tuple[tuple[int, ...], np.dtype], list[np.ndarray]] | None = {} if reuse else None
 
     def __getitem__(self, name: str) -> np.ndarray:
-        w = self._weights[name]
         if self._rounding is not None:
+            w = self._weights[name]
             return self._rounding.weights(name, np.asarray(w, dtype=self._dtype)).astype(self._dtype)
         if name in _TABLES:
-            return np.asarray(w)
-        w = np.asarray(w)
-        if self._spare is None or w.dtype == self._dtype:  # resident, or nothing to convert
-            return np.asarray(w, dtype=self._dtype)
-        out = self._unused(w.shape)
+            return np.asarray(self._weights[name])
+        if self._spare is None:  # resident: converted once
+            return np.asarray(self._weights[name], dtype=self._dtype)
+        read = self._read_into_held(name)
+        if read is not None:
+            return read
+        w = np.asarray(self._weights[name])
+        if w.dtype == self._dtype:
+            return w
+        out = self._unused(w.shape, self._dtype)
         np.copyto(out, w)
         return out
 
-    def _unused(self, shape: tuple[int, ...]) -> np.ndarray:
-        """An array of `shape` and the model's dtype that no weight or view of one refers to: one of an
-        earlier lookup, once the pass has dropped it, or a new one (kept for later lookups)."""
-        buffers = self._spare.setdefault(shape, []) if self._spare is not None else []
+    def _read_into_held(self, name: str) -> np.ndarray | None:
+        """Weight `name` read by the reader into float32 memory held from an earlier lookup (then
+        converted into held memory of the model's dtype), or None where the reader cannot."""
+        if not isinstance(self._weights, LazyWeights) or not self._weights.reads_into:
+            return None
+        shape = self._weights.shapes[name]
+        staging = self._unused(shape, np.dtype(np.float32))
+        if not self._weights.read_into(name, staging):
+            return None
+        if self._dtype == staging.dtype:
+            return staging
+        out = self._unused(shape, self._dtype)
+        np.copyto(out, staging)
+        return out
+
+    def _unused(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        """An array of `shape` and `dtype` that no weight or view of one refers to: one of an earlier
+        lookup, once the pass has dropped it, or a new one (kept for later lookups)."""
+        buffers = self._spare.setdefault((shape, dtype), []) if self._spare is not None else []
         for buffer in buffers:
             # CPython counts the references: the list's, this loop's and getrefcount's argument; any
             # other (a weight still in use, a transposed view whose base it is) means it is taken.
             if sys.getrefcount(buffer) == 3:
                 return buffer
-        buffers.append(np.empty(shape, self._dtype))
+        buffers.append(np.empty(shape, dtype))
         return buffers[-1]
 
     def __iter__(self) -> Iterator[str]:
