@@ -87,7 +87,9 @@ class _Converted(Mapping[str, np.ndarray]):
     several times the copy while the page cache holds a checkpoint larger than memory (the kernel
     reclaims a page for each; measured in benchmarks/RESULTS.md)."""
 
-    def __init__(self, weights: WeightMap, dtype: np.dtype, rounding: Rounding | None = None, *, reuse: bool = False):
+    def __init__(
+        self, weights: WeightMap, dtype: np.dtype, rounding: Rounding | None = None, *, reuse: bool = False
+    ) -> None:
         self._weights = weights
         self._dtype = dtype
         self._rounding = rounding
