@@ -131,7 +131,8 @@ class _Converted(Mapping[str, np.ndarray]):
     def _unused(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         """An array of `shape` and `dtype` that no weight or view of one refers to: one of an earlier
         lookup, once the pass has dropped it, or a new one (kept for later lookups)."""
-        buffers = self._spare.setdefault((shape, dtype), []) if self._spare is not None else []
+        assert self._spare is not None, "only a streaming model's lookups reuse memory"
+        buffers = self._spare.setdefault((shape, dtype), [])
         for buffer in buffers:
             # CPython counts the references: the list's, this loop's and getrefcount's argument; any
             # other (a weight still in use, a transposed view whose base it is) means it is taken.
