@@ -4,6 +4,9 @@ and where the time goes: pytest's durations of every test summed per test file a
 
     python benchmarks/test_times.py            # time the runs and print a Markdown section
     python benchmarks/test_times.py --write    # ... and put it into benchmarks/RESULTS.md
+    python benchmarks/test_times.py --junit .ci/out/slow.xml   # where a finished run's time went
+
+`.ci/run` writes its slow tier's JUnit XML there and prints that breakdown at the end of every CI log.
 
 The thorough profile's time is measured by `benchmarks/thorough_profile.py` (its own section).
 """
@@ -15,6 +18,7 @@ import re
 import subprocess
 import sys
 import time
+import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
 
@@ -58,6 +62,31 @@ def where_time_goes(output: str) -> tuple[Counter[str], Counter[str]]:
     return files, properties
 
 
+def junit_times(xml: str) -> tuple[Counter[str], Counter[str]]:
+    """`where_time_goes` from pytest's JUnit XML (`--junitxml`): each test case's time per file and per
+    property. A case's classname is its module's dotted path (`tests.meta.test_mutants`)."""
+    files: Counter[str] = Counter()
+    properties: Counter[str] = Counter()
+    for case in ET.fromstring(xml).iter("testcase"):
+        path = case.get("classname", "").replace(".", "/") + ".py"
+        seconds = float(case.get("time") or 0)
+        files[path] += seconds
+        if path.startswith("properties/"):
+            properties[case.get("name", "").split("[")[0]] += seconds
+    return files, properties
+
+
+def breakdown(name: str, files: Counter[str], properties: Counter[str]) -> list[str]:
+    """Markdown: the largest files and properties of a run."""
+    return [
+        "",
+        f"Where the time of the {name} goes: {sum(files.values()):.0f} s of setup, call and teardown summed "
+        f"over {len(files)} files (with workers, more than the wall time).",
+        *_largest("test file", files),
+        *(_largest("property", properties) if properties else []),
+    ]
+
+
 def _largest(title: str, totals: Counter[str]) -> list[str]:
     whole = sum(totals.values())
     lines = ["", f"| {title} | seconds | share |", "|---|---:|---:|"]
@@ -68,7 +97,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--write", action="store_true", help="update the section in benchmarks/RESULTS.md")
     parser.add_argument("--default-only", action="store_true", help="time the default run only (not the slow tests)")
+    parser.add_argument("--junit", metavar="XML", help="print where a finished run's time went, from its --junitxml")
     args = parser.parse_args()
+    if args.junit:
+        print("\n".join(breakdown(f"run of {args.junit}", *junit_times(Path(args.junit).read_text()))))
+        return
     runs = {name: a for name, a in RUNS.items() if not (args.default_only and "slow" in a)}  # "-m slow"
     lines = [
         "## Test run times",
@@ -85,14 +118,7 @@ def main() -> None:
         wall, summary, output = timed_run(run_args)
         lines.append(f"| {name} | `python {' '.join(run_args)}` | {wall / 60:.1f} min | {summary} |")
         print(lines[-1], file=sys.stderr, flush=True)
-        files, properties = where_time_goes(output)
-        breakdowns += [
-            "",
-            f"Where the time of the {name} goes: {sum(files.values()):.0f} s of setup, call and teardown summed "
-            f"over {len(files)} files (with workers, more than the wall time).",
-            *_largest("test file", files),
-            *(_largest("property", properties) if properties else []),
-        ]
+        breakdowns += breakdown(name, *where_time_goes(output))
     lines += breakdowns
     section = "\n".join(lines)
     print(section)

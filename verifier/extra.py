@@ -9,6 +9,7 @@ or stops with the reason it gives: one of them not installed, or older than the 
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import re
 from importlib import metadata
@@ -47,9 +48,10 @@ def missing(what: str, modules: tuple[str, ...] = MODULES) -> str | None:
     return None
 
 
+@functools.cache  # each build of a model asks; reading a distribution's metadata takes milliseconds
 def release(module: str) -> tuple[int, ...] | None:
     """The release numbers of the installed distribution named like `module` (5.24.0rc1 -> (5, 24, 0)),
-    or None if there is none: looked up, not imported."""
+    or None if there is none: looked up once per process, not imported."""
     try:
         text = metadata.version(module)
     except metadata.PackageNotFoundError:
