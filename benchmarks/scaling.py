@@ -5,11 +5,16 @@ pipes), measured side by side in one run, never asserted.
     python benchmarks/scaling.py                   # measure and print a Markdown section
     python benchmarks/scaling.py --write           # ... and put it into benchmarks/RESULTS.md
     python benchmarks/scaling.py --models numpy transformers
+    python benchmarks/scaling.py --before REV      # ... and the one-process check at git revision REV
 
 Speed-up is the one-process time over the setup's; the ideal is the number of workers (so a worker's
 start-up, its own collection and Hypothesis's per-process work show as the gap). Workers on other hosts
 are given the same way, one `--tx ssh=user@host//python=/path/to/venv/bin/python` per host (the suite
 and the model installed there): the gateway row runs that code path without the network.
+
+`--before REV` also times the one-process check of the code at REV (a temporary worktree, its package
+and suite imported ahead of this checkout's), the two alternately in this run, so that a change to the
+time of one `verifier check` is measured side by side.
 """
 
 from __future__ import annotations
@@ -21,11 +26,12 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a script from anywhere
-from benchmarks._machine import describe  # noqa: E402
+from benchmarks._machine import describe, worktree  # noqa: E402
 from benchmarks.results_file import write_data, write_section  # noqa: E402
 
 # (setup, workers, pytest arguments after `--`)
@@ -37,13 +43,15 @@ SETUPS = (
 )
 
 
-def timed_check(model: str, pytest_args: list[str]) -> tuple[float, str]:
-    """Wall time of `verifier check --model MODEL -- ARGS` and the summary line of its pytest log."""
-    verifier = Path(sys.executable).with_name("verifier")
+def timed_check(model: str, pytest_args: list[str], tree: Path = ROOT) -> tuple[float, str]:
+    """Wall time of `verifier check --model MODEL -- ARGS` and the summary line of its pytest log, with
+    the package and suite of `tree` (this checkout, or a worktree of another revision)."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}  # ahead of the editable install's finder
     with tempfile.TemporaryDirectory() as reports:
-        command = [str(verifier), "check", "--model", model, "--reports", reports, "--", *pytest_args]
+        verify = [sys.executable, "-m", "verifier", "check", "--model", model, "--reports", reports]
+        command = [*verify, "--", *pytest_args]
         start = time.perf_counter()
-        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+        done = subprocess.run(command, cwd=tree, capture_output=True, text=True, env=env)
         wall = time.perf_counter() - start
         log = Path(reports, "pytest.log")
         lines = log.read_text().strip().splitlines() if log.exists() else []
@@ -57,10 +65,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", nargs="+", default=["numpy", "transformers"], help="the models verified")
     parser.add_argument("--write", action="store_true", help="update the section in benchmarks/RESULTS.md")
+    parser.add_argument("--before", metavar="REV", help="also time the one-process check at git revision REV")
     args = parser.parse_args()
     load = os.getloadavg()[0]
     tables: list[str] = []
     data: dict[str, list[dict]] = {}
+    before: dict[str, list[dict]] = {}
+    if args.before:
+        with worktree(args.before) as tree:
+            for model in args.models:
+                before[model] = _before_and_after(model, tree, args.before)
+                tables += ["", f"`--model {model}`, one process, alternately:", "", *_pairs(args.before, before[model])]
     for model in args.models:
         results = []
         for name, workers, pytest_args in SETUPS:
@@ -77,7 +92,8 @@ def main() -> None:
         "## Scaling out: one verification over pytest-xdist workers",
         "",
         f"Machine: {describe()}.  ",
-        f"Command: `python benchmarks/scaling.py --models {' '.join(args.models)}{' --write' if args.write else ''}` "
+        f"Command: `python benchmarks/scaling.py --models {' '.join(args.models)}"
+        f"{f' --before {args.before}' if args.before else ''}{' --write' if args.write else ''}` "
         f"({time.strftime('%Y-%m-%d')}); load average (1 min) {load:.2f} before, {os.getloadavg()[0]:.2f} after. "
         "Each row is `verifier check --model MODEL -- ARGS` (the ci profile), in this run.",
         *tables,
@@ -86,9 +102,41 @@ def main() -> None:
     print(section)
     if args.write:
         write_section(section)
-        command = f"python benchmarks/scaling.py --models {' '.join(args.models)} --write"
+        command = f"python benchmarks/scaling.py --models {' '.join(args.models)}"
+        command += f" --before {args.before} --write" if args.before else " --write"
         write_data("scaling", {"machine": describe(), "command": command, "date": time.strftime("%Y-%m-%d"),
-                               "load": load, "models": data})  # fmt: skip
+                               "load": load, "models": data, "before": before})  # fmt: skip
+
+
+BEFORE_ROUNDS = 2  # each code's one-process check, alternately, this many times
+
+
+def _as_installed(tree: Path) -> None:
+    """Link the folders an install maps into the package (`package-dir`: the suite, the fixtures) under
+    the package of `tree`, so that they too are imported from it rather than through this checkout's
+    editable install."""
+    mapped = tomllib.loads((tree / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    for package, folder in mapped.items():
+        link = tree.joinpath(*package.split("."))
+        if not link.exists():
+            link.symlink_to(tree / folder, target_is_directory=True)
+
+
+def _before_and_after(model: str, tree: Path, revision: str) -> list[dict]:
+    """The one-process check of the code at `revision` (in `tree`) and of this checkout, alternately."""
+    _as_installed(tree)
+    rows = []
+    for round_ in range(BEFORE_ROUNDS):
+        for code, where in ((revision, tree), ("this checkout", ROOT)):
+            wall, summary = timed_check(model, ["-p", "no:xdist"], where)
+            rows.append({"code": code, "round": round_ + 1, "seconds": wall, "summary": summary})
+            print(f"{model}, {code}, round {round_ + 1}: {wall:.1f} s, {summary}", file=sys.stderr, flush=True)
+    return rows
+
+
+def _pairs(revision: str, rows: list[dict]) -> list[str]:
+    lines = ["| code | round | wall time | pytest's summary |", "|---|---:|---:|---|"]
+    return lines + [f"| {r['code']} | {r['round']} | {r['seconds']:.1f} s | {r['summary']} |" for r in rows]
 
 
 def _table(results: list[tuple[str, int, list[str], float, str]]) -> list[str]:

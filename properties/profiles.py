@@ -19,35 +19,39 @@ from __future__ import annotations
 
 import os
 
-from hypothesis import HealthCheck, Phase, settings
+# Hypothesis is imported where a profile is registered or loaded, not here: the CLI reads the names
+# below to parse its options, and importing Hypothesis took a third of its start-up.
 
 PROFILE_ENV_VAR = "HYPOTHESIS_PROFILE"
 DEFAULT_PROFILE = "ci"
 PROFILES = ("ci", "ci-shrink", "dev", "thorough", "checkpoint")
 
-# Models are built and run per example, so examples are slower than Hypothesis expects; and a
-# model that runs only some configs (one family, no grouped-query attention, one norm eps) rejects
-# the others by design (see properties/models.py), which can be most of them.
-_SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
-
 
 def register_profiles() -> None:
+    from hypothesis import HealthCheck, Phase, settings
+
+    # Models are built and run per example, so examples are slower than Hypothesis expects; and a
+    # model that runs only some configs (one family, no grouped-query attention, one norm eps) rejects
+    # the others by design (see properties/models.py), which can be most of them.
+    slow_ok = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
     settings.register_profile(
         "ci", derandomize=True, deadline=None, print_blob=True, database=None, max_examples=20,
-        suppress_health_check=_SLOW_OK,
+        suppress_health_check=slow_ok,
     )  # fmt: skip
     settings.register_profile("ci-shrink", settings.get_profile("ci"), phases=[Phase.generate, Phase.shrink])
     settings.register_profile(
         "checkpoint", settings.get_profile("ci"), max_examples=3, phases=[Phase.explicit, Phase.generate]
     )
-    settings.register_profile("dev", deadline=None, max_examples=8, suppress_health_check=_SLOW_OK)
+    settings.register_profile("dev", deadline=None, max_examples=8, suppress_health_check=slow_ok)
     settings.register_profile(
-        "thorough", deadline=None, print_blob=True, max_examples=1000, suppress_health_check=_SLOW_OK
+        "thorough", deadline=None, print_blob=True, max_examples=1000, suppress_health_check=slow_ok
     )
 
 
 def load_env_profile() -> None:
     """Load $HYPOTHESIS_PROFILE, when set (`--hypothesis-profile` is applied after this and wins)."""
+    from hypothesis import settings
+
     name = os.environ.get(PROFILE_ENV_VAR)
     if name:
         settings.load_profile(name)
@@ -55,5 +59,7 @@ def load_env_profile() -> None:
 
 def use_suite_default() -> None:
     """Load `ci` unless a profile was chosen (by --hypothesis-profile or $HYPOTHESIS_PROFILE)."""
+    from hypothesis import settings
+
     if settings.get_current_profile_name() == "default":
         settings.load_profile(DEFAULT_PROFILE)

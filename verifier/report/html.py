@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import base64
 import re
+from collections.abc import Callable
 from html import escape
 
 from verifier.report import plot, render
-from verifier.report.results import Report
+from verifier.report.results import Report, Result
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
@@ -53,8 +54,8 @@ def _td(t: render.Table, prop: str, model: str) -> str:
     return f'<td class="{_cell_class(cell)}">{_cell(cell)}{below}</td>'
 
 
-def html(report: Report) -> str:
-    """The whole page."""
+def html(report: Report, png: Callable[[Result], bytes] = plot.stage_errors_png) -> str:
+    """The whole page; `png` draws a failure's stage errors (`write_reports` gives one that keeps them)."""
     t = render.table(report)
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">', "<title>Conformance report</title>"]
     out += [f"<style>{_STYLE}</style></head><body>", "<h1>Conformance report</h1>"]
@@ -81,9 +82,9 @@ def html(report: Report) -> str:
         out.append(f"<pre>{escape(note)}</pre>")
         for result in results:
             if result.outcome in ("fail", "error") and result.stage_errors:
-                png = base64.b64encode(plot.stage_errors_png(result)).decode("ascii")
+                inline = base64.b64encode(png(result)).decode("ascii")
                 alt = f"error per stage: {result.property} / {result.model}"
-                out.append(f'<img src="data:image/png;base64,{png}" alt="{escape(alt)}">')
+                out.append(f'<img src="data:image/png;base64,{inline}" alt="{escape(alt)}">')
         out.append("</li>")
     if t.notes:
         out.append("</ol>")

@@ -123,14 +123,21 @@ def plot_path(directory: Path, result: Result) -> Path:
 def write_reports(report: Report, directory: Path, *, plots: bool = False) -> list[Path]:
     """Write conformance.md, conformance.json, conformance.html (self-contained, its plots inline)
     and, if `plots`, one PNG per localized failure that recorded its stage errors. Returns the paths written."""
+    drawn: dict[int, bytes] = {}  # each plot drawn once for the page and its file (0.3 s a plot)
+
+    def png(result: Result) -> bytes:
+        if id(result) not in drawn:
+            drawn[id(result)] = plot.stage_errors_png(result)
+        return drawn[id(result)]
+
     written = [directory / MARKDOWN, directory / JSON, directory / HTML]
     write_atomic(written[0], render.markdown(report).encode())
     write_atomic(written[1], report.to_json().encode())
-    write_atomic(written[2], html.html(report).encode())
+    write_atomic(written[2], html.html(report, png).encode())
     if plots:
         for result in report.failures:
             if result.stage_errors:
                 path = plot_path(directory, result)
-                write_atomic(path, plot.stage_errors_png(result))
+                write_atomic(path, png(result))
                 written.append(path)
     return written
