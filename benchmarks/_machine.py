@@ -8,6 +8,7 @@ import platform
 import re
 import subprocess
 import tempfile
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -58,14 +59,29 @@ def high_water_kib(pid: int | str = "self") -> int:
 
 
 @contextlib.contextmanager
-def worktree(revision: str) -> Iterator[Path]:
+def worktree(revision: str, *, installed: bool = False) -> Iterator[Path]:
     """The repository at git `revision`, checked out in a temporary worktree and removed after: a
-    benchmark's `--before` measures the code as it was, in the same run as the code as it is."""
+    benchmark's `--before` measures the code as it was, in the same run as the code as it is.
+    With `installed`, laid out as the package is installed (`as_installed`), for a run that imports the
+    suite or the fixtures with the worktree first on the path."""
     root = Path(__file__).resolve().parents[1]
     with tempfile.TemporaryDirectory() as tmp:
         tree = Path(tmp) / "before"
         subprocess.run(["git", "worktree", "add", "--detach", str(tree), revision], cwd=root, check=True)
         try:
+            if installed:
+                as_installed(tree)
             yield tree
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=root, check=True)
+
+
+def as_installed(tree: Path) -> None:
+    """Link the folders an install maps into the package (`package-dir`: the suite, the fixtures) under
+    the package of `tree`: with `tree` first on the path, they too are imported from it rather than
+    through this checkout's editable install."""
+    mapped = tomllib.loads((tree / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    for package, folder in mapped.items():
+        link = tree.joinpath(*package.split("."))
+        if not link.exists():
+            link.symlink_to(tree / folder, target_is_directory=True)

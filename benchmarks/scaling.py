@@ -26,7 +26,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,7 +71,7 @@ def main() -> None:
     data: dict[str, list[dict]] = {}
     before: dict[str, list[dict]] = {}
     if args.before:
-        with worktree(args.before) as tree:
+        with worktree(args.before, installed=True) as tree:
             for model in args.models:
                 before[model] = _before_and_after(model, tree, args.before)
                 tables += ["", f"`--model {model}`, one process, alternately:", "", *_pairs(args.before, before[model])]
@@ -111,20 +110,8 @@ def main() -> None:
 BEFORE_ROUNDS = 2  # each code's one-process check, alternately, this many times
 
 
-def _as_installed(tree: Path) -> None:
-    """Link the folders an install maps into the package (`package-dir`: the suite, the fixtures) under
-    the package of `tree`, so that they too are imported from it rather than through this checkout's
-    editable install."""
-    mapped = tomllib.loads((tree / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
-    for package, folder in mapped.items():
-        link = tree.joinpath(*package.split("."))
-        if not link.exists():
-            link.symlink_to(tree / folder, target_is_directory=True)
-
-
 def _before_and_after(model: str, tree: Path, revision: str) -> list[dict]:
     """The one-process check of the code at `revision` (in `tree`) and of this checkout, alternately."""
-    _as_installed(tree)
     rows = []
     for round_ in range(BEFORE_ROUNDS):
         for code, where in ((revision, tree), ("this checkout", ROOT)):

@@ -5,6 +5,7 @@ and where the time goes: pytest's durations of every test summed per test file a
     python benchmarks/test_times.py            # time the runs and print a Markdown section
     python benchmarks/test_times.py --write    # ... and put it into benchmarks/RESULTS.md
     python benchmarks/test_times.py --junit .ci/out/slow.xml   # where a finished run's time went
+    python benchmarks/test_times.py --default-only --before REV  # ... and each run at git revision REV
 
 `.ci/run` writes its slow tier's JUnit XML there and prints that breakdown at the end of every CI log.
 
@@ -14,6 +15,8 @@ The thorough profile's time is measured by `benchmarks/thorough_profile.py` (its
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import re
 import subprocess
 import sys
@@ -24,7 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a script from anywhere
-from benchmarks._machine import describe  # noqa: E402
+from benchmarks._machine import describe, worktree  # noqa: E402
 from benchmarks.results_file import write_section  # noqa: E402
 
 RUNS = {
@@ -38,12 +41,14 @@ LISTED = 12  # the largest files and properties shown per run
 _DURATION = re.compile(r"^([\d.]+)s (?:setup|call|teardown) +(\S+)", re.MULTILINE)
 
 
-def timed_run(args: list[str]) -> tuple[float, str, str]:
-    """Wall time of `python <args>` (with every test's duration reported) from the repository root,
-    pytest's summary line, and its output."""
+def timed_run(args: list[str], tree: Path = ROOT) -> tuple[float, str, str]:
+    """Wall time of `python <args>` (with every test's duration reported) from the root of `tree` (this
+    checkout, or a worktree of another revision, imported ahead of this one), pytest's summary line,
+    and its output."""
     start = time.perf_counter()
     command = [sys.executable, *args, "--durations=0", "--durations-min=0"]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    done = subprocess.run(command, cwd=tree, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - start
     summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else f"exit {done.returncode}"
     return wall, re.sub(r"=+", "", summary).strip(), done.stdout
@@ -98,6 +103,7 @@ def main() -> None:
     parser.add_argument("--write", action="store_true", help="update the section in benchmarks/RESULTS.md")
     parser.add_argument("--default-only", action="store_true", help="time the default run only (not the slow tests)")
     parser.add_argument("--junit", metavar="XML", help="print where a finished run's time went, from its --junitxml")
+    parser.add_argument("--before", metavar="REV", help="also time each run at git revision REV, before this checkout")
     args = parser.parse_args()
     if args.junit:
         print("\n".join(breakdown(f"run of {args.junit}", *junit_times(Path(args.junit).read_text()))))
@@ -107,18 +113,23 @@ def main() -> None:
         "## Test run times",
         "",
         f"Machine: {describe()}.  ",
-        f"Command: `python benchmarks/test_times.py --write` ({time.strftime('%Y-%m-%d')}); run cache warm "
-        "(llama2.c's run.c already built).",
+        f"Command: `python benchmarks/test_times.py {' '.join(sys.argv[1:])}` ({time.strftime('%Y-%m-%d')}); "
+        "run cache warm (llama2.c's run.c already built).",
         "",
         "| run | command | wall time | pytest's summary |",
         "|---|---|---:|---|",
     ]
     breakdowns = []
-    for name, run_args in runs.items():
-        wall, summary, output = timed_run(run_args)
-        lines.append(f"| {name} | `python {' '.join(run_args)}` | {wall / 60:.1f} min | {summary} |")
-        print(lines[-1], file=sys.stderr, flush=True)
-        breakdowns += breakdown(name, *where_time_goes(output))
+    with contextlib.ExitStack() as stack:
+        trees = {"": ROOT}
+        if args.before:
+            trees = {f"{args.before}: ": stack.enter_context(worktree(args.before, installed=True)), **trees}
+        for name, run_args in runs.items():
+            for code, tree in trees.items():  # the revision before this checkout, run by run
+                wall, summary, output = timed_run(run_args, tree)
+                lines.append(f"| {code}{name} | `python {' '.join(run_args)}` | {wall / 60:.1f} min | {summary} |")
+                print(lines[-1], file=sys.stderr, flush=True)
+                breakdowns += breakdown(f"{code}{name}", *where_time_goes(output))
     lines += breakdowns
     section = "\n".join(lines)
     print(section)

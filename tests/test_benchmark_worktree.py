@@ -1,10 +1,10 @@
-"""The scaling benchmark's `--before`: the code at another revision runs with its own suite."""
+"""The benchmarks' `--before`: the code at another revision runs with its own suite."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from benchmarks.scaling import _as_installed
+from benchmarks._machine import as_installed
 
 PYPROJECT = """\
 [tool.setuptools.package-dir]
@@ -19,7 +19,7 @@ def test_a_worktree_imports_its_own_suite_and_fixtures(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text(PYPROJECT)
     for folder in ("verifier", "properties", "fixtures"):
         (tmp_path / folder).mkdir()
-    _as_installed(tmp_path)
-    _as_installed(tmp_path)  # a second time changes nothing
+    as_installed(tmp_path)
+    as_installed(tmp_path)  # a second time changes nothing
     assert (tmp_path / "verifier" / "properties").resolve() == (tmp_path / "properties").resolve()
     assert (tmp_path / "verifier" / "fixtures").resolve() == (tmp_path / "fixtures").resolve()
