@@ -7,6 +7,7 @@ import json
 import pickle
 import struct
 import tracemalloc
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -190,6 +191,17 @@ def _with(change: str) -> dict[str, np.ndarray]:
 def test_wrong_tensors_raise_checkpoint_errors(tmp_path: Path, change: str, message: str) -> None:
     with pytest.raises(CheckpointError, match=message):
         load_checkpoint(_write(tmp_path, _with(change)))
+
+
+def test_a_weight_whose_squares_overflow_float32_is_still_finite(tmp_path: Path) -> None:
+    # Finiteness is first read from one sum of squares: 3e38 squared overflows it, and only then is
+    # each value looked at; the weight is finite and loads, with no overflow warning.
+    w = _with("none")
+    w["model.layers.0.mlp.up_proj.weight"][1, 2] = 3e38
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        loaded = load_checkpoint(_write(tmp_path, w))
+    assert loaded.weights["model.layers.0.mlp.up_proj.weight"][1, 2] == np.float32(3e38)
 
 
 def test_directory_problems_raise_checkpoint_errors(tmp_path: Path) -> None:

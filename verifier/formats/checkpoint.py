@@ -88,10 +88,20 @@ def check_array(path: Path, name: str, array: np.ndarray) -> None:
     """Raise CheckpointError unless the canonical weight `name` is float32 and finite."""
     if array.dtype != np.float32:
         raise CheckpointError(path, f"tensor {name}", "wrong dtype", expected="float32", found=array.dtype)
-    if not np.isfinite(array).all():
+    if not _all_finite(array):
         finite = np.isfinite(array)
         index = tuple(int(i) for i in np.argwhere(~finite)[0])
         raise CheckpointError(
             path, f"tensor {name}", f"holds {int((~finite).sum())} non-finite values, the first at {list(index)}",
             expected="finite values", found=array[index],
         )  # fmt: skip
+
+
+def _all_finite(array: np.ndarray) -> bool:
+    """Whether every value is finite. A non-finite value makes the sum of squares NaN or inf, and one
+    pass of a dot product reads the weight in half the time of isfinite's (a bool array, then .all());
+    a finite sum is the answer, and only one that overflowed is looked at value by value."""
+    flat = array.reshape(-1)
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow here is not the weight's
+        squares = np.dot(flat, flat)
+    return bool(np.isfinite(squares)) or bool(np.isfinite(array).all())
