@@ -68,6 +68,14 @@ def test_the_suite_s_own_configuration_ships_with_the_package() -> None:
     assert suite.OWN_CONFIG.read_text().rstrip().endswith("[pytest]")  # pytest's defaults, nothing of ours added
 
 
+@pytest.mark.parametrize("off", [("-p", "no:cacheprovider"), ("-pno:cacheprovider",)])
+def test_a_run_with_pytest_s_cache_off_is_not_given_a_cache_directory(off: tuple[str, ...]) -> None:
+    # pytest warned "Unknown config option: cache_dir" in every such run's log.
+    command = suite.pytest_command(Path("/s"), Path("/r.json"), pytest_args=off)
+    assert not any(arg.startswith("cache_dir=") for arg in command), command
+    assert any(arg.startswith("cache_dir=") for arg in suite.pytest_command(Path("/s"), Path("/r.json")))
+
+
 def test_a_missing_pytest_config_is_a_one_line_usage_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

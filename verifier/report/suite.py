@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import itertools
 import os
 import signal
 import subprocess
@@ -110,13 +111,22 @@ def pytest_command(
     command = [sys.executable, "-m", "pytest", str(suite), "-p", "verifier.report.collect"]
     # The rootdir and the conftest.py files pytest reads stop at the suite: none from its parents.
     command += ["-c", str(config or OWN_CONFIG), f"--rootdir={suite}", f"--confcutdir={suite}"]
-    # pytest keeps its cache under the rootdir, here the installed suite: keep it in the user's directory.
-    command += ["-o", f"cache_dir={Path.cwd() / '.pytest_cache'}"]
+    # pytest keeps its cache under the rootdir, here the installed suite: keep it in the user's directory
+    # (unless the user turned the cache off, when pytest would warn of an unknown option).
+    if not _turned_off("cacheprovider", pytest_args):
+        command += ["-o", f"cache_dir={Path.cwd() / '.pytest_cache'}"]
     command.append(f"--verifier-results={results}")
     command += [f"--model={model}" for model in models]
     if profile:
         command.append(f"--hypothesis-profile={profile}")
     return [*command, *pytest_args]
+
+
+def _turned_off(plugin: str, pytest_args: Sequence[str]) -> bool:
+    """Whether `pytest_args` turn off `plugin` (`-p no:NAME` or `-pno:NAME`)."""
+    given = [value for option, value in itertools.pairwise(pytest_args) if option == "-p"]
+    given += [a.removeprefix("-p") for a in pytest_args if a.startswith("-p") and a != "-p"]
+    return f"no:{plugin}" in given
 
 
 def run(command: Sequence[str], log: Path | None = None) -> int:
