@@ -5,7 +5,7 @@ and where the time goes: pytest's durations of every test summed per test file a
     python benchmarks/test_times.py            # time the runs and print a Markdown section
     python benchmarks/test_times.py --write    # ... and put it into benchmarks/RESULTS.md
     python benchmarks/test_times.py --junit .ci/out/slow.xml   # where a finished run's time went
-    python benchmarks/test_times.py --default-only --before REV  # ... and each run at git revision REV
+    python benchmarks/test_times.py --runs default --before REV  # the README's run, and at git revision REV
 
 `.ci/run` writes its slow tier's JUnit XML there and prints that breakdown at the end of every CI log.
 
@@ -30,11 +30,20 @@ sys.path.insert(0, str(ROOT))  # run as a script from anywhere
 from benchmarks._machine import describe, worktree  # noqa: E402
 from benchmarks.results_file import write_section  # noqa: E402
 
-RUNS = {
-    "default run (the README's test command)": ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "auto"],
-    "default run in one process": ["-m", "pytest", "-q", "-p", "no:cacheprovider"],
-    "slow tests (`.ci/run`'s second step)": ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "slow", "-n", "2"],
-}
+# (key for --runs, what the run is, its arguments)
+RUNS = (
+    (
+        "default",
+        "default run (the README's test command)",
+        ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "auto"],
+    ),
+    ("one-process", "default run in one process", ["-m", "pytest", "-q", "-p", "no:cacheprovider"]),
+    (
+        "slow",
+        "slow tests (`.ci/run`'s second step)",
+        ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "slow", "-n", "2"],
+    ),
+)
 
 
 LISTED = 12  # the largest files and properties shown per run
@@ -101,14 +110,17 @@ def _largest(title: str, totals: Counter[str]) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--write", action="store_true", help="update the section in benchmarks/RESULTS.md")
-    parser.add_argument("--default-only", action="store_true", help="time the default run only (not the slow tests)")
+    keys = [key for key, _, _ in RUNS]
+    parser.add_argument("--runs", nargs="+", choices=keys, default=keys, help="the runs timed (default: all)")
+    parser.add_argument("--default-only", action="store_true", help="the default runs only: --runs default one-process")
     parser.add_argument("--junit", metavar="XML", help="print where a finished run's time went, from its --junitxml")
     parser.add_argument("--before", metavar="REV", help="also time each run at git revision REV, before this checkout")
     args = parser.parse_args()
     if args.junit:
         print("\n".join(breakdown(f"run of {args.junit}", *junit_times(Path(args.junit).read_text()))))
         return
-    runs = {name: a for name, a in RUNS.items() if not (args.default_only and "slow" in a)}  # "-m slow"
+    chosen = ["default", "one-process"] if args.default_only else args.runs
+    runs = {name: run_args for key, name, run_args in RUNS if key in chosen}
     lines = [
         "## Test run times",
         "",
