@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
 from pathlib import Path
 
 from tests.meta.mutants.catalog import MUTANTS
@@ -35,11 +37,13 @@ def constrained_spec(name: str) -> str:
     return f"{CONSTRAINED}:constrained.{name}"
 
 
-def run_suite(model: str, reports: Path, *pytest_args: str, profile: str = "ci") -> Report:
-    """`verifier check --model MODEL` (pytest underneath) and the report it wrote into `reports`;
-    pytest's JUnit XML, with the full failure messages, is `reports / "junit.xml"`."""
+def run_suite(model: str | Sequence[str], reports: Path, *pytest_args: str, profile: str = "ci") -> Report:
+    """`verifier check --model MODEL` (pytest underneath; a `--model` each where `model` is several) and
+    the report it wrote into `reports`; pytest's JUnit XML, with the full failure messages, is
+    `reports / "junit.xml"` (`junit_failures`)."""
+    models = [a for spec in ([model] if isinstance(model, str) else model) for a in ("--model", spec)]
     command = [
-        sys.executable, "-m", "verifier", "check", "--model", model, "--reports", str(reports),
+        sys.executable, "-m", "verifier", "check", *models, "--reports", str(reports),
         "--hypothesis-profile", profile, "--", "-p", "no:cacheprovider", f"--junitxml={reports / 'junit.xml'}",
         *pytest_args,
     ]  # fmt: skip
@@ -48,3 +52,15 @@ def run_suite(model: str, reports: Path, *pytest_args: str, profile: str = "ci")
     if not path.exists():
         raise AssertionError(f"`{' '.join(command)}` wrote no report (exit {done.returncode}):\n{done.stderr[-3000:]}")
     return Report.read(path)
+
+
+def junit_failures(reports: Path) -> dict[str, str]:
+    """The whole failure message of each failed test of a `run_suite` run, by its id's parameter (the
+    model's spec: `test_x[SPEC]` -> SPEC)."""
+    failures = {}
+    for case in ET.parse(reports / "junit.xml").iter("testcase"):
+        failure = case.find("failure")
+        if failure is not None:
+            parameter = case.get("name", "").partition("[")[2].removesuffix("]")
+            failures[parameter] = f"{failure.get('message', '')}\n{failure.text or ''}"
+    return failures
