@@ -28,23 +28,27 @@ PROFILES = ("ci", "ci-shrink", "dev", "thorough", "checkpoint")
 
 
 def register_profiles() -> None:
+    """Register the suite's profiles (again: the same settings), each on Hypothesis's defaults, never on
+    the profile loaded now: `dev` and `thorough` registered while `ci` was loaded were derandomized."""
     from hypothesis import HealthCheck, Phase, settings
+
+    base = settings.get_profile("default")
 
     # Models are built and run per example, so examples are slower than Hypothesis expects; and a
     # model that runs only some configs (one family, no grouped-query attention, one norm eps) rejects
     # the others by design (see properties/models.py), which can be most of them.
     slow_ok = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
     settings.register_profile(
-        "ci", derandomize=True, deadline=None, print_blob=True, database=None, max_examples=20,
+        "ci", base, derandomize=True, deadline=None, print_blob=True, database=None, max_examples=20,
         suppress_health_check=slow_ok,
     )  # fmt: skip
     settings.register_profile("ci-shrink", settings.get_profile("ci"), phases=[Phase.generate, Phase.shrink])
     settings.register_profile(
         "checkpoint", settings.get_profile("ci"), max_examples=3, phases=[Phase.explicit, Phase.generate]
     )
-    settings.register_profile("dev", deadline=None, max_examples=8, suppress_health_check=slow_ok)
+    settings.register_profile("dev", base, deadline=None, max_examples=8, suppress_health_check=slow_ok)
     settings.register_profile(
-        "thorough", deadline=None, print_blob=True, max_examples=1000, suppress_health_check=slow_ok
+        "thorough", base, deadline=None, print_blob=True, max_examples=1000, suppress_health_check=slow_ok
     )
 
 
@@ -61,5 +65,6 @@ def use_suite_default() -> None:
     """Load `ci` unless a profile was chosen (by --hypothesis-profile or $HYPOTHESIS_PROFILE)."""
     from hypothesis import settings
 
+    register_profiles()  # a conftest may ask before the plugin's pytest_configure registered them
     if settings.get_current_profile_name() == "default":
         settings.load_profile(DEFAULT_PROFILE)
