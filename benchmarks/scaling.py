@@ -67,6 +67,8 @@ def main() -> None:
     parser.add_argument("--before", metavar="REV", help="also time the one-process check at git revision REV")
     args = parser.parse_args()
     load = os.getloadavg()[0]
+    command = f"python benchmarks/scaling.py --models {' '.join(args.models)}"
+    command += f" --before {args.before}" if args.before else ""
     tables: list[str] = []
     data: dict[str, list[dict]] = {}
     before: dict[str, list[dict]] = {}
@@ -74,7 +76,7 @@ def main() -> None:
         with worktree(args.before, installed=True) as tree:
             for model in args.models:
                 before[model] = _before_and_after(model, tree, args.before)
-                tables += ["", f"`--model {model}`, one process, alternately:", "", *_pairs(args.before, before[model])]
+                tables += ["", f"`--model {model}`, one process, alternately:", "", *_pairs(before[model])]
     for model in args.models:
         results = []
         for name, workers, pytest_args in SETUPS:
@@ -91,8 +93,7 @@ def main() -> None:
         "## Scaling out: one verification over pytest-xdist workers",
         "",
         f"Machine: {describe()}.  ",
-        f"Command: `python benchmarks/scaling.py --models {' '.join(args.models)}"
-        f"{f' --before {args.before}' if args.before else ''}{' --write' if args.write else ''}` "
+        f"Command: `{command}{' --write' if args.write else ''}` "
         f"({time.strftime('%Y-%m-%d')}); load average (1 min) {load:.2f} before, {os.getloadavg()[0]:.2f} after. "
         "Each row is `verifier check --model MODEL -- ARGS` (the ci profile), in this run.",
         *tables,
@@ -101,10 +102,9 @@ def main() -> None:
     print(section)
     if args.write:
         write_section(section)
-        command = f"python benchmarks/scaling.py --models {' '.join(args.models)}"
-        command += f" --before {args.before} --write" if args.before else " --write"
-        write_data("scaling", {"machine": describe(), "command": command, "date": time.strftime("%Y-%m-%d"),
-                               "load": load, "models": data, "before": before})  # fmt: skip
+        write_data("scaling", {"machine": describe(), "command": f"{command} --write",
+                               "date": time.strftime("%Y-%m-%d"), "load": load, "models": data,
+                               "before": before})  # fmt: skip
 
 
 BEFORE_ROUNDS = 2  # each code's one-process check, alternately, this many times
@@ -121,7 +121,7 @@ def _before_and_after(model: str, tree: Path, revision: str) -> list[dict]:
     return rows
 
 
-def _pairs(revision: str, rows: list[dict]) -> list[str]:
+def _pairs(rows: list[dict]) -> list[str]:
     lines = ["| code | round | wall time | pytest's summary |", "|---|---:|---:|---|"]
     return lines + [f"| {r['code']} | {r['round']} | {r['seconds']:.1f} s | {r['summary']} |" for r in rows]
 
