@@ -53,6 +53,31 @@ def test_kl_on_the_bundled_text_is_near_zero_for_the_reference_and_large_for_a_b
     assert "numpy on gpt2: mean KL divergence " in done.stdout
 
 
+def test_kl_runs_a_block_quantized_model_on_a_probe_config_that_fills_its_blocks(tmp_path: Path) -> None:
+    # The probe config's widths (d_model 8) fill no block of 32: llama.cpp's Q8_0 and Q4_0 had no row.
+    out = tmp_path / "kl.json"
+    blocks = "tests.adapters.picogpt:build_in_blocks_of_32"
+    done = run(ROOT, "-m", "verifier", "kl", "--model", blocks, "--model", "numpy", "--families", "gpt2",
+               "--json", str(out))  # fmt: skip
+    assert done.returncode == 0, done
+    rows = {r["model"]: r for r in json.loads(out.read_text())}
+    assert "unsupported" not in rows[blocks] and rows[blocks]["max_kl"] < 1e-8, rows[blocks]
+    assert rows["numpy"]["max_kl"] < 1e-8  # the free-shape model on its own config, beside it
+
+
+def test_a_model_that_raises_on_the_text_is_a_row_and_the_others_still_run(tmp_path: Path) -> None:
+    # CTranslate2's Mistral raised past its window, and the command ended in a traceback with no row.
+    out = tmp_path / "kl.json"
+    raising = "tests.adapters.picogpt:build_short_buffers"
+    done = run(ROOT, "-m", "verifier", "kl", "--model", raising, "--model", "numpy", "--families", "gpt2",
+               "--json", str(out))  # fmt: skip
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done
+    rows = {r["model"]: r for r in json.loads(out.read_text())}
+    assert "broke the contract rule 'no-exception'" in rows[raising]["error"], rows[raising]
+    assert "buffer to copy is of size 255" in rows[raising]["error"]
+    assert rows["numpy"]["max_kl"] < 1e-8
+
+
 def test_kl_on_a_checkpoint_uses_its_config_and_weights(tmp_path: Path) -> None:
     config = ModelConfig("llama", 32000, 64, 16, 1, 2, 2, 32, norm_eps=1e-5, tie_embeddings=True)
     save_checkpoint(tmp_path / "m", config, init_weights(config, seed=2, scale=0.3))

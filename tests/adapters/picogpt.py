@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from verifier import ModelConfig, Unsupported
+from verifier import Constraints, ModelConfig, Unsupported
 
 # ---- the model: a list of token ids in, [n_seq, n_vocab] out ----------------------------------
 
@@ -115,3 +115,28 @@ def build_124m_only(config: ModelConfig, weights: dict[str, np.ndarray]) -> Pico
     if found != small:
         raise Unsupported(f"hparams are GPT-2 small's {small}, not {found}")
     return build(config, weights)
+
+
+def build_in_blocks_of_32(config: ModelConfig, weights: dict[str, np.ndarray]) -> PicoGPT:
+    """The same, as a port to a block-quantized format stores it (rows of 32, as llama.cpp's Q8_0):
+    it refuses a config whose matrix input widths are not multiples of 32, and declares so."""
+    ragged = {name: width for name, width in config.matrix_inputs().items() if width % 32}
+    if ragged:
+        raise Unsupported(f"rows of 32 cannot hold matrix inputs {ragged}")
+    return build(config, weights)
+
+
+build_in_blocks_of_32.constraints = Constraints(families=("gpt2",), block=32)  # type: ignore[attr-defined]
+
+
+class _ShortBuffers(PicoGPT):
+    def logits(self, tokens: np.ndarray) -> np.ndarray:
+        if len(tokens) > 16:  # as CTranslate2's Mistral past its window: a buffer sized for fewer
+            raise ValueError(f"buffer to copy is of size {len(tokens)} but current storage size is 16")
+        return super().logits(tokens)
+
+
+def build_short_buffers(config: ModelConfig, weights: dict[str, np.ndarray]) -> PicoGPT:
+    """The same with buffers for 16 positions: it raises on a longer sequence (a broken contract)."""
+    model = build(config, weights)
+    return _ShortBuffers(model.params, model.n_head)

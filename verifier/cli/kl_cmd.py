@@ -5,8 +5,11 @@ The text (default: the bundled `verifier/data/text/sample.txt`) is tokenized by 
 tokenizer (GPT-2's BPE for gpt2, llama2.c's Llama 2 vocabulary for the others) and run through the
 model and the oracle: with `--checkpoint`, on its config and weights (the user's real model); else,
 per family, on the suite's probe config of that family with the tokenizer's vocabulary and seeded
-weights (`--seed`, `--scale`), which shows how a precision class moves the distributions, not how a trained
-model's would move. A model that refuses a config is listed with its reason.
+weights (`--seed`, `--scale`), which shows how a precision class moves the distributions, not how a
+trained model's would move. The probe config is in the first shape the model declares (`Constraints`)
+that admits the family: a block-quantized model (llama.cpp's Q8_0) gets one whose matrix widths fill
+its blocks. A model that refuses a config is listed with its reason; one that raises on the text, with
+the error (exit status 1).
 """
 
 from __future__ import annotations
@@ -26,10 +29,10 @@ from verifier.formats import load_checkpoint
 from verifier.formats.tokenizer import find_tokenizer
 from verifier.model.config import FAMILIES, ModelConfig
 from verifier.model.weights import WeightMap, init_weights
-from verifier.plugin.contract import build_checked
-from verifier.plugin.interface import Unsupported
-from verifier.plugin.probes import PROBE_CONFIGS, PROBE_KINDS
-from verifier.plugin.registry import load_spec
+from verifier.plugin.contract import ContractViolation, build_checked
+from verifier.plugin.interface import Constraints, Unsupported
+from verifier.plugin.probes import FREE_SHAPE, PROBE_KINDS, probe_config
+from verifier.plugin.registry import ModelSpec, load_spec
 from verifier.reference import NumpyModel
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "text" / "sample.txt"
@@ -59,10 +62,18 @@ def add_parser(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
-def seeded_config(family: str, vocab_size: int, n_ctx: int) -> ModelConfig:
-    """The suite's probe config of `family` (its first kind) with a real tokenizer's vocabulary."""
+def seeded_config(family: str, vocab_size: int, n_ctx: int, shape: Constraints = FREE_SHAPE) -> ModelConfig | None:
+    """The suite's probe config of `family` (its first kind) in `shape` with a real tokenizer's
+    vocabulary, or None if `shape` excludes it."""
     kind = next(k for k, (f, _, _) in PROBE_KINDS.items() if f == family)
-    return PROBE_CONFIGS[kind].replace(vocab_size=vocab_size, n_ctx=n_ctx)
+    config = probe_config(kind, shape)
+    return None if config is None else config.replace(vocab_size=vocab_size, n_ctx=n_ctx)
+
+
+def _shape(spec: ModelSpec, family: str) -> Constraints:
+    """The first shape `spec` declares that admits `family`'s probe config (the free shape if it declares none)."""
+    found = [c for c in spec.constraints or (FREE_SHAPE,) if seeded_config(family, 32, 16, c) is not None]
+    return found[0] if found else FREE_SHAPE  # none: the free shape, which the model then refuses with its reason
 
 
 def run(args: argparse.Namespace) -> int:
@@ -70,33 +81,43 @@ def run(args: argparse.Namespace) -> int:
     arguments.import_from_the_current_directory()  # the user's module.path:factory specs
     specs = [load_spec(m) for m in dict.fromkeys(args.model)]
     text = Path(args.text).read_text(encoding="utf-8") if args.text else SAMPLE.read_text(encoding="utf-8")
-    cases: list[tuple[ModelConfig, WeightMap]] = []
+    # Each case: a config, its weights, and the models run on it.
+    cases: list[tuple[ModelConfig, WeightMap, list[ModelSpec]]] = []
     if args.checkpoint:
         loaded = load_checkpoint(args.checkpoint)
-        cases.append((loaded.config, loaded.weights))
+        cases.append((loaded.config, loaded.weights, specs))
     for family in [] if args.checkpoint else args.families:
         vocab = 50257 if family == "gpt2" else 32000
-        config = seeded_config(family, vocab, 1024)
-        cases.append((config, init_weights(config, seed=args.seed, scale=args.scale)))
-    rows = []
-    for config, weights in cases:
+        by_shape: dict[Constraints, list[ModelSpec]] = {}
+        for spec in specs:
+            by_shape.setdefault(_shape(spec, family), []).append(spec)
+        for shape, on_it in by_shape.items():
+            config = seeded_config(family, vocab, 1024, shape) or seeded_config(family, vocab, 1024)
+            assert config is not None  # the free shape admits every family
+            cases.append((config, init_weights(config, seed=args.seed, scale=args.scale), on_it))
+    rows, status = [], 0
+    for config, weights, on_it in cases:
         tokenizer = find_tokenizer(config.family, config.vocab_size)
         tokens = np.array(tokenizer.encode(text)[: config.n_ctx], dtype=np.int64)
         reference = NumpyModel(config, weights, dtype=np.float64).logits(tokens)
-        for spec in specs:
+        for spec in on_it:
             row: dict[str, Any] = {"model": spec.name, "family": config.family, "tokens": len(tokens)}
             try:
                 stats = _stats(build_checked(spec, config, weights), reference, tokens)
             except Unsupported as e:
                 row["unsupported"] = str(e) or "it raised Unsupported"
                 print(f"{spec.name} on {config.family}: unsupported ({row['unsupported']})")
+            except ContractViolation as e:  # one model's error on the text: the others' rows still come
+                row["error"] = str(e)
+                print(f"{spec.name} on {config.family}: {e}")
+                status = 1
             else:
                 row |= dataclasses.asdict(stats)
                 print(f"{spec.name} on {config.family}: {stats.describe()}")
             rows.append(row)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
-    return 0
+    return status
 
 
 def _stats(model: Any, reference: np.ndarray, tokens: np.ndarray) -> DistributionAgreement:

@@ -186,7 +186,8 @@ def _distribution_row(c: Cell) -> str:
     """The cell's row of the distribution table, or "" where `verifier kl` was not run on it."""
     d, name = c.distribution, cell_spec(c.model, c.family)
     if "mean_kl" not in d:
-        return f"| {name} | {d.get('unsupported', 'not measured')} | | | | |" if d else ""
+        why = d.get("unsupported") or (f"raised on the text: {d['error']}" if "error" in d else "not measured")
+        return f"| {name} | {why} | | | | |" if d else ""
     kl = f"{d['mean_kl']:.3g} | {d['p99_kl']:.3g} | {d['max_kl']:.3g}"
     return f"| {name} | {kl} | {100 * d['same_top']:.1f}% | {100 * d['rms_dp']:.3g}% |"
 
