@@ -63,6 +63,13 @@ class Difference:
     whose: str  # the engine's (a bug or a deliberate approximation), or this suite's
     what: str
     reproduce: tuple[str, ...]  # pytest node ids of the tests that measure it by hand
+    minimal: str = ""  # the engine's minimal reproduction: `examples/reproductions/SCRIPT.py:SECTION`
+
+    @property
+    def script(self) -> tuple[str, str]:
+        """The minimal reproduction's script and section."""
+        path, _, section = self.minimal.partition(":")
+        return path, section
 
     def explains(self, cell: Cell) -> bool:
         return cell.model in self.models and cell.family in self.families
@@ -70,8 +77,10 @@ class Difference:
 
 def read_differences(path: Path = DIFFERENCES) -> list[Difference]:
     rows = tomllib.loads(path.read_text())["difference"]
-    fields = ("title", "models", "families", "whose", "what", "reproduce")
-    return [Difference(*(tuple(r[f]) if isinstance(r[f], list) else r[f].strip() for f in fields)) for r in rows]
+    fields = ("title", "models", "families", "whose", "what", "reproduce", "minimal")
+    return [
+        Difference(*(tuple(r[f]) if isinstance(r[f], list) else r[f].strip() for f in fields if f in r)) for r in rows
+    ]
 
 
 def failing(matrix: Matrix) -> list[Cell]:
@@ -111,19 +120,31 @@ def page(matrix: Matrix, differences: list[Difference], machine: str, commit: st
         "",
         "## What differs, and whose it is",
         "",
-        "Each difference was checked by hand until understood: the tests named under it compute the engine's "
-        "output and the oracle's (or `transformers`') for the smallest config that shows it, and measure the "
-        "difference; each failing cell's own case and command (`verifier check --model MODEL@FAMILY`, in "
-        "benchmarks/matrix/matrix.md) reproduce it in the suite.",
+        "Each difference was checked by hand until understood. Its minimal reproduction runs the engine as its "
+        "users do on a tiny random `transformers` model and prints how far the engine is from `transformers` on "
+        "it, and from `transformers` on what the engine computes instead (the scripts in full are "
+        "[at the end](#minimal-reproductions)); the tests named under it measure the same against the oracle "
+        "in the suite, and each failing cell's own case and command (`verifier check --model MODEL@FAMILY`, in "
+        "benchmarks/matrix/matrix.md) reproduce it there.",
     ]
     for d in differences:
-        lines += ["", f"### {d.title}", "", f"Whose: {d.whose}.", "", d.what, "", "Reproduce by hand:"]
+        lines += ["", f"### {d.title}", "", f"Whose: {d.whose}.", "", d.what, ""]
+        if d.minimal:
+            path, section = d.script
+            lines += [f"Minimal reproduction (`python {path} {section}`):", "", "```python",
+                      f'--8<-- "{d.minimal}"', "```", ""]  # fmt: skip
+        lines += ["In the suite's tests:"]
         lines += [f"- `pytest {r}`" for r in d.reproduce]
     untested = [c for c in matrix.cells if c.verdict == "untested"]
     lines += ["", "## Untested cells", "", "An engine refuses what it cannot run, with the reason; never `conforms`."]
     lines += [""]
     lines += [f"- `{cell_spec(c.model, c.family)}`: {c.reason}" for c in untested]
-    lines += ["", "## Versions", "", *(f"- {name} {v}" for name, v in sorted(matrix.versions.items())), ""]
+    lines += ["", "## Versions", "", *(f"- {name} {v}" for name, v in sorted(matrix.versions.items()))]
+    lines += ["", "## Minimal reproductions", "", "Each engine's script in full; each exits 1 when a difference is "
+              "gone (tests/test_reproductions.py runs them)."]  # fmt: skip
+    for path in dict.fromkeys(d.script[0] for d in differences if d.minimal):
+        lines += ["", f"### {Path(path).name}", "", "```python", f'--8<-- "{path}"', "```"]
+    lines += [""]
     return "\n".join(lines)
 
 
