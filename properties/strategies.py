@@ -96,8 +96,9 @@ def configs(
 ) -> ModelConfig:
     """Valid configs the model under test runs (see `drawing_for`): one of `families`, each drawn as
     often as the others; 1..8 heads (the Llama layout: any n_kv_heads dividing n_heads), d_head 2..64
-    (even for RoPE; d_model <= 128, or a decoupled head_dim where the family allows it), 1..4 layers,
-    vocab 2..600, n_ctx up to `max_n_ctx`; a published shape or a free one (d_ff 1..256); and the
+    (even for RoPE; d_model <= 128, or one block of a quantized format's if wider, or a decoupled
+    head_dim where the family allows it), 1..4 layers, vocab 2..600, n_ctx up to `max_n_ctx`; a
+    published shape or a free one (d_ff 1..256); and the
     switches the family leaves free drawn where they show (`drawn_switches`), or only those of `switches`
     (`()`: each family's plain form, as a format that stores no switch needs)."""
     shapes = [c for c in (_drawing_for[-1] if _drawing_for else (FREE_SHAPE,)) if set(c.families) & set(families)]
@@ -115,12 +116,13 @@ def configs(
     if published and family == "llama":
         free = ()  # llama2.c's published shape is the plain Llama
     block = shape.block or 1  # every matrix input width a multiple of it (a quantized format's block)
+    max_width = max(MAX_D_MODEL, block)  # one block wide at least (llama.cpp's K types: 256)
     if block == 1:
         n_heads = draw(st.integers(1, 8), label="n_heads")
-    else:  # the head counts whose widths n_heads x d_head reach a multiple of the block within MAX_D_MODEL
-        fits = [n for n in range(1, 9) if n * _width_step(n, block, even=family != "gpt2") <= MAX_D_MODEL]
+    else:  # the head counts whose widths n_heads x d_head reach a multiple of the block within max_width
+        fits = [n for n in range(1, 9) if n * _width_step(n, block, even=family != "gpt2") <= max_width]
         n_heads = draw(st.sampled_from(fits), label="n_heads")
-    max_d_head = max(2, MAX_D_MODEL // n_heads)
+    max_d_head = max(2, max_width // n_heads)
     head_dim = None
     if family == "gpt2":
         n_kv_heads = n_heads
@@ -133,13 +135,13 @@ def configs(
         d_head = step * draw(st.integers(1, max_d_head // step), label=f"d_head / {step}")
         d_model = n_heads * d_head
         per_model = _width_step(n_heads, block, even=False)
-        others = [k for k in range(per_model, MAX_D_MODEL // n_heads + 1, per_model) if k != d_head]
+        others = [k for k in range(per_model, max_width // n_heads + 1, per_model) if k != d_head]
         if "head_dim" in free and others and draw(st.booleans(), label="head_dim decoupled from d_model / n_heads"):
             # Qwen3-0.6B, Gemma-7B: d_model still a multiple of n_heads (transformers' Llama refuses
             # another), but not n_heads x d_head.
             head_dim = d_head
             if block == 1:
-                per_head = st.integers(1, max(1, MAX_D_MODEL // n_heads)).filter(lambda k: k != d_head)
+                per_head = st.integers(1, max(1, max_width // n_heads)).filter(lambda k: k != d_head)
             else:
                 per_head = st.sampled_from(others)
             d_model = n_heads * draw(per_head, label="d_model / n_heads (not d_head)")
@@ -262,11 +264,11 @@ def drawn_experts(draw: st.DrawFn, free: tuple[str, ...], n_layers: int, block: 
                  label="top_k")  # fmt: skip
     found: dict[str, Any] = {"n_experts": n, "top_k": top_k}
     if "d_expert" in free and draw(st.booleans(), label="expert size other than d_ff"):
-        found["d_expert"] = block * draw(st.integers(1, 64 // block), label="d_expert")
+        found["d_expert"] = block * draw(st.integers(1, max(1, 64 // block)), label="d_expert")
     if "norm_topk" in free:
         found["norm_topk"] = draw(st.booleans(), label="norm_topk")
     if "d_shared_expert" in free and draw(st.booleans(), label="shared expert"):
-        found["d_shared_expert"] = block * draw(st.integers(1, 64 // block), label="d_shared_expert")
+        found["d_shared_expert"] = block * draw(st.integers(1, max(1, 64 // block)), label="d_shared_expert")
     if "dense_layers" in free and n_layers > 1 and draw(st.booleans(), label="dense layers"):
         dense = draw(st.sets(st.integers(0, n_layers - 1), min_size=1, max_size=n_layers - 1), label="dense_layers")
         found["dense_layers"] = tuple(sorted(dense))

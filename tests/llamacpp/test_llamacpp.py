@@ -159,9 +159,13 @@ def test_q4_0_files_fail_against_a_reference_that_unpacks_q4_0_nibbles_as_neighb
     print(f"llama.cpp Q4_0 against nibbles as neighbours, {case.config.family} at scale {case.scale}: {e.value}")
 
 
-def test_ggml_quantizes_the_inputs_of_a_q4_0_product_to_q8_0() -> None:
-    """What the class emulates (`rounding.q4_0_rounding`): the built library's CPU type traits name
-    Q8_0 as the type Q4_0's dot product reads its other operand in (ggml-cpu.h, `vec_dot_type`)."""
+@pytest.mark.parametrize(
+    ("weights", "inputs"), [("Q4_0", "Q8_0"), ("Q4_K", "Q8_K"), ("Q5_K", "Q8_K"), ("Q6_K", "Q8_K")]
+)
+def test_ggml_quantizes_the_inputs_of_a_product_as_the_class_emulates(weights: str, inputs: str) -> None:
+    """What the classes emulate (`rounding.q4_0_rounding`: Q8_0; `rounding.file_rounding`: Q8_K, groups
+    of 256): the built library's CPU type traits name the type a dot product with the weight type reads
+    its other operand in (ggml-cpu.h, `vec_dot_type`)."""
     import gguf
 
     class TypeTraitsCpu(ctypes.Structure):  # ggml-cpu.h's struct ggml_type_traits_cpu
@@ -171,8 +175,8 @@ def test_ggml_quantizes_the_inputs_of_a_q4_0_product_to_q8_0() -> None:
     ggml = importlib.import_module("llama_cpp._ggml").libggml
     ggml.ggml_get_type_traits_cpu.restype = ctypes.POINTER(TypeTraitsCpu)
     ggml.ggml_get_type_traits_cpu.argtypes = [ctypes.c_int]
-    traits = ggml.ggml_get_type_traits_cpu(gguf.GGMLQuantizationType.Q4_0).contents
-    assert traits.vec_dot_type == gguf.GGMLQuantizationType.Q8_0
+    traits = ggml.ggml_get_type_traits_cpu(gguf.GGMLQuantizationType[weights]).contents
+    assert gguf.GGMLQuantizationType(traits.vec_dot_type).name == inputs
 
 
 def test_a_missing_package_is_a_reason_to_skip(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -101,10 +101,11 @@ def test_every_config_drawn_for_a_declaration_satisfies_it(declared: Constraints
 
 
 @settings(max_examples=100)
-@given(block=st.sampled_from([2, 8, 32]), family=st.sampled_from(FAMILIES), data=st.data())
+@given(block=st.sampled_from([2, 8, 32, 256]), family=st.sampled_from(FAMILIES), data=st.data())
 def test_a_block_draws_every_matrix_row_a_whole_number_of_blocks(block: int, family: str, data: st.DataObject) -> None:
-    """As a Q8_0 file needs (llama.cpp's blocks of 32): judged on the weights themselves, each matrix's
-    input axis, not on `ModelConfig.matrix_inputs` alone."""
+    """As a Q8_0 file needs (llama.cpp's blocks of 32; its K types' 256, wider than the widths drawn
+    otherwise, drew nothing): judged on the weights themselves, each matrix's input axis, not on
+    `ModelConfig.matrix_inputs` alone."""
     declared = Constraints(families=(family,), block=block)
     with drawing_for((declared,)):
         config = data.draw(configs(), label="config")
@@ -115,7 +116,7 @@ def test_a_block_draws_every_matrix_row_a_whole_number_of_blocks(block: int, fam
 
 
 def test_every_kind_is_probed_under_a_block() -> None:
-    assert all(probe_config(kind, Constraints(block=32)) is not None for kind in PROBE_KINDS)
+    assert all(probe_config(kind, Constraints(block=b)) is not None for kind in PROBE_KINDS for b in (32, 256))
     assert Constraints(block=32).refusal(preset("gpt2").replace(d_ff=3000)) == (
         "declared matrix input widths multiples of block=32, not d_ff 3000"
     )

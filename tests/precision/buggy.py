@@ -63,7 +63,7 @@ def v2_reader_keeping_interleaved_rows(config: ModelConfig, weights: Weights) ->
 
 
 def llamacpp_rows_not_interleaved(build: Factory) -> Factory:
-    """llama.cpp (`build`: on a Q8_0 or Q4_0 file) whose q/k rows were left in rotate-half order (the
+    """llama.cpp (`build`: on a Q8_0, Q4_0 or K-type file) whose q/k rows were left in rotate-half order (the
     writer's permutation to llama.cpp's interleaved RoPE pairs undone): RoPE pairs the wrong dimensions."""
 
     def buggy(config: ModelConfig, weights: Weights) -> Any:

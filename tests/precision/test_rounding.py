@@ -100,3 +100,19 @@ def test_the_reference_at_a_class_rounds_its_weights_and_every_stage_it_names() 
         rounded = {s for s, v in tf32.items() if np.array_equal(v, R.to_tf32(v))}
         assert {s for s in tf32 if R.TF32.rounds(s)} <= rounded
         assert "logits" not in rounded  # TF32 rounds the inputs of products, not their outputs
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), scale=st.sampled_from([1e-3, 0.3, 10.0]))
+def test_a_file_s_weight_stands_for_the_original_only_where_it_is_a_rounding_of_it(seed: int, scale: float) -> None:
+    """`rounding.file_rounding`: a 16-level rounding (Q4_0's, gguf's bit for bit) and Q8_0's are roundings
+    of the weight; the same with two rows swapped (a writer's misplaced head), or scaled by 1.5, are not,
+    and the oracle keeps the original weight."""
+    w = np.random.default_rng(seed).normal(scale=scale, size=(8, 64)).astype(np.float32)
+    moved = R.q4_0(w)[[1, 0, *range(2, 8)]]
+    assert R.is_a_rounding_of(R.q4_0(w), w, axis=1) and R.is_a_rounding_of(R.q8_0(w, 32), w, axis=1)
+    assert not R.is_a_rounding_of(moved, w, axis=1) and not R.is_a_rounding_of(1.5 * R.q4_0(w), w, axis=1)
+    rounding = R.file_rounding("q4_k_m", {"model.layers.0.mlp.up_proj.weight": moved}, 256)
+    assert rounding.weights("model.layers.0.mlp.up_proj.weight", w) is w
+    rounding = R.file_rounding("q4_k_m", {"model.layers.0.mlp.up_proj.weight": R.q4_0(w)}, 256)
+    assert np.array_equal(rounding.weights("model.layers.0.mlp.up_proj.weight", w), R.q4_0(w))

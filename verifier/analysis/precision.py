@@ -19,13 +19,18 @@ which has the float32 policy's form (`verifier.analysis.tolerance`) in the class
 | bfloat16 | 2^-7   |    4 |            4 |             8 | bfloat16 weights and stage outputs, float32 sums     |
 | q8_0     | 1/127  |    4 |            4 |             8 | int8 weights and matrix-product inputs (see below)   |
 | q4_0     | 1/127  |    4 |            4 |             8 | 4-bit weights, int8 matrix-product inputs (below)    |
+| q4_k_m.. | 1/127  |    4 |            4 |             8 | a llama.cpp quantizer's file, Q8_K inputs (below)    |
 
 q8_0 is llama.cpp's: groups of 32 along each matrix's input axis, one float16 scale max |x| / 127
 per group, the activations entering each weight matrix product quantized alike, float32 elsewhere.
 q4_0 is llama.cpp's too: blocks of 32 along each matrix's input axis, 16 levels -8 d to 7 d with d =
 max / -8 (the block's value of largest |x|) in float16; the activations entering its matrix products
 are quantized to Q8_0 (ggml's `vec_dot_type` for Q4_0), so its eps is q8_0's: judged against the
-oracle on the dequantized weights, what remains is the activations' Q8_0.
+oracle on the dequantized weights, what remains is the activations' Q8_0. A file of llama.cpp's own
+quantizer (`file_quantized`: Q4_K_M, Q5_K_M, Q6_K, its K types in super-blocks of 256) is not
+emulated: the oracle runs on the weights read back from the file, each where it is a rounding of the
+original (`rounding.is_a_rounding_of`), and the activations entering its products are quantized to
+Q8_K (groups of 256, float32 scales), ggml's `vec_dot_type` for every K type; Q4_0's limits.
 
 RoPE angles stay float32 in every class (transformers computes its rotary tables in float32 whatever
 the model's dtype; an angle computed in bfloat16 is off by a radian at position 255, a bug), so the
@@ -311,6 +316,23 @@ Q4_0 = _narrow(
     rounding=R.q4_0_rounding(),
     distribution=Q4_0_DISTRIBUTION,
 )
+
+K_QUANT_DISTRIBUTION = Distribution(kl_factor=8.0, kl_floor=1e-6)  # Q4_0's (module docstring)
+
+
+def file_quantized(name: str, dequantized: Mapping[str, np.ndarray]) -> Precision:
+    """A file quantized by llama.cpp's own quantizer (`name`: its type, `q4_k_m`): the weights are the
+    file's (`dequantized`: what the oracle runs on), the matrix products' inputs in Q8_K (groups of
+    256, float32 scales), float32 elsewhere. Not declarable by name: it needs the file's weights."""
+    return _narrow(
+        name,
+        f"llama.cpp's {name.upper()} file (K types, super-blocks of 256; the oracle on its dequantized weights), "
+        "matrix-product inputs in Q8_K (groups of 256, float32 scales), float32 elsewhere",
+        1 / 127,  # the weights are the oracle's own: what remains is the activations' Q8_K
+        rounding=R.file_rounding(name, dequantized, 256),
+        distribution=K_QUANT_DISTRIBUTION,
+    )
+
 
 CLASSES: dict[str, Precision] = {}
 

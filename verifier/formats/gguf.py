@@ -28,7 +28,8 @@ A MoE layer's experts are stacked per matrix, [n_experts, rows, columns] (`ffn_g
 the converter merges them; Phi-3's fused q/k/v and gate/up are stored fused, as llama.cpp's phi3 reads them. The
 canonical weights carry no vocabulary, so the file gets placeholder pieces `<0>`, `<1>`, ... (for
 programs driven by token ids). `read_gguf` reads such a file, or any GGUF of these architectures
-whose tensors are F32, F16, BF16, Q8_0 or Q4_0, back into the canonical weights (quantized ones dequantized);
+whose tensors are F32, F16, BF16, Q8_0, Q4_0 or a type of llama.cpp's quantizer's common recipes (Q4_1,
+Q5_0, Q5_1, Q2_K to Q6_K: a Q4_K_M file), back into the canonical weights (quantized ones dequantized);
 what a file of llama.cpp's converter leaves out is read as llama.cpp runs it (Gemma 2's layers
 alternating from a sliding layer 0, its query scale by llama.cpp's rule), with a finding.
 
@@ -79,13 +80,11 @@ _FILE_TYPES = {
     "Q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
     "Q4_0": gguf.LlamaFileType.MOSTLY_Q4_0,
 }
-# F16 and BF16: what llama.cpp's converter writes by default (it keeps a published checkpoint's type).
+# F16 and BF16: what llama.cpp's converter writes by default (it keeps a published checkpoint's type);
+# the types of its quantizer's common recipes (Q4_K_M's Q4_K and Q6_K, Q5_K_M's Q5_K, Q4_1, Q5_0, ...).
 _READABLE = {
-    gguf.GGMLQuantizationType.F32,
-    gguf.GGMLQuantizationType.F16,
-    gguf.GGMLQuantizationType.BF16,
-    gguf.GGMLQuantizationType.Q8_0,
-    gguf.GGMLQuantizationType.Q4_0,
+    getattr(gguf.GGMLQuantizationType, name)
+    for name in ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K")
 }
 DEFAULT_ROPE_THETA = 10000.0  # llama.cpp's default where rope.freq_base is absent
 
@@ -546,9 +545,12 @@ def read_gguf(path: str | Path) -> Checkpoint:
         if how.startswith(EXPERT):
             expected = [config.n_experts, *shape]
         found = [int(n) for n in reversed(tensor.shape)]  # GGUF lists the fastest axis first
+        # ggml drops a tensor's trailing dimensions of 1 (llama.cpp's quantizer stores Qwen2-MoE's
+        # [1, d_model] shared-expert gate as [d_model]): the same tensor.
+        found = [1] * (len(expected) - len(found)) + found
         if found != expected:
             raise CheckpointError(path, f"tensor {name}", "wrong shape", expected=expected, found=found)
-        values = gguf.quants.dequantize(tensor.data, tensor.tensor_type).astype(np.float32)
+        values = gguf.quants.dequantize(tensor.data, tensor.tensor_type).astype(np.float32).reshape(expected)
         if how.startswith(EXPERT):
             stacks[name] = values
             weights[canonical] = values[int(how.removeprefix(EXPERT))]

@@ -7,7 +7,9 @@ inputs of matrix products to 10 mantissa bits and keeps float32 elsewhere. Q8_0 
 runq.c, llama.cpp) stores each group of weights along a matrix's input axis as int8 times one
 scale (max |w| / 127), and quantizes the activations entering each matrix product the same way.
 Q4_0 (llama.cpp) stores each group of 32 weights as 4-bit codes times one float16 scale; llama.cpp
-quantizes the activations its Q4_0 matrix products read to Q8_0.
+quantizes the activations its Q4_0 matrix products read to Q8_0. A file quantized by llama.cpp's own
+quantizer (its K types: Q4_K_M, ...) is not emulated: its weights are the file's, read back
+dequantized, and the activations its products read are quantized to Q8_K (groups of 256, float32 scales).
 
 Rounding is round-to-nearest-even, as hardware and `torch.Tensor.to` do (llama.cpp's Q8_0 rounds
 ties away from zero, as C's roundf); bfloat16 and TF32 are rounded on float32 bit patterns (NumPy
@@ -16,7 +18,7 @@ has neither type). Values beyond a format's range become +-inf, as they do in th
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -187,3 +189,36 @@ def q4_0_rounding() -> Rounding:
 BFLOAT16 = Rounding("bfloat16", to_bfloat16, _every_weight(to_bfloat16))
 FLOAT16 = Rounding("float16", to_float16, _every_weight(to_float16))
 TF32 = Rounding("tf32", to_tf32, _matrices(to_tf32), WEIGHT_INPUTS | ACTIVATION_INPUTS)
+
+
+def file_rounding(name: str, dequantized: Mapping[str, Array], group_size: int) -> Rounding:
+    """A quantized file's model: the weights its file holds (`dequantized`, canonical names: the
+    quantizer is not emulated) and the activations entering the weight matrix products quantized to
+    int8 in groups of `group_size` with float32 scales (llama.cpp's Q8_K, the `vec_dot_type` of every
+    K type, is groups of 256). A file's tensor stands for a weight only where it is a rounding of it
+    (`is_a_rounding_of`): a writer that moved or scaled a weight leaves the oracle the original."""
+
+    def weights(weight_name: str, w: Array) -> Array:
+        found = dequantized.get(weight_name)
+        axis = input_axis(weight_name, np.ndim(w))
+        if found is None or axis is None or not is_a_rounding_of(found, w, axis):
+            return w
+        return found
+
+    return Rounding(name, lambda x: q8_0(x, group_size, float16_scales=False), weights, WEIGHT_INPUTS)
+
+
+FILE_GROUP = 32  # the K types' sub-blocks: a scale (and a minimum) per 32 values of a row
+FILE_STEPS = 8  # the fewest levels a sub-block of the file's types has (Q3_K: 8; Q4_K 16, Q6_K 64)
+
+
+def is_a_rounding_of(found: Array, w: Array, axis: int) -> bool:
+    """Whether `found` is `w` rounded to a format of at least FILE_STEPS levels per group of
+    FILE_GROUP values along `axis`: each value within one level (the group's range / (FILE_STEPS - 1))."""
+    if np.shape(found) != np.shape(w) or np.shape(w)[axis] % FILE_GROUP:
+        return False
+    rows = np.moveaxis(np.asarray(w, np.float32), axis, -1)
+    groups = rows.reshape(*rows.shape[:-1], -1, FILE_GROUP)
+    level = (groups.max(axis=-1, keepdims=True) - groups.min(axis=-1, keepdims=True)) / (FILE_STEPS - 1)
+    error = np.moveaxis(np.asarray(found, np.float32), axis, -1).reshape(groups.shape) - groups
+    return bool(np.all(np.abs(error) <= level))

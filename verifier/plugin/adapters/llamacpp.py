@@ -45,7 +45,9 @@ inputs quantized alike), so it is judged against the oracle on the file's dequan
 `build_q4_0` does the same with Q4_0 matrices (blocks of 32 4-bit codes, float16 scales) in the
 class `q4_0`: ggml's CPU backend quantizes the inputs of a Q4_0 product to Q8_0 (its `vec_dot_type`),
 which is what remains against the dequantized oracle. The class follows the file's tensor type
-(`PRECISIONS`).
+(`PRECISIONS`). `build_q4_k_m`, `build_q5_k_m` and `build_q6_k` quantize the F32 file with llama.cpp's
+own quantizer (`llama_model_quantize`) and declare the file's class (`precision.file_quantized`: the
+oracle on the weights read back from it, the products' inputs in Q8_K), rows of 256.
 Where llama-cpp-python is not installed, the factories raise `Unsupported` with the way to install it.
 """
 
@@ -63,7 +65,7 @@ from typing import Any
 
 import numpy as np
 
-from verifier.analysis.precision import Q4_0, Q8_0, Precision
+from verifier.analysis.precision import Q4_0, Q8_0, Precision, file_quantized
 from verifier.formats.errors import CheckpointError
 from verifier.model import stages
 from verifier.model.config import ModelConfig
@@ -80,6 +82,11 @@ _LOG_LINES = 20
 # The precision class a model declares by the GGUF type of its file's matrices; an F32 file declares
 # none (float32): judged by float32's bounds.
 PRECISIONS: dict[str, Precision | None] = {"F32": None, "Q8_0": Q8_0, "Q4_0": Q4_0}
+# The file types llama.cpp's own quantizer makes from the F32 file (`llama_model_quantize`, what its
+# `llama-quantize` runs), by their `LLAMA_FTYPE_MOSTLY_*` names: each matrix in a K type its recipe
+# chooses (Q4_K_M: Q4_K, with Q6_K for the classifier and some attn_v and ffn_down), rows of 256. The
+# class is the file's (`precision.file_quantized`): the oracle runs on the weights read back from it.
+QUANTIZER_TYPES = ("Q4_K_M", "Q5_K_M", "Q6_K")
 
 
 class _TensorHead(ctypes.Structure):
@@ -150,7 +157,10 @@ class LlamaCppModel:
         self._threads = threads
         self._dir = tempfile.TemporaryDirectory(prefix="verifier-llamacpp-")
         self.model_path = Path(self._dir.name) / "model.gguf"
-        write_gguf(self.model_path, config, weights, tensor_type=tensor_type)
+        if tensor_type in QUANTIZER_TYPES:
+            self.precision = self._quantize(config, weights, tensor_type)
+        else:
+            write_gguf(self.model_path, config, weights, tensor_type=tensor_type)
         params = self._lib.llama_model_default_params()
         params.n_gpu_layers = 0
         # No repacked or AMX copies of quantized weights: on this project's machines the CPU
@@ -165,6 +175,27 @@ class LlamaCppModel:
         self._trace_ctx: Any = None
         self._recorder: _Recorder | None = None
         weakref.finalize(self, _free, self._lib, self._model, self._contexts)
+
+    def _quantize(self, config: ModelConfig, weights: Weights, file_type: str) -> Precision:
+        """Write the F32 file, quantize it to `file_type` with llama.cpp's quantizer into
+        `model_path`, and return the file's class (its weights read back dequantized)."""
+        from verifier.formats.gguf import read_gguf, write_gguf
+
+        source = Path(self._dir.name) / "f32.gguf"
+        write_gguf(source, config, weights)
+        params = self._lib.llama_model_quantize_default_params()
+        params.ftype = getattr(self._lib, f"LLAMA_FTYPE_MOSTLY_{file_type}")
+        params.nthread = self._threads
+        if self._lib.llama_model_quantize(str(source).encode(), str(self.model_path).encode(), ctypes.byref(params)):
+            raise RuntimeError(f"llama.cpp could not quantize {source} to {file_type}: {self._log.tail()}")
+        source.unlink()
+        checkpoint = read_gguf(self.model_path)
+        # F32: kept as it is (norms, routers, GPT-2's position embeddings, a lookup); any other type is a
+        # row its K types cannot hold, fallen back to a type whose products read other blocks than Q8_K.
+        fallback = sorted({t.dtype for t in checkpoint.tensors} - {"F32", "Q4_K", "Q5_K", "Q6_K"})
+        if fallback:
+            raise Unsupported(f"llama.cpp's {file_type} recipe stored matrices as {', '.join(fallback)}, not K types")
+        return file_quantized(file_type.lower(), checkpoint.weights)
 
     def _context(self, callback: Any = None) -> Any:
         lib = self._lib
@@ -460,7 +491,26 @@ def build_q4_0(config: ModelConfig, weights: Weights) -> LlamaCppModel:
     return _quantized(config, weights, "Q4_0")
 
 
+def build_q4_k_m(config: ModelConfig, weights: Weights) -> LlamaCppModel:
+    """llama.cpp on the F32 file quantized by its own quantizer to Q4_K_M (rows a multiple of 256),
+    KV cache in F32, in the file's class (`precision.file_quantized`)."""
+    return _quantized(config, weights, "Q4_K_M")
+
+
+def build_q5_k_m(config: ModelConfig, weights: Weights) -> LlamaCppModel:
+    """The same, quantized to Q5_K_M."""
+    return _quantized(config, weights, "Q5_K_M")
+
+
+def build_q6_k(config: ModelConfig, weights: Weights) -> LlamaCppModel:
+    """The same, quantized to Q6_K."""
+    return _quantized(config, weights, "Q6_K")
+
+
 build.constraints = SHAPES  # type: ignore[attr-defined]
 # A Q8_0 or Q4_0 file's rows are blocks of 32 (`verifier.formats.gguf.write_gguf` refuses others).
 build_q8_0.constraints = tuple(dataclasses.replace(shape, block=32) for shape in SHAPES)  # type: ignore[attr-defined]
 build_q4_0.constraints = build_q8_0.constraints  # type: ignore[attr-defined]
+# The K types' super-blocks are 256 values: rows of 256 (the recipe falls back to other types otherwise).
+K_SHAPES = tuple(dataclasses.replace(shape, block=256) for shape in SHAPES)
+build_q4_k_m.constraints = build_q5_k_m.constraints = build_q6_k.constraints = K_SHAPES  # type: ignore[attr-defined]
