@@ -48,6 +48,7 @@ def test_kl_on_the_bundled_text_is_near_zero_for_the_reference_and_large_for_a_b
     assert done.returncode == 0, done
     rows = {r["model"]: r for r in json.loads(out.read_text())}
     assert rows["numpy"]["max_kl"] < 1e-8 and rows["numpy"]["same_top"] == 1.0 and rows["numpy"]["tokens"] > 200
+    assert "class_mean_kl" not in rows["numpy"]  # float32: no narrower class to compare with
     assert rows[mutant_spec("ScaleByDHead")]["mean_kl"] > 1e-3
     assert "GPT-2 small" in rows[refusing]["unsupported"]
     assert "numpy on gpt2: mean KL divergence " in done.stdout
@@ -86,6 +87,8 @@ def test_kl_on_a_checkpoint_uses_its_config_and_weights(tmp_path: Path) -> None:
     (row,) = json.loads((tmp_path / "kl.json").read_text())
     assert (row["family"], row["tokens"]) == ("llama", 64), row  # the text, cut at the checkpoint's context
     assert 0 < row["mean_kl"] < 1e-2, row
+    # Beside it, its class alone: numpy-bfloat16 is the reference rounded to bfloat16, the same run.
+    assert row["class"] == "bfloat16" and row["class_mean_kl"] == row["mean_kl"], row
     assert done.returncode == 0
 
 

@@ -9,7 +9,9 @@ weights (`--seed`, `--scale`), which shows how a precision class moves the distr
 trained model's would move. The probe config is in the first shape the model declares (`Constraints`)
 that admits the family: a block-quantized model (llama.cpp's Q8_0) gets one whose matrix widths fill
 its blocks. A model that refuses a config is listed with its reason; one that raises on the text, with
-the error (exit status 1).
+the error (exit status 1). Beside a model of a narrower class than float32, the same statistics of the
+class alone (the reference run at it: its rounding, a quantized file's own weights) tell what the
+number format moves from what the engine does.
 """
 
 from __future__ import annotations
@@ -103,7 +105,9 @@ def run(args: argparse.Namespace) -> int:
         for spec in on_it:
             row: dict[str, Any] = {"model": spec.name, "family": config.family, "tokens": len(tokens)}
             try:
-                stats = _stats(build_checked(spec, config, weights), reference, tokens)
+                model = build_checked(spec, config, weights)
+                stats = _stats(model, reference, tokens)
+                own = _class_stats(model, config, weights, reference, tokens)
             except Unsupported as e:
                 row["unsupported"] = str(e) or "it raised Unsupported"
                 print(f"{spec.name} on {config.family}: unsupported ({row['unsupported']})")
@@ -114,10 +118,24 @@ def run(args: argparse.Namespace) -> int:
             else:
                 row |= dataclasses.asdict(stats)
                 print(f"{spec.name} on {config.family}: {stats.describe()}")
+                if own is not None:  # what the model's number format alone moves, for comparison
+                    label = model.precision.label
+                    row |= {"class": label, "class_mean_kl": own.mean_kl, "class_same_top": own.same_top}
+                    print(f"  its class {label} alone (the reference rounded as it declares): {own.describe()}")
             rows.append(row)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
     return status
+
+
+def _class_stats(
+    model: Any, config: ModelConfig, weights: WeightMap, reference: np.ndarray, tokens: np.ndarray
+) -> DistributionAgreement | None:
+    """The statistics of the model's declared class alone: the reference run at the class
+    (`Precision.emulation`: its rounding, a quantized file's own weights), or None for float32."""
+    if model.precision.rounding is None:
+        return None
+    return distribution_agreement(reference, model.precision.emulation(config, weights).logits(tokens), tokens)
 
 
 def _stats(model: Any, reference: np.ndarray, tokens: np.ndarray) -> DistributionAgreement:
