@@ -94,8 +94,8 @@ def run(args: argparse.Namespace) -> int:
         for spec in specs:
             by_shape.setdefault(_shape(spec, family), []).append(spec)
         for shape, on_it in by_shape.items():
-            config = seeded_config(family, vocab, 1024, shape) or seeded_config(family, vocab, 1024)
-            assert config is not None  # the free shape admits every family
+            config = seeded_config(family, vocab, 1024, shape)
+            assert config is not None  # `_shape` chose a shape that admits the family
             cases.append((config, init_weights(config, seed=args.seed, scale=args.scale), on_it))
     rows, status = [], 0
     for config, weights, on_it in cases:
