@@ -8,17 +8,17 @@ Cases are drawn by the property suite's own strategy (`cases`, derandomized), at
 0.003 to 10. Each correct implementation at a class (transformers on the CPU in bfloat16 and
 float16, the NumPy reference rounded to each format, the mutant catalog's correct implementation at
 each class, this project's version-2 reader, llama2.c's runq.c, llama.cpp on Q8_0 and Q4_0 GGUF
-files; runq.c's prompts it declines are left out) runs every case its factory accepts, and 8 more
-cases whose rows are multiples of 32 (llama.cpp's Q8_0 and Q4_0 need them, the strategy seldom draws
-them), and is measured against the float64 oracle at its class (on the dequantized weights for the
-quantized classes):
+files and on the files its own quantizer makes (Q4_K_M, Q5_K_M, Q6_K); runq.c's prompts it declines
+are left out) runs every case its factory accepts, and 8 more cases whose rows are multiples of 32
+and 8 of 256 (llama.cpp's files need them, the strategy seldom draws them), and is measured
+against the float64 oracle at its class (on the dequantized weights for the quantized classes):
 - floor units: max |error| / (eps max |expected| depth), on well-conditioned cases (scale <= 0.3):
   what the floor (`ulps`) must exceed;
 - error / spread: max |error| over the largest distance of the neighbours (the oracle on weights
   nudged by (1 + eps z), the reference rounded to the class): what `conditioning` must exceed;
 - error / bound: the class's bound as it stands (at most 1 passes);
 - for float16, whether the cases the class calls out of range are those where it overflows;
-- for Q8_0 and Q4_0, the next-token statistics against the original weights (`distribution_agreement`):
+- for the quantized classes, the next-token statistics against the original weights (`distribution_agreement`):
   mean KL and same top token, and the mean KL over the largest of the dequantized oracle's, the class
   emulation's and the nudged oracles' (what `kl_factor` bounds);
   for runq.c (greedy only), each generated token's shortfall in the dequantized oracle's logits
@@ -79,6 +79,9 @@ IMPLEMENTATIONS: dict[str, Callable[..., Any]] = {
     "llamacpp-q8_0": llamacpp.build_q8_0,
     "numpy-q4_0": reference.rounded(Q4_0),
     "llamacpp-q4_0": llamacpp.build_q4_0,
+    "llamacpp-q4_k_m": llamacpp.build_q4_k_m,
+    "llamacpp-q5_k_m": llamacpp.build_q5_k_m,
+    "llamacpp-q6_k": llamacpp.build_q6_k,
 }
 # llama.cpp's Q8_0 and Q4_0 files need rows a multiple of 32, which the strategy seldom draws: these cases
 # (both families, d_model 64 and 288, d_ff 256 and 768) are run as well, by every implementation.
@@ -100,6 +103,10 @@ ROWS_OF_32 = [
         preset("llama2c-stories15M").replace(n_layers=2, n_ctx=64),
     )
     for seed, (scale, T) in enumerate(((0.02, 12), (0.3, 24), (1.0, 40), (3.0, 16)))
+]
+# llama.cpp's quantizer's K types need rows a multiple of 256: the same cases at d_model and d_ff 256, 4 heads.
+ROWS_OF_256 = [
+    case._replace(config=case.config.replace(d_model=256, d_ff=256, n_heads=4, n_kv_heads=4)) for case in ROWS_OF_32
 ]
 N_NEW = 4  # greedy tokens per runq.c case
 GRID_ULPS = (2, 4, 8, 16)
@@ -215,7 +222,7 @@ def collect(n_cases: int) -> list[Row]:
         run_all(case)
 
     run()
-    for case in ROWS_OF_32:
+    for case in ROWS_OF_32 + ROWS_OF_256:
         run_all(case)
     return rows
 
@@ -237,7 +244,8 @@ def render(rows: list[Row], n_cases: int, seconds: float) -> str:
         f"Machine: {describe()}.  ",
         f"Command: `python benchmarks/precision_calibration.py --write` ({time.strftime('%Y-%m-%d')}), "
         f"{n_cases} cases drawn by the suite's `cases` strategy (derandomized, weight scales "
-        f"{', '.join(map(str, SCALES))}, n_ctx <= 64) and 8 cases with rows of 32, {seconds / 60:.0f} min.",
+        f"{', '.join(map(str, SCALES))}, n_ctx <= 64) and 8 cases each with rows of 32 and of 256, "
+        f"{seconds / 60:.0f} min.",
         "",
         "Floor units: max |error| / (eps max |expected| depth) on well-conditioned cases (scale <= 0.3); "
         "error / spread: max |error| over the neighbours' largest distance from the oracle; "
@@ -278,9 +286,9 @@ def render(rows: list[Row], n_cases: int, seconds: float) -> str:
     if quantized:
         lines += [
             "",
-            "Q8_0 and Q4_0 against the original weights (llama.cpp's statistics): mean KL divergence of next-token "
-            "distributions, the model's over the largest of the dequantized oracle's, the class emulation's and "
-            "the nudged oracles', and the share of positions with the same top token.",
+            "The quantized classes against the original weights (llama.cpp's statistics): mean KL divergence of "
+            "next-token distributions, the model's over the largest of the dequantized oracle's, the class "
+            "emulation's and the nudged oracles', and the share of positions with the same top token.",
             "",
             "| implementation | class | cases | mean KL, median / worst (nats) | KL / correct models' KL, worst "
             "| same top token, median / lowest |",
