@@ -193,7 +193,8 @@ def test_a_run_starts_by_removing_what_a_killed_run_left(tmp_path: Path) -> None
     stale = reports / ".verifier-run-killed"
     stale.mkdir(parents=True)
     (stale / LOG).write_text("the killed run's output")
-    old = [reports / name for name in (MARKDOWN, JSON, HTML, LOG, "stage-errors_numpy_test_x.png")]
+    plots = ("stage-errors_numpy_test_x.svg", "stage-errors_numpy_test_x.png")  # and an earlier version's PNG
+    old = [reports / name for name in (MARKDOWN, JSON, HTML, LOG, *plots)]
     for path in old:
         path.write_text("the previous run's")
     (reports / "junit.xml").write_text("not verifier's")

@@ -37,17 +37,19 @@ def constrained_spec(name: str) -> str:
     return f"{CONSTRAINED}:constrained.{name}"
 
 
-def run_suite(model: str | Sequence[str], reports: Path, *pytest_args: str, profile: str = "ci") -> Report:
+def run_suite(
+    model: str | Sequence[str], reports: Path, *pytest_args: str, profile: str = "ci", timeout: float = 1800
+) -> Report:
     """`verifier check --model MODEL` (pytest underneath; a `--model` each where `model` is several) and
     the report it wrote into `reports`; pytest's JUnit XML, with the full failure messages, is
-    `reports / "junit.xml"` (`junit_failures`)."""
+    `reports / "junit.xml"` (`junit_failures`). Killed after `timeout` seconds (a guard against a hang)."""
     models = [a for spec in ([model] if isinstance(model, str) else model) for a in ("--model", spec)]
     command = [
         sys.executable, "-m", "verifier", "check", *models, "--reports", str(reports),
         "--hypothesis-profile", profile, "--", "-p", "no:cacheprovider", f"--junitxml={reports / 'junit.xml'}",
         *pytest_args,
     ]  # fmt: skip
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=1800)
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
     path = reports / "conformance.json"
     if not path.exists():
         raise AssertionError(f"`{' '.join(command)}` wrote no report (exit {done.returncode}):\n{done.stderr[-3000:]}")

@@ -30,6 +30,7 @@ from verifier.plugin.registry import ModelSpec
 from verifier.properties import checks
 from verifier.properties.cases import Case
 from verifier.properties.oracle import oracle
+from verifier.report.results import FAILING, Report
 
 LLAMA = ModelConfig(
     "llama", vocab_size=61, n_ctx=48, d_model=32, n_layers=2, n_heads=2, n_kv_heads=2, d_ff=40, norm_eps=1e-5,
@@ -150,24 +151,39 @@ def test_every_mutant_traces_so_only_the_localizing_properties_can_hint() -> Non
     assert {"test_agreement", "test_kv_cache", "test_rope"} <= set(LOCALIZING), LOCALIZING
 
 
+UNDECLARED = [cls.__name__ for cls in MUTANTS if cls.__name__ not in FLOAT32_INVISIBLE]
+
+
+def _undeclared_spec(name: str) -> str:
+    return f"tests.meta.undeclared:mutants.{name}"
+
+
+@pytest.fixture(scope="module")
+def localized_runs(tmp_path_factory: pytest.TempPathFactory) -> Report:
+    """The properties that localize (`LOCALIZING`) on every mutant declaring nothing (those float32
+    cannot show excepted: they fail nothing here), in one run. In the checkpoint profile (the pinned
+    examples and 3 drawn, not shrunk): a hint is given or not on the failure as found, and shrinking a
+    mutant's failures on every property took most of the time (TopOneInsteadOfTopK: 71 s in ci with
+    10 failures, 16 s here with 7). A run per mutant took 1,553 s of CI's slow tier (each drew its
+    failures' plots with matplotlib then, and started and collected the suite again)."""
+    specs = [_undeclared_spec(name) for name in UNDECLARED]
+    reports = tmp_path_factory.mktemp("hints")
+    return run_suite(specs, reports, "-k", " or ".join(LOCALIZING), profile="checkpoint", timeout=3600)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("name", [cls.__name__ for cls in MUTANTS if cls.__name__ not in FLOAT32_INVISIBLE])
-def test_no_failure_of_a_mutant_in_a_suite_run_carries_a_precision_hint(name: str, tmp_path: Path) -> None:
-    """The properties that localize (`LOCALIZING`) on each mutant declaring nothing (those float32
-    cannot show excepted: they fail nothing here): every failure's note and the verdict. In the
-    checkpoint profile (the pinned examples and 3 drawn, not shrunk): a hint is given or not on the
-    failure as found, and shrinking a mutant's failures on every property took most of the time
-    (TopOneInsteadOfTopK: 71 s in ci with 10 failures, 16 s here with 7). The whole suite took 1,491 s
-    of CI's slow tier over the catalog; ScaleByDHead 26 s, these properties 18 s. That a mutant fails
-    at all is tests/meta/test_mutants.py's."""
-    selection = " or ".join(LOCALIZING)
-    report = run_suite(f"tests.meta.undeclared:mutants.{name}", tmp_path, "-k", selection, profile="checkpoint")
-    assert report.results, f"no property ran on mutant {name}"
-    hinted = [
-        f"{r.property}: {r.behaves_like}" for r in report.failures if r.behaves_like or "behaves like" in r.detail
-    ]
+@pytest.mark.xdist_group("hints")
+@pytest.mark.parametrize("name", UNDECLARED)
+def test_no_failure_of_a_mutant_in_a_suite_run_carries_a_precision_hint(name: str, localized_runs: Report) -> None:
+    """Every failure's note and the verdict of each mutant. That a mutant fails at all is
+    tests/meta/test_mutants.py's."""
+    spec = _undeclared_spec(name)
+    mine = [r for r in localized_runs.results if r.model == spec]
+    assert mine, f"no property ran on mutant {name}"
+    hinted = [f"{r.property}: {r.behaves_like}" for r in mine if r.outcome in FAILING and
+              (r.behaves_like or "behaves like" in r.detail)]  # fmt: skip
     assert not hinted, f"mutant {name}: precision hints for a bug: {hinted}"
-    assert all(not v.behaves_like for v in report.verdicts())
+    assert all(not v.behaves_like for v in localized_runs.verdicts() if v.model == spec)
 
 
 @pytest.mark.slow

@@ -1,9 +1,9 @@
 """The suite catches bugs: every mutant of the catalog fails at least one property, the correct
 implementation passes all of them, and a failure names the stage where the bug is.
 
-Each run plugs the model in through the public path (`verifier check --model module:factory`,
-pytest underneath) in a fresh process. A mutant that survives is a hole in the suite: add or sharpen
-a property, never weaken the mutant.
+Each run plugs the models in through the public path (`verifier check --model module:factory`,
+pytest underneath) in a fresh process; the catalog's mutants go in batches, a `--model` each. A
+mutant that survives is a hole in the suite: add or sharpen a property, never weaken the mutant.
 """
 
 from __future__ import annotations
@@ -22,16 +22,36 @@ from tests.meta.suite_runs import (
     run_suite,
 )
 from verifier.analysis.divergence import stage_label
-from verifier.report.results import Report
+from verifier.report.results import Report, Result
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.parametrize("name", [name for name in DOCS if name not in FLOAT32_INVISIBLE])
-def test_mutant_fails_a_property(name: str, tmp_path) -> None:
-    report = run_suite(mutant_spec(name), tmp_path, "-x")
-    assert report.failures, f"mutant {name} ({DOCS[name]}) passed every property: a hole in the suite"
-    failure = report.failures[0]
+KILLABLE = [name for name in DOCS if name not in FLOAT32_INVISIBLE]
+# One `verifier check` of many mutants, each stopped at its first failing property, takes a few
+# minutes where a run per mutant took twice as long: most of each run was the start-up and collection.
+# Each batch is a group for pytest-xdist (`--dist loadgroup`, the project's default), so one worker runs it.
+BATCH = 3600  # seconds a batch may take before it counts as hung
+
+
+def _first_failures(report: Report, spec: str) -> list[Result]:
+    """The failures of the model `spec` in a batched run (`--model-maxfail 1`: its first one)."""
+    return [r for r in report.failures if r.model == spec]
+
+
+@pytest.fixture(scope="module")
+def killed(tmp_path_factory: pytest.TempPathFactory) -> Report:
+    """Every mutant float32 can show, in one run, each stopped at its first failure."""
+    specs = [mutant_spec(name) for name in KILLABLE]
+    return run_suite(specs, tmp_path_factory.mktemp("killed"), "--model-maxfail", "1", timeout=BATCH)
+
+
+@pytest.mark.xdist_group("killed")
+@pytest.mark.parametrize("name", KILLABLE)
+def test_mutant_fails_a_property(name: str, killed: Report) -> None:
+    failures = _first_failures(killed, mutant_spec(name))
+    assert failures, f"mutant {name} ({DOCS[name]}) passed every property: a hole in the suite"
+    failure = failures[0]
     # Killed by a property's own verdict, not by a crash of the suite's machinery.
     assert failure.outcome == "fail" and f"model {mutant_spec(name)!r}" in failure.detail, (
         f"mutant {name} was not failed by a property's message:\n{failure.detail}"
@@ -43,11 +63,22 @@ def test_the_correct_implementation_passes_every_property(tmp_path) -> None:
     assert report.conforms, "\n".join(f"{r.property}: {r.detail}" for r in report.failures) or "nothing passed"
 
 
-@pytest.mark.parametrize("name", [name for name in DOCS if name not in EXPLAINED])
-def test_constrained_mutant_fails_a_property(name: str, tmp_path) -> None:
-    report = run_suite(constrained_spec(name), tmp_path, "-x")
-    assert report.failures, f"mutant {name} ({DOCS[name]}), constrained, passed every property: a hole in the suite"
-    assert f"model {constrained_spec(name)!r}" in report.failures[0].detail, report.failures[0].detail
+CONSTRAINED_KILLABLE = [name for name in DOCS if name not in EXPLAINED]
+
+
+@pytest.fixture(scope="module")
+def constrained_killed(tmp_path_factory: pytest.TempPathFactory) -> Report:
+    """Every constrained mutant, in one run, each stopped at its first failure."""
+    specs = [constrained_spec(name) for name in CONSTRAINED_KILLABLE]
+    return run_suite(specs, tmp_path_factory.mktemp("constrained"), "--model-maxfail", "1", timeout=BATCH)
+
+
+@pytest.mark.xdist_group("constrained-killed")
+@pytest.mark.parametrize("name", CONSTRAINED_KILLABLE)
+def test_constrained_mutant_fails_a_property(name: str, constrained_killed: Report) -> None:
+    failures = _first_failures(constrained_killed, constrained_spec(name))
+    assert failures, f"mutant {name} ({DOCS[name]}), constrained, passed every property: a hole in the suite"
+    assert f"model {constrained_spec(name)!r}" in failures[0].detail, failures[0].detail
 
 
 def test_the_constrained_correct_implementation_conforms(tmp_path) -> None:
@@ -152,6 +183,7 @@ def traced(tmp_path_factory: pytest.TempPathFactory) -> tuple[Report, dict[str, 
     return report, junit_failures(reports)
 
 
+@pytest.mark.xdist_group("traced")
 @pytest.mark.parametrize(("name", "stage"), list(FIRST_DIVERGENT_STAGE.items()))
 def test_failure_names_the_stage_of_the_bug(name: str, stage: str, traced: tuple[Report, dict[str, str]]) -> None:
     report, messages = traced

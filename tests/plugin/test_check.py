@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -142,8 +143,8 @@ def test_a_failing_model_gets_the_table_the_files_the_plot_and_exit_status_1(pro
     assert embed_error <= embed_bound and norm_error > norm_bound
     assert {"numpy", "torch", "transformers", "hypothesis", "pytest", "python"} <= set(report["header"]["versions"])
     assert "| `test_throwaway.py::test_logits_agree_with_the_oracle` | pass" in (out / "conformance.md").read_text()
-    png = out / "stage-errors_wrong_model-build_test_throwaway.py-test_logits_agree_with_the_oracle.png"
-    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+    svg = out / "stage-errors_wrong_model-build_test_throwaway.py-test_logits_agree_with_the_oracle.svg"
+    assert svg.read_text().startswith("<svg ") and "first divergent stage: layers.0.attn_norm" in svg.read_text()
     assert (
         junit_cases(out / "junit.xml")["test_logits_agree_with_the_oracle[wrong_model:build]"]["outcome"] == "failure"
     )
@@ -247,15 +248,28 @@ def test_the_report_survives_standard_json_and_renders_pipes_and_long_messages()
     assert "\n      Falsifying example: tokens=[1, 2]\n" in text
 
 
-def test_the_plot_draws_any_stage_errors_as_a_png() -> None:
+def test_the_plot_draws_each_stage_s_ratio_on_the_log_axis_as_svg() -> None:
     rows = [("embed", 0.0, 1e-5), ("layers.0.attn_norm", 3e-2, 1e-5), ("layers.0.q", float("inf"), 1e-5)]
-    png = plot.stage_errors_png(Result("p", "m", "fail", first_divergent_stage="layers.0.attn_norm", stage_errors=rows))
-    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    result = Result("p[<a&b>]", "m", "fail", first_divergent_stage="layers.0.attn_norm", stage_errors=rows)
+    svg = ET.fromstring(plot.stage_errors_svg(result))  # well-formed, the names escaped
+    namespace = "{http://www.w3.org/2000/svg}"
+    bars = {
+        bar.findtext(f"{namespace}title"): bar
+        for bar in svg.iter(f"{namespace}rect")
+        if bar.find(f"{namespace}title") is not None
+    }
+    assert list(bars) == ["embed: 0", "layers.0.attn_norm: 3e+03", "layers.0.q: infinite (wrong shape)"]
+    colors = [bar.get("fill") for bar in bars.values()]
+    assert colors == ["#1f77b4", "#d62728", "url(#hatch)"]  # within the bound, beyond it, the wrong shape
+    heights = [float(bar.get("height")) for bar in bars.values()]
+    assert heights[0] == 0 and 0 < heights[1] < heights[2]  # 0 at the floor, the wrong shape to the top
+    texts = [t.text for t in svg.iter(f"{namespace}text")]
+    assert "m: p[<a&b>]" in texts and "| first divergent stage: layers.0.attn_norm" in texts
 
 
 def test_plot_file_names_are_safe() -> None:
     name = plot_path(Path("r"), Result("test_a.py::test_x[gpt2]", "pkg.mod:build", "fail")).name
-    assert name == "stage-errors_pkg.mod-build_test_a.py-test_x-gpt2.png"
+    assert name == "stage-errors_pkg.mod-build_test_a.py-test_x-gpt2.svg"
 
 
 def _phase(nodeid: str, when: str, outcome: str, longrepr: object = None, **extra: object) -> pytest.TestReport:
@@ -330,3 +344,50 @@ def test_the_built_in_models_conform_on_every_family_and_a_port_ignoring_the_swi
                 for r in report["results"] if r["model"] == ignoring}  # fmt: skip
     assert verdicts[ignoring]["verdict"] == "fails"
     assert outcomes == {kind: "pass" if kind in ("gpt2", "llama", "llama-gqa") else "fail" for kind in PROBE_KINDS}
+
+
+# Two properties a wrong model fails, for `--model-maxfail`.
+TWO_PROPERTIES = """
+    import numpy as np
+    from verifier.model.weights import init_weights
+    from verifier.plugin.adapters.reference import build_float64
+    from verifier.plugin.contract import build_checked
+    from verifier.plugin.probes import PROBE_CONFIGS
+
+    CONFIG = PROBE_CONFIGS["gpt2"]
+
+    def _agrees(model_spec, T):
+        weights = init_weights(CONFIG, seed=1)
+        model, oracle = build_checked(model_spec, CONFIG, weights), build_float64(CONFIG, weights)
+        np.testing.assert_allclose(model.logits(np.arange(T)), oracle.logits(np.arange(T)), atol=1e-4)
+
+    def test_a(model_spec):
+        _agrees(model_spec, 4)
+
+    def test_b(model_spec):
+        _agrees(model_spec, 6)
+"""
+
+
+def test_model_maxfail_stops_a_model_at_its_first_failures_and_the_others_go_on(tmp_path: Path) -> None:
+    project = make_project(tmp_path, {"properties/test_two.py": TWO_PROPERTIES, "wrong_model.py": WRONG_MODEL})
+    outcomes = {}
+    for limit in ("0", "1"):
+        junit = tmp_path / f"junit-{limit}.xml"
+        done = run(project, "-m", "pytest", "properties", "-p", "no:cacheprovider", "--model", "wrong_model:build",
+                   "--model", "numpy", "--model-maxfail", limit, f"--junitxml={junit}")  # fmt: skip
+        assert done.returncode == 1, done
+        outcomes[limit] = junit_cases(junit)
+    assert {name: case["outcome"] for name, case in outcomes["0"].items()} == {
+        "test_a[wrong_model:build]": "failure", "test_b[wrong_model:build]": "failure",
+        "test_a[numpy]": "passed", "test_b[numpy]": "passed",
+    }  # fmt: skip
+    assert {name: case["outcome"] for name, case in outcomes["1"].items()} == {
+        "test_a[wrong_model:build]": "failure", "test_b[wrong_model:build]": "skipped",
+        "test_a[numpy]": "passed", "test_b[numpy]": "passed",
+    }  # fmt: skip
+    skipped = (
+        ET.parse(tmp_path / "junit-1.xml").getroot().find(".//testcase[@name='test_b[wrong_model:build]']/skipped")
+    )
+    assert skipped is not None
+    assert "model 'wrong_model:build' stopped after 1 failing test(s) (--model-maxfail 1)" in skipped.get("message", "")

@@ -43,7 +43,7 @@ def test_the_page_holds_the_table_colored_the_whole_messages_and_the_plot_inline
     assert '<li id="note-1"><p><strong>test_agreement.py::test_logits / wrong</strong> (fail)</p>' in page
     assert '<li id="note-2">' in page and 'id="note-3"' not in page
     assert "worst |a - b| = 3.1e-02 at [0, 7] &lt;&amp;&gt; &#x27;quoted&#x27;" in page  # whole, escaped
-    assert page.count('<img src="data:image/png;base64,iVBORw0KGgo') == 1  # the failure's stage errors
+    assert page.count('<img src="data:image/svg+xml;base64,PHN2Zy') == 1  # the failure's stage errors: "<svg"
     assert "wrong: FAILS" in page and "<dt>model</dt><dd><code>wrong (--model)</code></dd>" in page
     assert "http" not in page.replace("http-equiv", "") and "<link" not in page and "<script" not in page
 
@@ -65,7 +65,7 @@ def test_the_page_renders_in_headless_chromium(tmp_path: Path) -> None:
         [CHROMIUM, *flags, profile, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120
     )
     assert dom.returncode == 0, dom.stderr
-    assert '<a href="#note-1">[1]</a>' in dom.stdout and "data:image/png;base64," in dom.stdout
+    assert '<a href="#note-1">[1]</a>' in dom.stdout and "data:image/svg+xml;base64," in dom.stdout
     shot = tmp_path / "shot.png"
     subprocess.run(
         [CHROMIUM, *flags, profile, f"--screenshot={shot}", "--window-size=1200,1600", page.as_uri()],
@@ -91,11 +91,11 @@ def test_a_cell_whose_property_met_router_near_ties_says_so_below_its_outcome() 
 def test_each_failure_s_plot_is_drawn_once_for_the_page_and_its_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The page and the PNG file each drew it: 0.3 s more per localized failure of every run.
+    # The page and the plot's file each drew it: 0.3 s more per localized failure of every run.
     drawn: list[str] = []
-    draw = plot.stage_errors_png
-    monkeypatch.setattr(plot, "stage_errors_png", lambda result: drawn.append(result.model) or draw(result))
+    draw = plot.stage_errors_svg
+    monkeypatch.setattr(plot, "stage_errors_svg", lambda result: drawn.append(result.model) or draw(result))
     written = write_reports(_report(), tmp_path, plots=True)
     assert drawn == ["wrong"]
-    (png,) = [path for path in written if path.suffix == ".png"]
-    assert base64.b64encode(png.read_bytes()).decode() in (tmp_path / "conformance.html").read_text()
+    (svg,) = [path for path in written if path.suffix == ".svg"]
+    assert base64.b64encode(svg.read_bytes()).decode() in (tmp_path / "conformance.html").read_text()

@@ -119,7 +119,7 @@ def add_parser(subparsers: Any) -> None:
         default="reports",
         help=f"where to write the report and pytest's whole output, {LOG} (default: reports)",
     )
-    p.add_argument("--plot", action="store_true", help="also write an error-per-stage PNG for each localized failure")
+    p.add_argument("--plot", action="store_true", help="also write an error-per-stage SVG for each localized failure")
     p.add_argument(
         "--hypothesis-profile", choices=profiles.PROFILES, help="the suite's Hypothesis profile (default ci)"
     )

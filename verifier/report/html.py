@@ -2,7 +2,7 @@
 header, the property x model table with colored cells (a failure's first divergent stage in its
 cell, each cell's note number a link to the note, the router near-ties a property met below its
 outcome), each note's whole message, and the
-error-per-stage plot of each localized failure inline as a PNG data URI. Readable as a CI artifact."""
+error-per-stage plot of each localized failure inline as an SVG data URI. Readable as a CI artifact."""
 
 from __future__ import annotations
 
@@ -54,8 +54,8 @@ def _td(t: render.Table, prop: str, model: str) -> str:
     return f'<td class="{_cell_class(cell)}">{_cell(cell)}{below}</td>'
 
 
-def html(report: Report, png: Callable[[Result], bytes] = plot.stage_errors_png) -> str:
-    """The whole page; `png` draws a failure's stage errors (`write_reports` gives one that keeps them)."""
+def html(report: Report, svg: Callable[[Result], str] = plot.stage_errors_svg) -> str:
+    """The whole page; `svg` draws a failure's stage errors (`write_reports` gives one that keeps them)."""
     t = render.table(report)
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">', "<title>Conformance report</title>"]
     out += [f"<style>{_STYLE}</style></head><body>", "<h1>Conformance report</h1>"]
@@ -82,9 +82,10 @@ def html(report: Report, png: Callable[[Result], bytes] = plot.stage_errors_png)
         out.append(f"<pre>{escape(note)}</pre>")
         for result in results:
             if result.outcome in ("fail", "error") and result.stage_errors:
-                inline = base64.b64encode(png(result)).decode("ascii")
+                # As an image, not inline: each plot is its own document (its ids cannot meet another's).
+                inline = base64.b64encode(svg(result).encode()).decode("ascii")
                 alt = f"error per stage: {result.property} / {result.model}"
-                out.append(f'<img src="data:image/png;base64,{inline}" alt="{escape(alt)}">')
+                out.append(f'<img src="data:image/svg+xml;base64,{inline}" alt="{escape(alt)}">')
         out.append("</li>")
     if t.notes:
         out.append("</ol>")

@@ -33,8 +33,9 @@ MARKDOWN = "conformance.md"
 JSON = "conformance.json"
 HTML = "conformance.html"
 LOG = "pytest.log"  # pytest's whole output of a `verifier check` run
-PLOTS = "stage-errors_*.png"  # `plot_path`
-SET = (MARKDOWN, JSON, HTML, LOG, PLOTS)  # the files of one run (glob patterns), replaced together
+PLOTS = "stage-errors_*.svg"  # `plot_path`
+# The files of one run (glob patterns), replaced together; with the PNG plots earlier versions wrote.
+SET = (MARKDOWN, JSON, HTML, LOG, PLOTS, "stage-errors_*.png")
 STAGING = ".verifier-run-"  # the prefix of a run's staging folder inside the reports folder
 
 
@@ -115,29 +116,29 @@ def write_atomic(path: Path, data: bytes) -> None:
 
 
 def plot_path(directory: Path, result: Result) -> Path:
-    """`stage-errors_<model>_<property>.png`, with characters unsafe in file names replaced."""
+    """`stage-errors_<model>_<property>.svg`, with characters unsafe in file names replaced."""
     stem = f"stage-errors_{result.model or 'any'}_{result.property}"
-    return directory / (re.sub(r"[^A-Za-z0-9._-]+", "-", stem).strip("-") + ".png")
+    return directory / (re.sub(r"[^A-Za-z0-9._-]+", "-", stem).strip("-") + ".svg")
 
 
 def write_reports(report: Report, directory: Path, *, plots: bool = False) -> list[Path]:
     """Write conformance.md, conformance.json, conformance.html (self-contained, its plots inline)
-    and, if `plots`, one PNG per localized failure that recorded its stage errors. Returns the paths written."""
-    drawn: dict[int, bytes] = {}  # each plot drawn once for the page and its file (0.3 s a plot)
+    and, if `plots`, one SVG per localized failure that recorded its stage errors. Returns the paths written."""
+    drawn: dict[int, str] = {}  # each plot drawn once for the page and its file
 
-    def png(result: Result) -> bytes:
+    def svg(result: Result) -> str:
         if id(result) not in drawn:
-            drawn[id(result)] = plot.stage_errors_png(result)
+            drawn[id(result)] = plot.stage_errors_svg(result)
         return drawn[id(result)]
 
     written = [directory / MARKDOWN, directory / JSON, directory / HTML]
     write_atomic(written[0], render.markdown(report).encode())
     write_atomic(written[1], report.to_json().encode())
-    write_atomic(written[2], html.html(report, png).encode())
+    write_atomic(written[2], html.html(report, svg).encode())
     if plots:
         for result in report.failures:
             if result.stage_errors:
                 path = plot_path(directory, result)
-                write_atomic(path, png(result))
+                write_atomic(path, svg(result).encode())
                 written.append(path)
     return written
