@@ -172,7 +172,6 @@ def localized_runs(tmp_path_factory: pytest.TempPathFactory) -> Report:
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("hints")
 @pytest.mark.parametrize("name", UNDECLARED)
 def test_no_failure_of_a_mutant_in_a_suite_run_carries_a_precision_hint(name: str, localized_runs: Report) -> None:
     """Every failure's note and the verdict of each mutant. That a mutant fails at all is

@@ -32,8 +32,8 @@ pytestmark = pytest.mark.slow
 KILLABLE = [name for name in DOCS if name not in FLOAT32_INVISIBLE]
 # One `verifier check` of many mutants, each stopped at its first failing property, takes a few
 # minutes where a run per mutant took twice as long: most of each run was the start-up and collection.
-# Each batch is marked as a group for pytest-xdist (`--dist loadgroup`, the project's default) so that one
-# worker runs it; in CI on fad5f37 each worker still ran each batch (benchmarks/RESULTS.md), not yet understood.
+# Each xdist worker that runs one of a batch's tests runs the batch: xdist's groups (`--dist loadgroup`)
+# did not keep a group on one worker with pytest 9.2 and xdist 3.8 here (benchmarks/RESULTS.md).
 BATCH = 3600  # seconds a batch may take before it counts as hung
 
 
@@ -53,7 +53,6 @@ def killed(tmp_path_factory: pytest.TempPathFactory) -> Report:
     return _to_first_failures([mutant_spec(name) for name in KILLABLE], tmp_path_factory.mktemp("killed"))
 
 
-@pytest.mark.xdist_group("killed")
 @pytest.mark.parametrize("name", KILLABLE)
 def test_mutant_fails_a_property(name: str, killed: Report) -> None:
     failures = _first_failures(killed, mutant_spec(name))
@@ -80,7 +79,6 @@ def constrained_killed(tmp_path_factory: pytest.TempPathFactory) -> Report:
     return _to_first_failures(specs, tmp_path_factory.mktemp("constrained"))
 
 
-@pytest.mark.xdist_group("constrained-killed")
 @pytest.mark.parametrize("name", CONSTRAINED_KILLABLE)
 def test_constrained_mutant_fails_a_property(name: str, constrained_killed: Report) -> None:
     failures = _first_failures(constrained_killed, constrained_spec(name))
@@ -190,7 +188,6 @@ def traced(tmp_path_factory: pytest.TempPathFactory) -> tuple[Report, dict[str, 
     return report, junit_failures(reports)
 
 
-@pytest.mark.xdist_group("traced")
 @pytest.mark.parametrize(("name", "stage"), list(FIRST_DIVERGENT_STAGE.items()))
 def test_failure_names_the_stage_of_the_bug(name: str, stage: str, traced: tuple[Report, dict[str, str]]) -> None:
     report, messages = traced
