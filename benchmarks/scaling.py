@@ -33,19 +33,25 @@ sys.path.insert(0, str(ROOT))  # run as a script from anywhere
 from benchmarks._machine import describe, worktree  # noqa: E402
 from benchmarks.results_file import write_data, write_section  # noqa: E402
 
-# (setup, workers, pytest arguments after `--`)
-SETUPS = (
-    ("one process", 1, ["-p", "no:xdist"]),
-    ("1 worker", 1, ["-n", "1"]),
-    ("2 workers", 2, ["-n", "2"]),
-    ("2 execnet gateways (as remote hosts)", 2, ["-d", "--tx", f"2*popen//python={sys.executable}"]),
+# Every worker's OpenBLAS pool (NumPy's) the size of the machine, as before the plugin gave each worker its
+# share of the cores (torch's pools were one thread already: properties/conftest.py sets OMP_NUM_THREADS=1).
+WHOLE_MACHINE = {"OPENBLAS_NUM_THREADS": str(os.cpu_count())}
+# (setup, workers, pytest arguments after `--`, environment added)
+SETUPS: tuple[tuple[str, int, list[str], dict[str, str]], ...] = (
+    ("one process", 1, ["-p", "no:xdist"], {}),
+    ("1 worker", 1, ["-n", "1"], {}),
+    ("2 workers", 2, ["-n", "2"], {}),
+    ("2 workers, each OpenBLAS pool the machine's size (before)", 2, ["-n", "2"], WHOLE_MACHINE),
+    ("2 execnet gateways (as remote hosts)", 2, ["-d", "--tx", f"2*popen//python={sys.executable}"], {}),
 )
 
 
-def timed_check(model: str, pytest_args: list[str], tree: Path = ROOT) -> tuple[float, str]:
+def timed_check(
+    model: str, pytest_args: list[str], tree: Path = ROOT, extra_env: dict[str, str] | None = None
+) -> tuple[float, str]:
     """Wall time of `verifier check --model MODEL -- ARGS` and the summary line of its pytest log, with
-    the package and suite of `tree` (this checkout, or a worktree of another revision)."""
-    env = {**os.environ, "PYTHONPATH": str(tree)}  # ahead of the editable install's finder
+    the package and suite of `tree` (this checkout, or a worktree of another revision), `extra_env` set."""
+    env = {**os.environ, "PYTHONPATH": str(tree), **(extra_env or {})}  # ahead of the editable install's finder
     with tempfile.TemporaryDirectory() as reports:
         verify = [sys.executable, "-m", "verifier", "check", "--model", model, "--reports", reports]
         command = [*verify, "--", *pytest_args]
@@ -79,8 +85,8 @@ def main() -> None:
                 tables += ["", f"`--model {model}`, one process, alternately:", "", *_pairs(before[model])]
     for model in args.models:
         results = []
-        for name, workers, pytest_args in SETUPS:
-            wall, summary = timed_check(model, pytest_args)
+        for name, workers, pytest_args, extra_env in SETUPS:
+            wall, summary = timed_check(model, pytest_args, extra_env=extra_env)
             results.append((name, workers, pytest_args, wall, summary))
             print(f"{model}, {name}: {wall:.1f} s, {summary}", file=sys.stderr, flush=True)
         tables += ["", f"`--model {model}`:", "", *_table(results)]

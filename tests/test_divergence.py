@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import execnet
 import numpy as np
 import pytest
 
 from verifier.analysis import tolerance
-from verifier.analysis.divergence import DecodeDivergence, DivergentChunk, chunk_list, localize, plot_stage_errors
+from verifier.analysis.divergence import DecodeDivergence, DivergentChunk, chunk_list, localize
 from verifier.analysis.precision import BFLOAT16
 from verifier.properties import checks
 
@@ -65,12 +63,6 @@ def test_the_bound_is_relative_plus_rope_positions_plus_the_neighbours_spread() 
 def test_nan_is_an_infinite_error() -> None:
     c = tolerance.compare(np.array([1.0, np.nan]), np.array([1.0, 2.0]))
     assert c.max_error == np.inf and c.index == (1,) and not c.ok
-
-
-def test_the_error_plot_is_a_png(tmp_path: Path) -> None:
-    rows = [("embed", 0.0, 1e-6), ("layers.0.scores", 0.5, 1e-6), ("logits", np.inf, 0.0)]
-    path = plot_stage_errors(rows, tmp_path / "errors.png")
-    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_gpt2_s_gelu_floor_follows_its_input_where_its_tail_cancels() -> None:

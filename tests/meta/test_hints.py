@@ -20,7 +20,7 @@ import pytest
 
 from tests.meta import undeclared
 from tests.meta.mutants.catalog import FLOAT32_INVISIBLE, MUTANTS
-from tests.meta.suite_runs import ROOT, run_suite
+from tests.meta.suite_runs import ROOT, Batch, run_suite, session_dir
 from verifier.model.config import ModelConfig
 from verifier.model.weights import init_weights
 from verifier.plugin.contract import ContractViolation, build_checked
@@ -30,7 +30,7 @@ from verifier.plugin.registry import ModelSpec
 from verifier.properties import checks
 from verifier.properties.cases import Case
 from verifier.properties.oracle import oracle
-from verifier.report.results import FAILING, Report
+from verifier.report.results import FAILING
 
 LLAMA = ModelConfig(
     "llama", vocab_size=61, n_ctx=48, d_model=32, n_layers=2, n_heads=2, n_kv_heads=2, d_ff=40, norm_eps=1e-5,
@@ -159,30 +159,37 @@ def _undeclared_spec(name: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def localized_runs(tmp_path_factory: pytest.TempPathFactory) -> Report:
+def localized_runs(tmp_path_factory: pytest.TempPathFactory) -> Batch:
     """The properties that localize (`LOCALIZING`) on every mutant declaring nothing (those float32
-    cannot show excepted: they fail nothing here), in one run. In the checkpoint profile (the pinned
+    cannot show excepted: they fail nothing here), in batches. In the checkpoint profile (the pinned
     examples and 3 drawn, not shrunk): a hint is given or not on the failure as found, and shrinking a
     mutant's failures on every property took most of the time (TopOneInsteadOfTopK: 71 s in ci with
     10 failures, 16 s here with 7). A run per mutant took 1,553 s of CI's slow tier (each drew its
     failures' plots with matplotlib then, and started and collected the suite again)."""
     specs = [_undeclared_spec(name) for name in UNDECLARED]
-    reports = tmp_path_factory.mktemp("hints")
-    return run_suite(specs, reports, "-k", " or ".join(LOCALIZING), profile="checkpoint", timeout=3600)
+    return Batch(
+        session_dir(tmp_path_factory) / "hints",
+        specs,
+        "-k",
+        " or ".join(LOCALIZING),
+        profile="checkpoint",
+        timeout=3600,
+    )
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", UNDECLARED)
-def test_no_failure_of_a_mutant_in_a_suite_run_carries_a_precision_hint(name: str, localized_runs: Report) -> None:
+def test_no_failure_of_a_mutant_in_a_suite_run_carries_a_precision_hint(name: str, localized_runs: Batch) -> None:
     """Every failure's note and the verdict of each mutant. That a mutant fails at all is
     tests/meta/test_mutants.py's."""
     spec = _undeclared_spec(name)
-    mine = [r for r in localized_runs.results if r.model == spec]
+    report = localized_runs.report(spec)
+    mine = [r for r in report.results if r.model == spec]
     assert mine, f"no property ran on mutant {name}"
     hinted = [f"{r.property}: {r.behaves_like}" for r in mine if r.outcome in FAILING and
               (r.behaves_like or "behaves like" in r.detail)]  # fmt: skip
     assert not hinted, f"mutant {name}: precision hints for a bug: {hinted}"
-    assert all(not v.behaves_like for v in localized_runs.verdicts() if v.model == spec)
+    assert all(not v.behaves_like for v in report.verdicts() if v.model == spec)
 
 
 @pytest.mark.slow

@@ -8,8 +8,6 @@ mutant that survives is a hole in the suite: add or sharpen a property, never we
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from tests.meta.mutants.catalog import FLOAT32_INVISIBLE, PRECISIONS
@@ -18,10 +16,12 @@ from tests.meta.suite_runs import (
     CONSTRAINED_CORRECT,
     CORRECT,
     DOCS,
+    Batch,
     constrained_spec,
     junit_failures,
     mutant_spec,
     run_suite,
+    session_dir,
 )
 from verifier.analysis.divergence import stage_label
 from verifier.report.results import Report, Result
@@ -30,31 +30,26 @@ pytestmark = pytest.mark.slow
 
 
 KILLABLE = [name for name in DOCS if name not in FLOAT32_INVISIBLE]
-# One `verifier check` of many mutants, each stopped at its first failing property, takes a few
-# minutes where a run per mutant took twice as long: most of each run was the start-up and collection.
-# Each xdist worker that runs one of a batch's tests runs the batch: xdist's groups (`--dist loadgroup`)
-# did not keep a group on one worker with pytest 9.2 and xdist 3.8 here (benchmarks/RESULTS.md).
-BATCH = 3600  # seconds a batch may take before it counts as hung
+# One `verifier check` of many mutants, each stopped at its first failing property (`--model-maxfail
+# 1`), takes a few minutes where a run per mutant took twice as long: most of each run was the start-up
+# and collection. The batches run a chunk of mutants at a time, each chunk once for all xdist workers.
+BATCH = 3600  # seconds a chunk may take before it counts as hung
 
 
-def _to_first_failures(specs: list[str], reports: Path) -> Report:
-    """One run of the models `specs`, each stopped at its first failure (`--model-maxfail 1`)."""
-    return run_suite(specs, reports, "--model-maxfail", "1", timeout=BATCH)
-
-
-def _first_failures(report: Report, spec: str) -> list[Result]:
-    """The failures of the model `spec` in a batched run (`--model-maxfail 1`: its first one)."""
-    return [r for r in report.failures if r.model == spec]
+def _first_failures(batch: Batch, spec: str) -> list[Result]:
+    """The failures of the model `spec` in its batched run (`--model-maxfail 1`: its first one)."""
+    return [r for r in batch.report(spec).failures if r.model == spec]
 
 
 @pytest.fixture(scope="module")
-def killed(tmp_path_factory: pytest.TempPathFactory) -> Report:
-    """Every mutant float32 can show, in one run, each stopped at its first failure."""
-    return _to_first_failures([mutant_spec(name) for name in KILLABLE], tmp_path_factory.mktemp("killed"))
+def killed(tmp_path_factory: pytest.TempPathFactory) -> Batch:
+    """Every mutant float32 can show, each stopped at its first failure."""
+    specs = [mutant_spec(name) for name in KILLABLE]
+    return Batch(session_dir(tmp_path_factory) / "killed", specs, "--model-maxfail", "1", timeout=BATCH)
 
 
 @pytest.mark.parametrize("name", KILLABLE)
-def test_mutant_fails_a_property(name: str, killed: Report) -> None:
+def test_mutant_fails_a_property(name: str, killed: Batch) -> None:
     failures = _first_failures(killed, mutant_spec(name))
     assert failures, f"mutant {name} ({DOCS[name]}) passed every property: a hole in the suite"
     failure = failures[0]
@@ -73,14 +68,14 @@ CONSTRAINED_KILLABLE = [name for name in DOCS if name not in EXPLAINED]
 
 
 @pytest.fixture(scope="module")
-def constrained_killed(tmp_path_factory: pytest.TempPathFactory) -> Report:
-    """Every constrained mutant, in one run, each stopped at its first failure."""
+def constrained_killed(tmp_path_factory: pytest.TempPathFactory) -> Batch:
+    """Every constrained mutant, each stopped at its first failure."""
     specs = [constrained_spec(name) for name in CONSTRAINED_KILLABLE]
-    return _to_first_failures(specs, tmp_path_factory.mktemp("constrained"))
+    return Batch(session_dir(tmp_path_factory) / "constrained", specs, "--model-maxfail", "1", timeout=BATCH)
 
 
 @pytest.mark.parametrize("name", CONSTRAINED_KILLABLE)
-def test_constrained_mutant_fails_a_property(name: str, constrained_killed: Report) -> None:
+def test_constrained_mutant_fails_a_property(name: str, constrained_killed: Batch) -> None:
     failures = _first_failures(constrained_killed, constrained_spec(name))
     assert failures, f"mutant {name} ({DOCS[name]}), constrained, passed every property: a hole in the suite"
     assert f"model {constrained_spec(name)!r}" in failures[0].detail, failures[0].detail

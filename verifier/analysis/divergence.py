@@ -28,7 +28,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
@@ -380,29 +379,3 @@ def _layout_problem(
         f"does not (max |diff| {found.max_error:.2e}{where}): if the model's trace holds q and k in the "
         f"{named[other]} order, declare rope_layout = {other!r} on the model or its factory"
     )
-
-
-def plot_stage_errors(rows: Sequence[tuple[str, float, float]], path: str | Path, *, title: str = "") -> Path:
-    """A PNG of error / tolerance per stage (log scale, the bound at 1) from `Divergence.as_rows()`."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    path = Path(path)
-    ratios = [e / b if b > 0 else (0.0 if e == 0 else np.inf) for _, e, b in rows]
-    shown = [min(max(r, 1e-6), 1e6) for r in ratios]  # inf (wrong shape) and 0 still get a bar
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.22 * len(rows)), 4.0))
-    ax.bar(range(len(rows)), shown, color=["tab:red" if r > 1 else "tab:blue" for r in ratios])
-    ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--", label="tolerance")
-    ax.set_yscale("log")
-    ax.set_xticks(range(len(rows)), [stage_label(s) for s, _, _ in rows], rotation=90, fontsize=7)
-    ax.set_ylabel("max |diff| / tolerance")
-    ax.set_title(title or "error per stage against the float64 oracle")
-    ax.legend()
-    fig.tight_layout()
-    tmp = path.with_name(path.name + ".tmp")
-    fig.savefig(tmp, format="png", dpi=120)
-    plt.close(fig)
-    tmp.replace(path)
-    return path
