@@ -103,14 +103,9 @@ def test_the_whole_suite_fails_only_where_litgpt_s_decode_differs(tmp_path: Path
     (verdict,) = report.verdicts()
     assert verdict.verdict == "fails"
     failing = {r.property.split("::")[-1]: r for r in report.failures}
-    # Which of the chunked-decode properties draws a chunk across the ring buffer's wrap depends on the draws
-    # (CI on fad5f37 drew one for the one-sequence property too); each failure must be that difference.
-    assert set(failing) <= {
-        "test_a_cache_stays_usable_after_decoding_from_it",
-        "test_logits_past_the_original_context_agree_with_the_oracle",
-        "test_decoding_a_batch_in_chunks_gives_the_logits_of_one_full_pass",
-        "test_decoding_in_chunks_gives_the_logits_of_one_full_pass",
-    }, "\n".join(r.detail for r in report.failures)
+    # Which decode property draws one of the two depends on the draws (CI on fad5f37 drew the wrap for the
+    # one-sequence chunked property too; 6ac739d, whose workers' BLAS pools are one thread, the capped Gemma 2
+    # prefill for the past-the-window property): each failure, whichever property found it, must be one of them.
     for result in failing.values():
         ring_buffer = "decoded after a cache" in result.detail and "sliding_window=None" not in result.case
         capped_gemma2 = "family='gemma2'" in result.case and "attn_softcap=None" not in result.case
