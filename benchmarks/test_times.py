@@ -6,6 +6,7 @@ and where the time goes: pytest's durations of every test summed per test file a
     python benchmarks/test_times.py --write    # ... and put it into benchmarks/RESULTS.md
     python benchmarks/test_times.py --junit .ci/out/slow.xml   # where a finished run's time went
     python benchmarks/test_times.py --runs default --before REV  # the README's run, and at git revision REV
+    python benchmarks/test_times.py --runs default --processes     # ... and the CPU of each process it started
 
 `.ci/run` writes its slow tier's JUnit XML there and prints that breakdown at the end of every CI log.
 
@@ -18,8 +19,11 @@ import argparse
 import contextlib
 import os
 import re
+import resource
+import shlex
 import subprocess
 import sys
+import threading
 import time
 import xml.etree.ElementTree as ET
 from collections import Counter
@@ -50,17 +54,111 @@ LISTED = 12  # the largest files and properties shown per run
 _DURATION = re.compile(r"^([\d.]+)s (?:setup|call|teardown) +(\S+)", re.MULTILINE)
 
 
-def timed_run(args: list[str], tree: Path = ROOT) -> tuple[float, str, str]:
+class ProcessSampler:
+    """The CPU time (user + system) of every process descended from `root`, read from Linux's /proc
+    every `interval` seconds while the run goes: each process's last reading, so a process's last
+    `interval` and processes living less than that are missed (`unattributed` counts them)."""
+
+    def __init__(self, root: int, interval: float = 0.1) -> None:
+        self.root, self.interval = root, interval
+        self.seen: dict[int, tuple[int, str, float]] = {}  # pid: (parent pid, command line, CPU seconds)
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        ticks = os.sysconf("SC_CLK_TCK")
+        while not self._done.wait(self.interval):
+            stats = {}
+            for entry in Path("/proc").iterdir():
+                with contextlib.suppress(OSError, ValueError, IndexError):
+                    fields = (entry / "stat").read_text().rpartition(")")[2].split()
+                    stats[int(entry.name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / ticks)
+            children: dict[int, list[int]] = {}
+            for pid, (parent, _) in stats.items():
+                children.setdefault(parent, []).append(pid)
+            family, todo = set(), [self.root]
+            while todo:
+                family.update(found := children.get(todo.pop(), []))
+                todo += found
+            for pid in family:
+                if pid not in self.seen or self.seen[pid][0] != stats[pid][0]:
+                    with contextlib.suppress(OSError):
+                        argv = (Path("/proc") / str(pid) / "cmdline").read_bytes().split(b"\0")
+                        self.seen[pid] = (stats[pid][0], shlex.join(a.decode(errors="replace") for a in argv if a), 0.0)
+                if pid in self.seen:
+                    self.seen[pid] = (*self.seen[pid][:2], stats[pid][1])
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join()
+
+
+def process_kind(command: str, parent: int, root: int) -> str:
+    """What a process was, for grouping: an xdist worker, `verifier <subcommand>`, pytest under `verifier
+    check`, another pytest, a Python module or script by name, or a program by name."""
+    argv = shlex.split(command)
+    if not argv:
+        return "(exited before it was read)"
+    if "python" not in Path(argv[0]).name:
+        name = Path(argv[0]).name
+        return f"verifier {argv[1]}" if name == "verifier" and len(argv) > 1 else name
+    rest = argv[1:]
+    while rest and rest[0].startswith("-") and rest[0] not in ("-c", "-m"):  # the interpreter's own options
+        rest = rest[2:] if rest[0] in ("-W", "-X") else rest[1:]
+    if rest[:1] == ["-c"]:
+        return "an xdist worker" if parent == root else "python -c"
+    if rest[:1] == ["-m"] and len(rest) > 1:
+        module, rest = rest[1], rest[2:]
+    else:
+        module, rest = (Path(rest[0]).name if rest else "python"), rest[1:]
+    if module == "verifier" and rest:
+        return f"verifier {rest[0]}"
+    if module == "pytest":
+        return "pytest under verifier check" if "verifier.report.collect" in rest else "pytest (other)"
+    return module
+
+
+def processes(sampler: ProcessSampler, cpu: float) -> list[str]:
+    """Markdown: the run's CPU time by kind of process, against the CPU of the whole run (`cpu`)."""
+    kinds: dict[str, list[float]] = {}
+    for parent, command, seconds in sampler.seen.values():
+        kinds.setdefault(process_kind(command, parent, sampler.root), []).append(seconds)
+    sampled = sum(sum(v) for v in kinds.values())
+    lines = [
+        "",
+        f"Where the run's CPU goes, by process: {cpu:.0f} s of user and system time in all, {len(sampler.seen)} "
+        f"processes seen (sampled from /proc every {sampler.interval} s; {max(cpu - sampled, 0):.0f} s unattributed: "
+        "pytest's own process, and processes shorter than a sample).",
+        "",
+        "| process | runs | CPU seconds | share |",
+        "|---|---:|---:|---:|",
+    ]
+    for kind, times in sorted(kinds.items(), key=lambda item: -sum(item[1]))[:LISTED]:
+        lines.append(f"| {kind} | {len(times)} | {sum(times):.1f} | {sum(times) / cpu:.0%} |")
+    return lines
+
+
+def timed_run(args: list[str], tree: Path = ROOT, *, sample: bool = False) -> tuple[float, str, str, list[str]]:
     """Wall time of `python <args>` (with every test's duration reported) from the root of `tree` (this
     checkout, or a worktree of another revision, imported ahead of this one), pytest's summary line,
-    and its output."""
+    its output and, with `sample`, where its CPU time went by process (`processes`)."""
     start = time.perf_counter()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     command = [sys.executable, *args, "--durations=0", "--durations-min=0"]
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    done = subprocess.run(command, cwd=tree, capture_output=True, text=True, env=env)
+    with subprocess.Popen(command, cwd=tree, stdout=subprocess.PIPE, text=True, env=env) as run:
+        sampler = ProcessSampler(run.pid) if sample else None
+        stdout, _ = run.communicate()
     wall = time.perf_counter() - start
-    summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else f"exit {done.returncode}"
-    return wall, re.sub(r"=+", "", summary).strip(), done.stdout
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    by_process = []
+    if sampler is not None:
+        sampler.stop()
+        by_process = processes(sampler, cpu)
+    summary = stdout.strip().splitlines()[-1] if stdout.strip() else f"exit {run.returncode}"
+    return wall, re.sub(r"=+", "", summary).strip(), stdout, by_process
 
 
 def where_time_goes(output: str) -> tuple[Counter[str], Counter[str]]:
@@ -115,6 +213,9 @@ def main() -> None:
     parser.add_argument("--default-only", action="store_true", help="the default runs only: --runs default one-process")
     parser.add_argument("--junit", metavar="XML", help="print where a finished run's time went, from its --junitxml")
     parser.add_argument("--before", metavar="REV", help="also time each run at git revision REV, before this checkout")
+    parser.add_argument(
+        "--processes", action="store_true", help="also sum each run's CPU time by the processes it started (Linux)"
+    )
     args = parser.parse_args()
     if args.junit:
         print("\n".join(breakdown(f"run of {args.junit}", *junit_times(Path(args.junit).read_text()))))
@@ -138,10 +239,10 @@ def main() -> None:
             trees = {f"{args.before}: ": stack.enter_context(worktree(args.before, installed=True)), **trees}
         for name, run_args in runs.items():
             for code, tree in trees.items():  # the revision before this checkout, run by run
-                wall, summary, output = timed_run(run_args, tree)
+                wall, summary, output, by_process = timed_run(run_args, tree, sample=args.processes)
                 lines.append(f"| {code}{name} | `python {' '.join(run_args)}` | {wall / 60:.1f} min | {summary} |")
                 print(lines[-1], file=sys.stderr, flush=True)
-                breakdowns += breakdown(f"{code}{name}", *where_time_goes(output))
+                breakdowns += breakdown(f"{code}{name}", *where_time_goes(output)) + by_process
     lines += breakdowns
     section = "\n".join(lines)
     print(section)
