@@ -57,7 +57,7 @@ _DURATION = re.compile(r"^([\d.]+)s (?:setup|call|teardown) +(\S+)", re.MULTILIN
 class ProcessSampler:
     """The CPU time (user + system) of every process descended from `root`, read from Linux's /proc
     every `interval` seconds while the run goes: each process's last reading, so a process's last
-    `interval` and processes living less than that are missed (`unattributed` counts them)."""
+    `interval` and processes living less than that are missed (`processes` reports them as unattributed)."""
 
     def __init__(self, root: int, interval: float = 0.1) -> None:
         self.root, self.interval = root, interval
@@ -147,7 +147,7 @@ def timed_run(args: list[str], tree: Path = ROOT, *, sample: bool = False) -> tu
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     command = [sys.executable, *args, "--durations=0", "--durations-min=0"]
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    with subprocess.Popen(command, cwd=tree, stdout=subprocess.PIPE, text=True, env=env) as run:
+    with subprocess.Popen(command, cwd=tree, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) as run:
         sampler = ProcessSampler(run.pid) if sample else None
         stdout, _ = run.communicate()
     wall = time.perf_counter() - start
