@@ -26,9 +26,10 @@ from hypothesis import reject
 from hypothesis import strategies as st
 
 from verifier.model.config import FAMILIES, Family, ModelConfig, RopeScaling
-from verifier.model.weights import WeightMap, Weights, init_weights
+from verifier.model.weights import LazyWeights, WeightMap, Weights, init_weights
 from verifier.plugin import checkpoint
 from verifier.plugin.checkpoint import FixedCheckpoint
+from verifier.properties.recent import Recent
 from verifier.properties.strategies import (
     MAX_N_CTX,
     ORIGINAL_N_CTX,
@@ -90,16 +91,20 @@ class Case(NamedTuple):
         )
 
 
-_last_weights: dict[tuple[ModelConfig, int, float], Weights] = {}
+def weight_bytes(weights: WeightMap) -> int:
+    """The bytes a weight set holds (a `LazyWeights`, a mapped checkpoint: its size in float32, not read)."""
+    if isinstance(weights, LazyWeights):
+        return 4 * sum(int(np.prod(shape)) for shape in weights.shapes.values())
+    return sum(np.asarray(w).nbytes for w in weights.values())
+
+
+# stories15M's 61 MB and the small cases around it (`Recent`)
+_recent_weights: Recent[Weights] = Recent(budget=128 << 20, size=weight_bytes)
 
 
 def _weights(config: ModelConfig, seed: int, scale: float) -> Weights:
-    """init_weights, remembered for the last case: properties ask for the same weights repeatedly."""
-    key = (config, seed, scale)
-    if key not in _last_weights:
-        _last_weights.clear()
-        _last_weights[key] = init_weights(config, seed=seed, scale=scale)
-    return _last_weights[key]
+    """init_weights, remembered while recent: properties, and the next model, ask for the same weights."""
+    return _recent_weights.get((config, seed, scale), lambda: init_weights(config, seed=seed, scale=scale))
 
 
 @st.composite

@@ -39,8 +39,8 @@ from verifier.analysis.precision import FLOAT32, Precision
 from verifier.model import stages
 from verifier.model.config import ModelConfig
 from verifier.model.weights import WeightMap
-from verifier.plugin.checkpoint import FixedCheckpoint
-from verifier.properties.cases import Case
+from verifier.properties.cases import Case, weight_bytes
+from verifier.properties.recent import Recent
 from verifier.reference import NumpyModel
 
 _judged_at: list[Precision] = [FLOAT32]
@@ -297,6 +297,9 @@ def _took_other(traced: np.ndarray, own: np.ndarray, tie: NearTie) -> bool:
     return set(np.asarray(traced).tolist()) == (set(np.asarray(own).tolist()) - {tie.chosen}) | {tie.other}
 
 
+RECENT_INPUTS = 4  # the inputs whose expected logits an oracle keeps (a property asks for one to three)
+
+
 class Oracle:
     """The float64 reference for one config and weight set at a precision class, and its neighbours;
     with `stream`, each runs layer by layer from `weights` (a mapped checkpoint too large to hold)."""
@@ -308,15 +311,16 @@ class Oracle:
         self.precision = precision
         self.stream = stream
         self.model = NumpyModel(config, precision.oracle_weights(weights), np.float64, stream=stream)
-        self._weights = weights
+        self.weights = weights
         self._neighbour_models: dict[tuple[str, str], tuple[NumpyModel, ...]] = {}
         self._near_ties: dict[tuple[Any, ...], list[NearTie]] = {}  # per input (tokens, shape, mask)
+        self._expected: Recent[Expected] = Recent(budget=RECENT_INPUTS, size=lambda e: 1)
 
     def neighbour_models(self, precision: Precision) -> tuple[NumpyModel, ...]:
         """The neighbours at `precision` (`Precision.neighbours`); built on first use: most
         comparisons never need them."""
         if precision.key not in self._neighbour_models:
-            self._neighbour_models[precision.key] = precision.neighbours(self.config, self._weights, stream=self.stream)
+            self._neighbour_models[precision.key] = precision.neighbours(self.config, self.weights, stream=self.stream)
         return self._neighbour_models[precision.key]
 
     def _rope_positions(self, n_positions: int) -> int:
@@ -324,7 +328,13 @@ class Oracle:
 
     def logits(self, tokens: np.ndarray, attention_mask: np.ndarray | None = None) -> Expected:
         """Expected logits of tokens [T] or [B, T] (optionally left-padded with a mask); for a MoE config
-        whose router meets near-ties, with the oracle computed with the other choices too (`NearTie`)."""
+        whose router meets near-ties, with the oracle computed with the other choices too (`NearTie`).
+        The last few inputs' are remembered, bounds and all: the next model asks for the same."""
+        key = tuple(None if a is None else (np.asarray(a).tobytes(), np.shape(a), np.asarray(a).dtype.str)
+                    for a in (tokens, attention_mask))  # fmt: skip
+        return self._expected.get(key, lambda: self._expected_logits(tokens, attention_mask))
+
+    def _expected_logits(self, tokens: np.ndarray, attention_mask: np.ndarray | None) -> Expected:
         ties = self.near_ties(tokens, attention_mask)
         if not ties:
             return self._logits(tokens, attention_mask, None)
@@ -580,19 +590,22 @@ class Oracle:
         """The float64 reference on the weights as given (for a quantized class: not dequantized)."""
         if not self.precision.quantized:
             return self.model
-        return NumpyModel(self.config, self._weights, np.float64, stream=self.stream)
+        return NumpyModel(self.config, self.weights, np.float64, stream=self.stream)
 
 
-_last: dict[tuple[ModelConfig, int, float, FixedCheckpoint | None, tuple[str, str]], Oracle] = {}
+# An oracle holds its weights and, once a bound is asked for, two float64 perturbed copies of them:
+# about 5 times the weights' float32 bytes. stories15M's (300 MB) and the small cases around it fit.
+_recent: Recent[Oracle] = Recent(budget=384 << 20, size=lambda o: 5 * weight_bytes(o.weights))
 
 
 def oracle(case: Case) -> Oracle:
-    """The oracle of `case`'s config and weights at the precision judged now, remembered for the last
-    case; a checkpoint too large to hold in float64 streams (`FixedCheckpoint.streams`)."""
+    """The oracle of `case`'s config and weights at the precision judged now, remembered while recent (the
+    next model meets the same cases); a checkpoint too large to hold in float64 streams
+    (`FixedCheckpoint.streams`)."""
     p = precision()
-    key = (case.config, case.seed, case.scale, case.checkpoint, p.key)
-    if key not in _last:
-        _last.clear()
+
+    def make() -> Oracle:
         stream = case.checkpoint is not None and case.checkpoint.streams
-        _last[key] = Oracle(case.config, case.weights(), p, stream=stream)
-    return _last[key]
+        return Oracle(case.config, case.weights(), p, stream=stream)
+
+    return _recent.get((case.config, case.seed, case.scale, case.checkpoint, p.key), make)

@@ -1,0 +1,63 @@
+"""What a run keeps between models (`verifier.properties.recent`): each property runs every model on the
+same derandomized cases, so the next model's oracle, weights and expected logits are the ones just made,
+while large values (GPT-2 124M's weights) are dropped as soon as another is asked for."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from verifier.model.config import ModelConfig
+from verifier.properties import cases, oracle
+from verifier.properties.cases import Case
+from verifier.properties.recent import Recent
+
+LLAMA = ModelConfig(family="llama", vocab_size=40, n_ctx=16, d_model=16, n_layers=1, n_heads=2, n_kv_heads=1,
+                    d_ff=24, norm_eps=1e-5, tie_embeddings=True)  # fmt: skip
+
+
+def test_the_least_recently_used_go_first_and_the_value_just_made_always_stays() -> None:
+    made: list[str] = []
+
+    def make(key: str) -> str:
+        made.append(key)
+        return key
+
+    recent: Recent[str] = Recent(budget=10, size=lambda v: {"a": 4, "b": 4, "c": 4, "big": 50}[v])
+    for key in ("a", "b", "a", "c"):  # a used again before c: b is the least recently used
+        recent.get(key, lambda k=key: make(k))
+    assert made == ["a", "b", "c"] and len(recent) == 2
+    recent.get("a", lambda: make("a"))
+    recent.get("b", lambda: make("b"))
+    assert made == ["a", "b", "c", "b"]
+    assert recent.get("big", lambda: make("big")) == "big" and len(recent) == 1  # over budget, kept alone
+    recent.get("big", lambda: make("big"))
+    assert made.count("big") == 1
+
+
+def test_the_next_model_meets_the_oracle_and_the_expected_logits_already_made() -> None:
+    first, second = (Case(LLAMA, seed=s, scale=0.02, tokens=(1, 5, 9, 2)) for s in (1, 2))
+    one = oracle.oracle(first)
+    expected = one.logits(first.token_array())
+    expected.bound()  # the neighbours, the costly part, made once
+    assert oracle.oracle(second) is not one  # ... the first model's next case, then the next model's first:
+    assert oracle.oracle(first) is one and first.weights() is one.weights
+    again = oracle.oracle(first).logits(first.token_array())
+    assert again is expected and again.neighbours is expected.neighbours
+    other = one.logits(np.array([1, 5, 9, 3]))
+    assert other is not expected and not np.array_equal(other.value, expected.value)
+    masked = one.logits(first.token_array()[None], np.array([[0, 1, 1, 1]]))
+    assert masked is not one.logits(first.token_array()[None], np.array([[1, 1, 1, 1]]))
+
+
+def test_weights_beyond_the_budget_are_made_again() -> None:
+    budget = cases._recent_weights.budget
+    try:
+        cases._recent_weights.budget = 1  # every weight set is over it: only the last is kept
+        first, second = (Case(LLAMA, seed=s, scale=0.02, tokens=(1,)) for s in (3, 4))
+        held = first.weights()
+        assert first.weights() is held
+        second.weights()
+        assert first.weights() is not held
+        np.testing.assert_array_equal(first.weights()["model.embed_tokens.weight"], held["model.embed_tokens.weight"])
+    finally:
+        cases._recent_weights.budget = budget
