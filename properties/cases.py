@@ -29,7 +29,7 @@ from verifier.model.config import FAMILIES, Family, ModelConfig, RopeScaling
 from verifier.model.weights import LazyWeights, WeightMap, Weights, init_weights
 from verifier.plugin import checkpoint
 from verifier.plugin.checkpoint import FixedCheckpoint
-from verifier.properties.recent import Recent
+from verifier.properties.recent import KEPT
 from verifier.properties.strategies import (
     MAX_N_CTX,
     ORIGINAL_N_CTX,
@@ -98,13 +98,11 @@ def weight_bytes(weights: WeightMap) -> int:
     return sum(np.asarray(w).nbytes for w in weights.values())
 
 
-# stories15M's 61 MB and the small cases around it (`Recent`)
-_recent_weights: Recent[Weights] = Recent(budget=128 << 20, size=weight_bytes)
-
-
 def _weights(config: ModelConfig, seed: int, scale: float) -> Weights:
-    """init_weights, remembered while recent: properties, and the next model, ask for the same weights."""
-    return _recent_weights.get((config, seed, scale), lambda: init_weights(config, seed=seed, scale=scale))
+    """init_weights, kept while recent (`recent.KEPT`): properties, and the next model, ask for the same."""
+    return KEPT.get(
+        ("weights", config, seed, scale), lambda: init_weights(config, seed=seed, scale=scale), weight_bytes
+    )
 
 
 @st.composite

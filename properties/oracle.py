@@ -40,7 +40,7 @@ from verifier.model import stages
 from verifier.model.config import ModelConfig
 from verifier.model.weights import WeightMap
 from verifier.properties.cases import Case, weight_bytes
-from verifier.properties.recent import Recent
+from verifier.properties.recent import KEPT, Recent
 from verifier.reference import NumpyModel
 
 _judged_at: list[Precision] = [FLOAT32]
@@ -314,7 +314,7 @@ class Oracle:
         self.weights = weights
         self._neighbour_models: dict[tuple[str, str], tuple[NumpyModel, ...]] = {}
         self._near_ties: dict[tuple[Any, ...], list[NearTie]] = {}  # per input (tokens, shape, mask)
-        self._expected: Recent[Expected] = Recent(budget=RECENT_INPUTS, size=lambda e: 1)
+        self._expected = Recent(budget=RECENT_INPUTS)  # counted in inputs, not bytes
 
     def neighbour_models(self, precision: Precision) -> tuple[NumpyModel, ...]:
         """The neighbours at `precision` (`Precision.neighbours`); built on first use: most
@@ -332,7 +332,8 @@ class Oracle:
         The last few inputs' are remembered, bounds and all: the next model asks for the same."""
         key = tuple(None if a is None else (np.asarray(a).tobytes(), np.shape(a), np.asarray(a).dtype.str)
                     for a in (tokens, attention_mask))  # fmt: skip
-        return self._expected.get(key, lambda: self._expected_logits(tokens, attention_mask))
+        self.near_ties(tokens, attention_mask)  # noted for the running test's record whether kept or not
+        return self._expected.get(key, lambda: self._expected_logits(tokens, attention_mask), lambda e: 1)
 
     def _expected_logits(self, tokens: np.ndarray, attention_mask: np.ndarray | None) -> Expected:
         ties = self.near_ties(tokens, attention_mask)
@@ -593,11 +594,6 @@ class Oracle:
         return NumpyModel(self.config, self.weights, np.float64, stream=self.stream)
 
 
-# An oracle holds its weights and, once a bound is asked for, two float64 perturbed copies of them:
-# about 5 times the weights' float32 bytes. stories15M's (300 MB) and the small cases around it fit.
-_recent: Recent[Oracle] = Recent(budget=384 << 20, size=lambda o: 5 * weight_bytes(o.weights))
-
-
 def oracle(case: Case) -> Oracle:
     """The oracle of `case`'s config and weights at the precision judged now, remembered while recent (the
     next model meets the same cases); a checkpoint too large to hold in float64 streams
@@ -608,4 +604,6 @@ def oracle(case: Case) -> Oracle:
         stream = case.checkpoint is not None and case.checkpoint.streams
         return Oracle(case.config, case.weights(), p, stream=stream)
 
-    return _recent.get((case.config, case.seed, case.scale, case.checkpoint, p.key), make)
+    # an oracle holds, once a bound is asked for, two float64 perturbed copies of the weights (counted apart)
+    key = ("oracle", case.config, case.seed, case.scale, case.checkpoint, p.key)
+    return KEPT.get(key, make, lambda o: 4 * weight_bytes(o.weights))

@@ -1,32 +1,35 @@
-"""The values a run used last, kept up to a memory budget: a property's cases come back for the next model
-(each property runs every model on the same derandomized cases), so their weights and oracles are worth
-keeping while they are small; a large one (GPT-2 124M's) is kept only while it is the one in use."""
+"""What a run keeps between tests, up to a memory budget: every property runs each model on the same
+derandomized cases (the pinned ones first), so the next model, and the next property, ask for the seeded
+weights and the oracle just made. One budget for both, so that a large case (GPT-2 124M's weights, held
+only while in use) first drops everything else and a run's peak memory stays what that case needs."""
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from typing import Generic, TypeVar
+from typing import Any, TypeVar
 
 V = TypeVar("V")
 
+BUDGET = 384 << 20  # bytes: stories15M's oracle (about 300 MB with its neighbours) and the small cases around it
 
-class Recent(Generic[V]):
-    """Values by key, the least recently used dropped first while their sizes (`size(value)`, bytes) sum
-    above `budget`; the value just asked for is always kept, whatever its size."""
 
-    def __init__(self, budget: int, size: Callable[[V], int]) -> None:
+class Recent:
+    """Values by key, the least recently used dropped first while their sizes (bytes) sum above `budget`;
+    the value just asked for is always kept, whatever its size."""
+
+    def __init__(self, budget: int) -> None:
         self.budget = budget
-        self._size = size
-        self._values: OrderedDict[Hashable, tuple[V, int]] = OrderedDict()
+        self._values: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
 
-    def get(self, key: Hashable, make: Callable[[], V]) -> V:
-        """The value of `key`, made (`make()`) unless kept."""
+    def get(self, key: Hashable, make: Callable[[], V], size: Callable[[V], int]) -> V:
+        """The value of `key`: kept, else `make()`, kept as `size(value)` bytes."""
         if key in self._values:
             self._values.move_to_end(key)
-            return self._values[key][0]
+            value: V = self._values[key][0]
+            return value
         value = make()
-        self._values[key] = (value, self._size(value))
+        self._values[key] = (value, size(value))
         while len(self._values) > 1 and sum(size for _, size in self._values.values()) > self.budget:
             self._values.popitem(last=False)
         return value
@@ -34,5 +37,5 @@ class Recent(Generic[V]):
     def __len__(self) -> int:
         return len(self._values)
 
-    def clear(self) -> None:
-        self._values.clear()
+
+KEPT = Recent(BUDGET)  # the seeded weights of the cases (`cases.Case.weights`) and their oracles (`oracle.oracle`)

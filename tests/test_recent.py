@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from verifier.model.config import ModelConfig
-from verifier.properties import cases, oracle
+from verifier.properties import oracle, recent
 from verifier.properties.cases import Case
 from verifier.properties.recent import Recent
 
@@ -22,15 +22,16 @@ def test_the_least_recently_used_go_first_and_the_value_just_made_always_stays()
         made.append(key)
         return key
 
-    recent: Recent[str] = Recent(budget=10, size=lambda v: {"a": 4, "b": 4, "c": 4, "big": 50}[v])
+    sizes = {"a": 4, "b": 4, "c": 4, "big": 50}
+    recent = Recent(budget=10)
     for key in ("a", "b", "a", "c"):  # a used again before c: b is the least recently used
-        recent.get(key, lambda k=key: make(k))
+        recent.get(key, lambda k=key: make(k), sizes.__getitem__)
     assert made == ["a", "b", "c"] and len(recent) == 2
-    recent.get("a", lambda: make("a"))
-    recent.get("b", lambda: make("b"))
+    recent.get("a", lambda: make("a"), sizes.__getitem__)
+    recent.get("b", lambda: make("b"), sizes.__getitem__)
     assert made == ["a", "b", "c", "b"]
-    assert recent.get("big", lambda: make("big")) == "big" and len(recent) == 1  # over budget, kept alone
-    recent.get("big", lambda: make("big"))
+    assert recent.get("big", lambda: make("big"), sizes.__getitem__) == "big" and len(recent) == 1  # kept alone
+    recent.get("big", lambda: make("big"), sizes.__getitem__)
     assert made.count("big") == 1
 
 
@@ -50,9 +51,9 @@ def test_the_next_model_meets_the_oracle_and_the_expected_logits_already_made() 
 
 
 def test_weights_beyond_the_budget_are_made_again() -> None:
-    budget = cases._recent_weights.budget
+    budget = recent.KEPT.budget
     try:
-        cases._recent_weights.budget = 1  # every weight set is over it: only the last is kept
+        recent.KEPT.budget = 1  # every weight set is over it: only the last is kept
         first, second = (Case(LLAMA, seed=s, scale=0.02, tokens=(1,)) for s in (3, 4))
         held = first.weights()
         assert first.weights() is held
@@ -60,4 +61,4 @@ def test_weights_beyond_the_budget_are_made_again() -> None:
         assert first.weights() is not held
         np.testing.assert_array_equal(first.weights()["model.embed_tokens.weight"], held["model.embed_tokens.weight"])
     finally:
-        cases._recent_weights.budget = budget
+        recent.KEPT.budget = budget
