@@ -40,7 +40,7 @@ from verifier.model import stages
 from verifier.model.config import ModelConfig
 from verifier.model.weights import WeightMap
 from verifier.properties.cases import Case, weight_bytes
-from verifier.properties.recent import KEPT, Recent
+from verifier.properties.recent import KEPT
 from verifier.reference import NumpyModel
 
 _judged_at: list[Precision] = [FLOAT32]
@@ -297,9 +297,6 @@ def _took_other(traced: np.ndarray, own: np.ndarray, tie: NearTie) -> bool:
     return set(np.asarray(traced).tolist()) == (set(np.asarray(own).tolist()) - {tie.chosen}) | {tie.other}
 
 
-RECENT_INPUTS = 4  # the inputs whose expected logits an oracle keeps (a property asks for one to three)
-
-
 class Oracle:
     """The float64 reference for one config and weight set at a precision class, and its neighbours;
     with `stream`, each runs layer by layer from `weights` (a mapped checkpoint too large to hold)."""
@@ -314,7 +311,6 @@ class Oracle:
         self.weights = weights
         self._neighbour_models: dict[tuple[str, str], tuple[NumpyModel, ...]] = {}
         self._near_ties: dict[tuple[Any, ...], list[NearTie]] = {}  # per input (tokens, shape, mask)
-        self._expected = Recent(budget=RECENT_INPUTS)  # counted in inputs, not bytes
 
     def neighbour_models(self, precision: Precision) -> tuple[NumpyModel, ...]:
         """The neighbours at `precision` (`Precision.neighbours`); built on first use: most
@@ -328,14 +324,7 @@ class Oracle:
 
     def logits(self, tokens: np.ndarray, attention_mask: np.ndarray | None = None) -> Expected:
         """Expected logits of tokens [T] or [B, T] (optionally left-padded with a mask); for a MoE config
-        whose router meets near-ties, with the oracle computed with the other choices too (`NearTie`).
-        The last few inputs' are remembered, bounds and all: the next model asks for the same."""
-        key = tuple(None if a is None else (np.asarray(a).tobytes(), np.shape(a), np.asarray(a).dtype.str)
-                    for a in (tokens, attention_mask))  # fmt: skip
-        self.near_ties(tokens, attention_mask)  # noted for the running test's record whether kept or not
-        return self._expected.get(key, lambda: self._expected_logits(tokens, attention_mask), lambda e: 1)
-
-    def _expected_logits(self, tokens: np.ndarray, attention_mask: np.ndarray | None) -> Expected:
+        whose router meets near-ties, with the oracle computed with the other choices too (`NearTie`)."""
         ties = self.near_ties(tokens, attention_mask)
         if not ties:
             return self._logits(tokens, attention_mask, None)

@@ -1,7 +1,7 @@
 """What a run keeps between tests, up to a memory budget: every property runs each model on the same
 derandomized cases (the pinned ones first), so the next model, and the next property, ask for the seeded
-weights and the oracle just made. One budget for both, so that a large case (GPT-2 124M's weights, held
-only while in use) first drops everything else and a run's peak memory stays what that case needs."""
+weights and the oracle just made. One budget for both: what a run holds beyond the case in use. A case
+larger than it (GPT-2 124M's weights) drops everything else and is held only while in use."""
 
 from __future__ import annotations
 

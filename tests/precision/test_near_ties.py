@@ -106,18 +106,6 @@ def test_a_correct_bfloat16_moe_passes_either_choice_and_a_wrong_router_fails(se
         assert not expected.compare(wrong(config, weights, "bfloat16").logits(tokens)).ok, wrong.__name__
 
 
-def test_expected_logits_kept_for_the_next_model_still_note_the_near_ties_it_meets() -> None:
-    """The next model's test gets the expected logits the oracle kept (`Oracle.logits`); the near-ties they
-    meet belong to its record too."""
-    config, tokens = MIXTRAL.replace(top_k=1), np.arange(12) % MIXTRAL.vocab_size
-    oracle = Oracle(config, _tied_weights(0), BFLOAT16)
-    oracles.take_near_ties_met()
-    first = oracle.logits(tokens)
-    met = oracles.take_near_ties_met()
-    assert first.ties and met, "the weights meet no near-tie"
-    assert oracle.logits(tokens) is first and oracles.take_near_ties_met() == met
-
-
 def test_many_near_ties_are_tried_each_alone_and_all_together_never_every_subset() -> None:
     """A bfloat16 mutant meets dozens of near-ties; building the 2^n subsets of 40 of them first (to
     then try only each alone and all together) ran the suite's process out of memory (24 GB, killed)."""
