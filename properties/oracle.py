@@ -593,6 +593,7 @@ def oracle(case: Case) -> Oracle:
         stream = case.checkpoint is not None and case.checkpoint.streams
         return Oracle(case.config, case.weights(), p, stream=stream)
 
-    # an oracle holds, once a bound is asked for, two float64 perturbed copies of the weights (counted apart)
+    # once a bound is asked for, an oracle holds two float64 perturbed copies of its weights: 4x their float32
+    # bytes (the weights themselves are kept, and counted, under their own key by `Case.weights`)
     key = ("oracle", case.config, case.seed, case.scale, case.checkpoint, p.key)
     return KEPT.get(key, make, lambda o: 4 * weight_bytes(o.weights))
