@@ -6,6 +6,7 @@ pipes), measured side by side in one run, never asserted.
     python benchmarks/scaling.py --write           # ... and put it into benchmarks/RESULTS.md
     python benchmarks/scaling.py --models numpy transformers
     python benchmarks/scaling.py --before REV      # ... and the one-process check at git revision REV
+    python benchmarks/scaling.py --before REV --before-only   # that check before and after, no other rows
 
 Speed-up is the one-process time over the setup's; the ideal is the number of workers (so a worker's
 start-up, its own collection and Hypothesis's per-process work show as the gap). Workers on other hosts
@@ -71,10 +72,14 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", default=["numpy", "transformers"], help="the models verified")
     parser.add_argument("--write", action="store_true", help="update the section in benchmarks/RESULTS.md")
     parser.add_argument("--before", metavar="REV", help="also time the one-process check at git revision REV")
+    parser.add_argument("--before-only", action="store_true", help="with --before: only the checks before and after")
     args = parser.parse_args()
+    if args.before_only and (not args.before or args.write):
+        parser.error("--before-only needs --before, and writes nothing (the section holds every setup)")
     load = os.getloadavg()[0]
     command = f"python benchmarks/scaling.py --models {' '.join(args.models)}"
     command += f" --before {args.before}" if args.before else ""
+    command += " --before-only" if args.before_only else ""
     tables: list[str] = []
     data: dict[str, list[dict]] = {}
     before: dict[str, list[dict]] = {}
@@ -83,7 +88,7 @@ def main() -> None:
             for model in args.models:
                 before[model] = _before_and_after(model, tree, args.before)
                 tables += ["", f"`--model {model}`, one process, alternately:", "", *_pairs(before[model])]
-    for model in args.models:
+    for model in [] if args.before_only else args.models:
         results = []
         for name, workers, pytest_args, extra_env in SETUPS:
             wall, summary = timed_check(model, pytest_args, extra_env=extra_env)

@@ -5,6 +5,7 @@ The class is the file's own: judged on another file's weights, the same logits f
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -84,3 +85,30 @@ def test_the_suite_s_logits_properties_conform_on_a_q4_k_m_file(tmp_path: Path) 
     (verdict,) = report.verdicts()
     assert verdict.verdict == "conforms", "\n".join(r.detail for r in report.failures)
     assert verdict.precision == "q4_k_m"
+
+
+def test_each_config_and_weights_is_quantized_once_and_each_model_has_its_own_file(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Every property builds the suite's pinned cases again: the quantizer ran for each build, 250 s of a
+    # whole-suite run's 358 s on a Q4_K_M model.
+    import llama_cpp
+
+    calls: list[bytes] = []
+    quantize = llama_cpp.llama_model_quantize
+    monkeypatch.setattr(llama_cpp, "llama_model_quantize", lambda *args: calls.append(args[1]) or quantize(*args))
+    fresh = {t: llamacpp.BuiltOnce(functools.partial(llamacpp.quantize, t)) for t in BUILDS}
+    monkeypatch.setattr(llamacpp, "_QUANTIZED", fresh, raising=False)  # none kept from the tests before
+    config = config_of("llama")
+    weights = init_weights(config, seed=3, scale=0.3)
+    first, again = llamacpp.build_q4_k_m(config, weights), llamacpp.build_q4_k_m(config, dict(weights))
+    assert len(calls) == 1
+    assert first.model_path != again.model_path and first.model_path.read_bytes() == again.model_path.read_bytes()
+    assert again.precision is first.precision
+    tokens = np.arange(config.n_ctx) % config.vocab_size
+    np.testing.assert_array_equal(again.logits(tokens), first.logits(tokens))
+    del first
+    assert again.model_path.exists()  # a model's file is its own: the first one's going removes nothing of it
+    other = llamacpp.build_q4_k_m(config, init_weights(config, seed=4, scale=0.3))
+    llamacpp.build_q6_k(config, weights)
+    assert len(calls) == 3 and other.model_path.read_bytes() != again.model_path.read_bytes()

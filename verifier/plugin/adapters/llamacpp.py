@@ -55,7 +55,9 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import functools
 import importlib
+import shutil
 import tempfile
 import threading
 import weakref
@@ -70,6 +72,7 @@ from verifier.formats.errors import CheckpointError
 from verifier.model import stages
 from verifier.model.config import ModelConfig
 from verifier.model.weights import Weights
+from verifier.plugin.adapters.built_once import BuiltOnce
 from verifier.plugin.interface import Constraints, Unsupported
 
 # llama.cpp's `llama` architecture (Llama, Mistral) rotates adjacent pairs; its others rotate halves.
@@ -135,6 +138,45 @@ def _library() -> tuple[Any, _Log]:
 
 
 @dataclass(frozen=True)
+class QuantizedFile:
+    """A file llama.cpp's quantizer made (`path`, in `folder`, removed with this object) and its
+    precision class (`precision.file_quantized`: its weights read back dequantized)."""
+
+    folder: tempfile.TemporaryDirectory[str]
+    path: Path
+    precision: Precision
+
+
+def quantize(file_type: str, config: ModelConfig, weights: Weights) -> QuantizedFile:
+    """Write the F32 file and quantize it to `file_type` with llama.cpp's quantizer on one thread (its
+    rows are quantized one by one: the file is the same on any number of threads)."""
+    from verifier.formats.gguf import read_gguf, write_gguf
+
+    lib, log = _library()
+    folder = tempfile.TemporaryDirectory(prefix="verifier-llamacpp-quantized-")
+    source, path = Path(folder.name) / "f32.gguf", Path(folder.name) / f"{file_type.lower()}.gguf"
+    write_gguf(source, config, weights)
+    params = lib.llama_model_quantize_default_params()
+    params.ftype = getattr(lib, f"LLAMA_FTYPE_MOSTLY_{file_type}")
+    params.nthread = 1
+    if lib.llama_model_quantize(str(source).encode(), str(path).encode(), ctypes.byref(params)):
+        raise RuntimeError(f"llama.cpp could not quantize {source} to {file_type}: {log.tail()}")
+    source.unlink()
+    checkpoint = read_gguf(path)
+    # F32: kept as it is (norms, routers, GPT-2's position embeddings, a lookup); any other type is a
+    # row its K types cannot hold, fallen back to a type whose products read other blocks than Q8_K.
+    fallback = sorted({t.dtype for t in checkpoint.tensors} - {"F32", "Q4_K", "Q5_K", "Q6_K"})
+    if fallback:
+        raise Unsupported(f"llama.cpp's {file_type} recipe stored matrices as {', '.join(fallback)}, not K types")
+    return QuantizedFile(folder, path, file_quantized(file_type.lower(), checkpoint.weights))
+
+
+# Quantizing (the K types' search for scales) and reading the file back took 250 s of a whole-suite run's
+# 358 s on a Q4_K_M model: each config and weights is quantized once per type, and each model copies the file.
+_QUANTIZED = {file_type: BuiltOnce(functools.partial(quantize, file_type)) for file_type in QUANTIZER_TYPES}
+
+
+@dataclass(frozen=True)
 class Cache:
     """A snapshot of llama.cpp's KV cache for one sequence: `n_past` positions, its state bytes."""
 
@@ -158,7 +200,9 @@ class LlamaCppModel:
         self._dir = tempfile.TemporaryDirectory(prefix="verifier-llamacpp-")
         self.model_path = Path(self._dir.name) / "model.gguf"
         if tensor_type in QUANTIZER_TYPES:
-            self.precision = self._quantize(config, weights, tensor_type)
+            quantized = _QUANTIZED[tensor_type](config, weights)
+            shutil.copyfile(quantized.path, self.model_path)
+            self.precision = quantized.precision
         else:
             write_gguf(self.model_path, config, weights, tensor_type=tensor_type)
         params = self._lib.llama_model_default_params()
@@ -175,27 +219,6 @@ class LlamaCppModel:
         self._trace_ctx: Any = None
         self._recorder: _Recorder | None = None
         weakref.finalize(self, _free, self._lib, self._model, self._contexts)
-
-    def _quantize(self, config: ModelConfig, weights: Weights, file_type: str) -> Precision:
-        """Write the F32 file, quantize it to `file_type` with llama.cpp's quantizer into
-        `model_path`, and return the file's class (its weights read back dequantized)."""
-        from verifier.formats.gguf import read_gguf, write_gguf
-
-        source = Path(self._dir.name) / "f32.gguf"
-        write_gguf(source, config, weights)
-        params = self._lib.llama_model_quantize_default_params()
-        params.ftype = getattr(self._lib, f"LLAMA_FTYPE_MOSTLY_{file_type}")
-        params.nthread = self._threads
-        if self._lib.llama_model_quantize(str(source).encode(), str(self.model_path).encode(), ctypes.byref(params)):
-            raise RuntimeError(f"llama.cpp could not quantize {source} to {file_type}: {self._log.tail()}")
-        source.unlink()
-        checkpoint = read_gguf(self.model_path)
-        # F32: kept as it is (norms, routers, GPT-2's position embeddings, a lookup); any other type is a
-        # row its K types cannot hold, fallen back to a type whose products read other blocks than Q8_K.
-        fallback = sorted({t.dtype for t in checkpoint.tensors} - {"F32", "Q4_K", "Q5_K", "Q6_K"})
-        if fallback:
-            raise Unsupported(f"llama.cpp's {file_type} recipe stored matrices as {', '.join(fallback)}, not K types")
-        return file_quantized(file_type.lower(), checkpoint.weights)
 
     def _context(self, callback: Any = None) -> Any:
         lib = self._lib
