@@ -564,7 +564,7 @@ def read_gguf(path: str | Path) -> Checkpoint:
     vocab = reader.fields.get("tokenizer.ggml.tokens")
     if vocab is not None:
         model = read_field(path, reader, "tokenizer.ggml.model", "?")
-        findings.append(f"a vocabulary of {len(vocab.data)} pieces (tokenizer model {model!r}) is stored, not read")
+        findings.append(f"a vocabulary of {vocab.n_items} pieces (tokenizer model {model!r}) is stored, not read")
     check_canonical(path, config, weights)
     tensors = tuple(
         TensorInfo(t.name, tuple(int(n) for n in reversed(t.shape)), t.tensor_type.name) for t in reader.tensors
