@@ -20,6 +20,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tests import needs
+from verifier.cli import main
 from verifier.formats import CheckpointError, write_tokenizer
 from verifier.formats import Tokenizer as FormatsTokenizer
 from verifier.formats.data import DATA_DIR_ENV, PACKAGED_DATA_DIR
@@ -33,6 +34,7 @@ from verifier.formats.tokenizer import (
     find_tokenizer,
     load_gpt2_tokenizer,
 )
+from verifier.model.presets import preset
 
 
 def _ids(text: str) -> list[int]:
@@ -181,6 +183,7 @@ def test_gpt2_directory_without_usable_files_is_an_error_not_an_empty_tokenizer(
 
 
 def _gpt2_files(tmp_path: Path, vocab: object, merges: str) -> Path:
+    tmp_path.mkdir(exist_ok=True)
     (tmp_path / "vocab.json").write_text(json.dumps(vocab))
     (tmp_path / "merges.txt").write_text(merges)
     return tmp_path
@@ -207,6 +210,46 @@ def test_malformed_gpt2_files_are_errors_naming_the_file_and_what_is_wrong(
 ) -> None:
     with pytest.raises(TokenizerError, match=message):
         load_gpt2_tokenizer(_gpt2_files(tmp_path, vocab, merges))
+
+
+HUGE = 10_000_000  # characters of a hostile file's piece (the issue's were 10 to 20 MB)
+
+
+@pytest.mark.parametrize(
+    ("vocab", "merges", "words"),
+    [
+        (
+            BYTES | {"y" * HUGE: 10**6},
+            "",
+            (
+                "vocab.json: piece 'yyyy",
+                "... (10,000,000 characters) has id 1000000; the ids must be integers 0 .. 256",
+            ),
+        ),
+        (
+            BYTES,
+            "z" * HUGE + " a\n",
+            (
+                "merges.txt:1: merge 'zzzz",
+                "... (10,000,002 characters): 'zzzz",
+                "... (10,000,000 characters) is not in",
+            ),
+        ),
+        (BYTES, "a b " + "c" * HUGE, ("merges.txt:1: expected two pieces separated by one space, found 'a b cccc",)),
+    ],
+    ids=["vocab-piece", "merge", "merge-line"],
+)
+def test_a_huge_piece_is_quoted_by_a_bounded_prefix_in_one_line(
+    tmp_path: Path, vocab: object, merges: str, words: tuple[str, ...], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The whole piece was quoted: a 20 MB line (40 MB for a merge, quoted twice).
+    config = preset("gpt2").replace(vocab_size=300, n_ctx=16, d_model=8, n_layers=1, n_heads=2, n_kv_heads=2, d_ff=12)
+    (tmp_path / "config.json").write_text(json.dumps(config.to_hf_dict()))
+    directory = _gpt2_files(tmp_path / "tokenizer", vocab, merges)
+    assert main(["trace", str(tmp_path / "config.json"), "--text", "hi", "--tokenizer", str(directory)]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and len(lines[0]) <= 1000, f"{len(lines)} lines, the first {len(lines[0]):,} long"
+    assert all(w in lines[0] for w in words), lines[0]
 
 
 def test_the_lowest_ranked_pair_merges_everywhere_then_the_next(tmp_path: Path) -> None:

@@ -14,6 +14,8 @@ import importlib.util
 import re
 from importlib import metadata
 
+from verifier.messages import BoundedMessage
+
 INSTALL = "pip install 'lm-verifier[transformers]'"
 MODULES = ("torch", "transformers")
 # The lowest versions the code runs on, as pyproject.toml's `transformers` extra asks (a test keeps
@@ -22,7 +24,7 @@ MODULES = ("torch", "transformers")
 MINIMUM = {"transformers": (5, 24)}
 
 
-class ExtraMissing(ImportError):
+class ExtraMissing(BoundedMessage, ImportError):
     """What was asked for needs the `transformers` extra, which is not installed (or too old); the message
     says how to install it."""
 

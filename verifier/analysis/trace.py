@@ -20,6 +20,7 @@ import numpy as np
 
 from verifier.analysis import tolerance
 from verifier.formats.tokenizer import Tokenizer
+from verifier.messages import BoundedMessage
 from verifier.model import stages
 from verifier.model.config import ModelConfig, describe
 from verifier.model.weights import WeightMap, weight_shapes
@@ -117,7 +118,7 @@ def _llama_operation(config: ModelConfig, layer: int, op: str) -> str:
     return text
 
 
-class TraceError(ValueError):
+class TraceError(BoundedMessage, ValueError):
     """Arguments a trace cannot be made from (tokens, padding, plot file); the message says why."""
 
 

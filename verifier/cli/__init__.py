@@ -15,6 +15,7 @@ from verifier.extra import ExtraMissing
 from verifier.formats.errors import CheckpointError
 from verifier.formats.sources import SourceError
 from verifier.formats.tokenizer import TokenizerError
+from verifier.messages import bounded
 from verifier.model.config import ConfigError
 from verifier.model.presets import UnknownPresetError
 from verifier.plugin.registry import PluginError
@@ -25,7 +26,7 @@ from verifier.report.suite import PytestOptionError, SuiteNotFound
 # Each module has `add_parser(subparsers)`, which registers its subcommand with `func=run`.
 SUBCOMMANDS = (params_cmd, inspect_cmd, trace_cmd, audit_cmd, check_cmd, matrix_cmd, kl_cmd, models_cmd)
 
-# Errors that mean "bad input", reported in one line with exit status 2, not as a traceback.
+# Errors that mean "bad input", reported in one bounded line with exit status 2, not as a traceback.
 USER_ERRORS = (
     AuditError,
     CheckpointError,
@@ -60,8 +61,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args))
-    except USER_ERRORS as e:
-        print(f"verifier {args.command}: error: {e}", file=sys.stderr)
+    except USER_ERRORS as e:  # bounded here too: not every type's str() is (a message may quote a 100 MB value)
+        print(f"verifier {args.command}: error: {bounded(str(e))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # Ctrl-C: the user's choice, not an error to trace (files are written atomically)
         print(f"verifier {args.command}: interrupted", file=sys.stderr)
@@ -71,5 +72,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except OSError as e:  # a file the system will not let us read or write: say which, as the system says it
         where = f"{e.filename}: " if e.filename else ""
-        print(f"verifier {args.command}: error: {where}{e.strerror or e}", file=sys.stderr)
+        message = bounded(f"{where}{e.strerror or e}")  # a file's name may be as long as the system allows
+        print(f"verifier {args.command}: error: {message}", file=sys.stderr)
         return 2

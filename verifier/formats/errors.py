@@ -2,34 +2,15 @@
 
 from __future__ import annotations
 
-import reprlib
 from os import PathLike
 from typing import Any
 
-MAX_QUOTED = 200  # characters of a value a message quotes: a hostile file's value may be 100 MB
-
-# Containers are shown by their first items only, so a huge one is never formatted in full.
-_REPR = reprlib.Repr()
-_REPR.maxlevel, _REPR.maxlist, _REPR.maxtuple, _REPR.maxdict, _REPR.maxset = 3, 20, 20, 10, 10
-_REPR.maxstring = _REPR.maxother = _REPR.maxlong = MAX_QUOTED
+# The cut of every message is verifier.messages'; readers of model files import it from here as well.
+from verifier.messages import MAX_QUOTED as MAX_QUOTED
+from verifier.messages import BoundedMessage, one_line, quoted
 
 
-def quoted(value: Any) -> str:
-    """`value` as a message shows it (a string as is), cut to about MAX_QUOTED characters."""
-    containers = (list, tuple, dict, set, frozenset)  # shown as str() shows them, without formatting all items
-    text = _REPR.repr(value) if isinstance(value, containers) else str(value)
-    return text if len(text) <= MAX_QUOTED else f"{text[:MAX_QUOTED]}... ({len(text):,} characters)"
-
-
-def one_line(text: str) -> str:
-    """`text` with each character that is not printable (a line break, a tab, a control) escaped as Python
-    escapes it, so that a message quoting a file's string stays one line."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
-
-
-class CheckpointError(ValueError):
+class CheckpointError(BoundedMessage, ValueError):
     """A file that cannot be read as what it claims to be.
 
     The message names the file, the field or tensor at fault, and what was expected and found.

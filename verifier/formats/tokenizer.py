@@ -34,6 +34,7 @@ from verifier.formats.errors import CheckpointError
 from verifier.formats.fileio import read_small
 from verifier.formats.hf_cache import cached_file
 from verifier.formats.jsonio import read_json
+from verifier.messages import BoundedMessage, quoted
 from verifier.model.config import Family
 
 # llama2.c feeds token 1 (BOS) at position 0, as Llama 2's sentencepiece model does.
@@ -49,7 +50,7 @@ _WORDS = regex.compile(r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}
 MAX_VOCAB_BYTES = 2**25
 
 
-class TokenizerError(ValueError):
+class TokenizerError(BoundedMessage, ValueError):
     """A tokenizer that cannot be read, or that does not fit the model; the message says which and why."""
 
 
@@ -143,7 +144,8 @@ def _read_vocab(path: Path) -> dict[str, int]:
     n = len(vocab)
     bad = next(((k, v) for k, v in vocab.items() if type(v) is not int or not 0 <= v < n), None)
     if bad is not None:
-        raise TokenizerError(f"{path}: piece {bad[0]!r} has id {bad[1]!r}; the ids must be integers 0 .. {n - 1}")
+        piece, id_ = quoted(bad[0], literal=True), quoted(bad[1], literal=True)  # a hostile file's piece: 20 MB
+        raise TokenizerError(f"{path}: piece {piece} has id {id_}; the ids must be integers 0 .. {n - 1}")
     if len(set(vocab.values())) != n:
         raise TokenizerError(f"{path}: {n - len(set(vocab.values()))} ids are given to more than one piece")
     absent = [c for c in byte_alphabet() if c not in vocab]
@@ -168,11 +170,14 @@ def _read_merges(path: Path, vocab: dict[str, int]) -> list[tuple[str, str]]:
             continue
         pair = line.split(" ")
         if len(pair) != 2 or not all(pair):
-            raise TokenizerError(f"{path}:{number}: expected two pieces separated by one space, found {line!r}")
+            raise TokenizerError(
+                f"{path}:{number}: expected two pieces separated by one space, found {quoted(line, literal=True)}"
+            )
         left, right = pair
         unknown = next((p for p in (left, right, left + right) if p not in vocab), None)
         if unknown is not None:
-            raise TokenizerError(f"{path}:{number}: merge {line!r}: {unknown!r} is not in vocab.json")
+            merge, piece = quoted(line, literal=True), quoted(unknown, literal=True)
+            raise TokenizerError(f"{path}:{number}: merge {merge}: {piece} is not in vocab.json")
         merges.append((left, right))
     return merges
 

@@ -39,6 +39,8 @@ import numbers
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
+from verifier.messages import BoundedMessage
+
 Family = Literal["gpt2", "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "mixtral", "qwen2_moe", "phi3", "glm"]
 FAMILIES: tuple[Family, ...] = (
     "gpt2", "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "mixtral", "qwen2_moe", "phi3", "glm",
@@ -56,7 +58,7 @@ RopePairs = Literal["rotate_half", "interleaved"]
 ROPE_PAIRS: tuple[RopePairs, ...] = ("rotate_half", "interleaved")
 
 
-class ConfigError(ValueError):
+class ConfigError(BoundedMessage, ValueError):
     """A config whose fields cannot describe a model; the message names the field and why."""
 
     def __init__(self, field: str, reason: str) -> None:

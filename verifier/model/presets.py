@@ -8,6 +8,7 @@ trained with `--multiple_of=4`, the others with the default 32), with llama2.c's
 
 from __future__ import annotations
 
+from verifier.messages import quoted
 from verifier.model.config import ModelConfig
 
 
@@ -71,7 +72,7 @@ class UnknownPresetError(KeyError):
     """A preset name that is not in PRESETS."""
 
     def __str__(self) -> str:
-        return f"unknown preset {self.args[0]!r}; known presets: {', '.join(PRESETS)}"
+        return f"unknown preset {quoted(self.args[0], literal=True)}; known presets: {', '.join(PRESETS)}"
 
 
 def preset(name: str) -> ModelConfig:

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from verifier.messages import BoundedMessage
 from verifier.model import stages
 from verifier.model.config import ModelConfig
 from verifier.model.weights import EMBEDDING, LazyWeights, WeightMap, classifier_name
@@ -46,7 +47,7 @@ from verifier.reference.rounding import Rounding
 _TABLES = frozenset({*EMBEDDING.values(), "transformer.wpe.weight"})
 
 
-class InputError(ValueError):
+class InputError(BoundedMessage, ValueError):
     """Tokens or an attention mask that the model cannot take; the message says what and why."""
 
 

@@ -40,6 +40,7 @@ from verifier.formats.llama2c import read_llama2c, write_llama2c
 from verifier.formats.llama2c_layout import Header, Segment, layout, read_header
 from verifier.formats.sources import SourceError, locate, resolve_repo
 from verifier.formats.tokenizer import GPT2_HF_REPOS, Tokenizer, TokenizerNotFound, find_tokenizer
+from verifier.messages import BoundedMessage
 from verifier.model import stages
 from verifier.model.config import ModelConfig, from_hf_dict
 from verifier.model.known_models import known_model
@@ -67,7 +68,7 @@ STORIES15M_HINT = f"--stories15m PATH, ${STORIES15M_ENV} or {STORIES15M_HF[0]} i
 NO_STORIES15M = f"needs llama2.c's trained stories15M.bin: {STORIES15M_HINT}"
 
 
-class AuditError(ValueError):
+class AuditError(BoundedMessage, ValueError):
     """An input the user named for the audit that cannot be used; the message says which and why."""
 
 

@@ -14,13 +14,17 @@ or in the file `--declarations FILE` names; an option wins over the file. The fi
     precision = "float32"
 
 A value that cannot be read, or a key the file should not hold, is a `DeclarationError` naming the
-option or the file and key.
+option or the file and key. The file is small by its nature, and read as such: at most
+`MAX_FILE_BYTES`, a regular file (not a pipe or a device), each name of a list once; the values a
+message quotes are cut (`verifier.messages.quoted`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
+import sys
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -28,6 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from verifier.analysis.precision import CLASSES, UnknownPrecision, resolve
+from verifier.formats.errors import CheckpointError
+from verifier.formats.fileio import read_small
+from verifier.messages import quoted
 from verifier.model.config import FAMILIES
 from verifier.model.presets import gpt2_d_ff, llama2c_hidden_dim
 from verifier.plugin.command.template import CommandTemplateError
@@ -53,6 +60,9 @@ METAVARS: dict[str, str] = {
     "norm_eps": "EPS",    "rope_theta": "THETA", "grouped_query": "true|false", "max_n_ctx": "N", "precision": "CLASS",
 }  # fmt: skip
 FILE_SUFFIX = ".verifier.toml"
+# The example above is 150 bytes; every key with a long comment is well under 4 KiB. A larger file is no
+# declarations file, and is refused before it is read (the issue's 16 MB list made a 130 MB report).
+MAX_FILE_BYTES = 64 * 2**10
 
 
 class DeclarationError(CommandTemplateError):
@@ -73,18 +83,31 @@ def beside(program: Path) -> Path:
 
 
 def read_file(path: Path) -> dict[str, Any]:
-    """The declarations in the TOML file `path`; DeclarationError for a file that is not TOML or holds
-    an unknown key."""
+    """The declarations in the TOML file `path`; DeclarationError for a file that cannot be read, is
+    larger than MAX_FILE_BYTES, is not a regular file, is not TOML or holds an unknown key."""
     try:
-        with path.open("rb") as f:
-            found = tomllib.load(f)
+        data = read_small(path, "declarations file", MAX_FILE_BYTES)
+    except CheckpointError as e:  # missing, unreadable, a pipe or a device (refused unread), or too large
+        raise DeclarationError(str(e)) from None
+    try:
+        found = tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise DeclarationError(f"{path}: not a TOML file: not UTF-8 text ({e.reason} at byte {e.start:,})") from None
     except tomllib.TOMLDecodeError as e:
         raise DeclarationError(f"{path}: not a TOML file: {e}") from None
-    except OSError as e:
-        raise DeclarationError(f"{path}: cannot be read: {e.strerror or e}") from None
+    except RecursionError:  # tomllib reads nested arrays and tables by recursion: 64 KiB of `[` is too deep
+        raise DeclarationError(
+            f"{path}: not a declarations file: values nested too deep to read "
+            "(a declaration is a name, a number or a list of names)"
+        ) from None
+    except ValueError:  # the one other ValueError tomllib lets out: int() refusing more digits than Python allows
+        raise DeclarationError(
+            f"{path}: not a declarations file: an integer too long to read "
+            f"(expected at most {sys.get_int_max_str_digits():,} digits)"
+        ) from None
     for key in found:
         if key not in DECLARATIONS:
-            raise DeclarationError(f"{path}: unknown key {key!r}; known: {', '.join(DECLARATIONS)}")
+            raise DeclarationError(f"{path}: unknown key {quoted(key, literal=True)}; known: {', '.join(DECLARATIONS)}")
     return found
 
 
@@ -96,7 +119,7 @@ def parse(values: Mapping[str, Any], where: Mapping[str, str]) -> Declarations:
         try:
             fields[key] = _READERS[key](value)
         except (ValueError, TypeError) as e:
-            raise DeclarationError(f"{where[key]}: {e}, found {value!r}") from None
+            raise DeclarationError(f"{where[key]}: {e}, found {quoted(value, literal=True)}") from None
     precision = fields.pop("precision", None)
     return Declarations(Constraints(**fields) if fields else None, precision)
 
@@ -105,7 +128,7 @@ def _families(value: Any) -> tuple[str, ...]:
     names = [n.strip() for n in value.split(",")] if isinstance(value, str) else value
     if not isinstance(names, list | tuple) or not names or any(n not in FAMILIES for n in names):
         raise ValueError(f"expected one or more of {', '.join(FAMILIES)}")
-    return tuple(names)
+    return _once(names)
 
 
 def _switches(value: Any) -> tuple[str, ...]:
@@ -114,6 +137,14 @@ def _switches(value: Any) -> tuple[str, ...]:
     names = [n.strip() for n in value.split(",")] if isinstance(value, str) else value
     if not isinstance(names, list | tuple) or any(n not in SWITCHES for n in names):
         raise ValueError(f"expected none, or some of {', '.join(SWITCHES)}")
+    return _once(names)
+
+
+def _once(names: list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    """`names` (known ones), each named once: a list is then at most as long as there are names to list
+    (a declared list is repeated in the reports, once per model card and refusal)."""
+    if len(set(names)) != len(names):
+        raise ValueError("expected each name once")
     return tuple(names)
 
 
@@ -148,7 +179,9 @@ def _positive_number(value: Any) -> float:
 
 def _positive_int(value: Any) -> int:
     if isinstance(value, str) and value.isdigit():
-        value = int(value)
+        # int() refuses more digits than Python allows, and digits such as "²" that isdigit() admits
+        with contextlib.suppress(ValueError):
+            value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError("expected a positive whole number of positions")
     return value

@@ -78,11 +78,13 @@ def from_options(values: Mapping[str, Any], options: Mapping[str, str], director
 
 
 def _declaration_file(named: str | None, option: str, program: Path, directory: Path) -> Path | None:
-    """The file `named` by `option` (found from `directory`; it must exist), else the one beside `program` if any."""
+    """The file `named` by `option` (found from `directory`; it must exist), else the one beside `program` if any.
+    Whatever is in the file's place is returned, to be refused by `declarations.read_file` if it is no
+    regular file: a pipe or device passed over would leave the program run without what it declared."""
     if named is not None:
         path = Path(directory, named)
-        if not path.is_file():
+        if not path.exists():
             raise declarations.DeclarationError(f"{option} {named}: there is no file {path}")
         return path
     path = declarations.beside(program)
-    return path if path.is_file() else None
+    return path if path.exists() else None

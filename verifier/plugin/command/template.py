@@ -16,6 +16,8 @@ import string
 from dataclasses import dataclass
 from pathlib import Path
 
+from verifier.messages import BoundedMessage
+
 PLACEHOLDERS: dict[str, str] = {
     "model": "the model file (or directory) the suite wrote, in the program's format",
     "tokenizer": "the tokenizer.bin the suite wrote beside a llama2.c model",
@@ -30,7 +32,7 @@ PLACEHOLDERS: dict[str, str] = {
 }
 
 
-class CommandTemplateError(ValueError):
+class CommandTemplateError(BoundedMessage, ValueError):
     """A command template that cannot be used; the message says what is wrong with it."""
 
 
