@@ -86,8 +86,8 @@ def main() -> None:
     if args.before:
         with worktree(args.before, installed=True) as tree:
             for model in args.models:
-                before[model] = _before_and_after(model, tree, args.before)
-                tables += ["", f"`--model {model}`, one process, alternately:", "", *_pairs(before[model])]
+                before[model] = before_and_after(model, tree, args.before)
+                tables += ["", f"`--model {model}`, one process, alternately:", "", *pairs(before[model])]
     for model in [] if args.before_only else args.models:
         results = []
         for name, workers, pytest_args, extra_env in SETUPS:
@@ -121,7 +121,7 @@ def main() -> None:
 BEFORE_ROUNDS = 2  # each code's one-process check, alternately, this many times
 
 
-def _before_and_after(model: str, tree: Path, revision: str) -> list[dict]:
+def before_and_after(model: str, tree: Path, revision: str) -> list[dict]:
     """The one-process check of the code at `revision` (in `tree`) and of this checkout, alternately."""
     rows = []
     for round_ in range(BEFORE_ROUNDS):
@@ -132,7 +132,7 @@ def _before_and_after(model: str, tree: Path, revision: str) -> list[dict]:
     return rows
 
 
-def _pairs(rows: list[dict]) -> list[str]:
+def pairs(rows: list[dict]) -> list[str]:
     lines = ["| code | round | wall time | pytest's summary |", "|---|---:|---:|---|"]
     return lines + [f"| {r['code']} | {r['round']} | {r['seconds']:.1f} s | {r['summary']} |" for r in rows]
 

@@ -114,7 +114,7 @@ def test_pytest_s_output_goes_to_the_log_unless_it_must_talk_to_the_terminal(
 ) -> None:
     given: list[Path | None] = []
 
-    def run(command: object, log: Path | None = None) -> int:
+    def run(command: object, log: Path | None = None, hang_dir: Path | None = None) -> int:
         given.append(log)
         if log is not None:
             log.write_text("ERROR: usage: pytest's own words\n")

@@ -171,8 +171,12 @@ def test_sigkill_of_check_takes_pytest_and_its_processes_down(tmp_path: Path, pa
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-    # No temporary folder of verifier's left where no run would find it (pytest's own pytest-of-* is its to prune).
-    assert [p.name for p in (tmp_path / "tmp").iterdir() if p.name.startswith("verifier")] == []
+    # No temporary folder of verifier's left where no run would find it (pytest's own pytest-of-* is its to prune):
+    # the run's private $TMPDIR is removed by the watchdog's child once the run's processes are gone.
+    _wait(
+        lambda: not [p.name for p in (tmp_path / "tmp").iterdir() if p.name.startswith("verifier")],
+        f"a temporary folder of the killed run was left: {sorted(p.name for p in (tmp_path / 'tmp').iterdir())}",
+    )
     # The killed run's staging folder (its pytest.log) stays in the reports folder until the next run.
     (stale,) = (tmp_path / "reports").iterdir()
     assert stale.name.startswith(".verifier-run-") and (stale / LOG).exists()

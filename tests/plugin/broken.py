@@ -4,6 +4,10 @@ They are plain factories, usable as `--model tests.plugin.broken:<name>` like an
 
 from __future__ import annotations
 
+import os
+import sys
+import threading
+import time
 from typing import Any
 
 import numpy as np
@@ -202,3 +206,43 @@ class _DeclaresUnknownPrecision(_Wrapped):
 
 def declares_unknown_precision(config: ModelConfig, weights: Weights) -> Any:
     return _DeclaresUnknownPrecision(config, weights)
+
+
+class _EditsItsTokens(_Wrapped):
+    """Maps its last token to 0 in place, then computes on what it edited: on a shared array the oracle
+    would have computed on the edited tokens too, and agreed."""
+
+    def logits(self, tokens: np.ndarray) -> Any:
+        tokens[..., -1] = 0
+        return self.ref.logits(tokens)
+
+
+def edits_its_tokens(config: ModelConfig, weights: Weights) -> Any:
+    return _EditsItsTokens(config, weights)
+
+
+class _ExitsInLogits(_Wrapped):
+    def logits(self, tokens: np.ndarray) -> Any:
+        os._exit(0)  # a CI job would pass: the process ends with status 0
+
+
+def exits_in_logits(config: ModelConfig, weights: Weights) -> Any:
+    return _ExitsInLogits(config, weights)
+
+
+def factory_exits(config: ModelConfig, weights: Weights) -> Any:
+    sys.exit("no GPU found")
+
+
+class _HangsInLogits(_Wrapped):
+    def logits(self, tokens: np.ndarray) -> Any:
+        while True:  # waiting on a server that never answers
+            time.sleep(1)
+
+
+def hangs_in_logits(config: ModelConfig, weights: Weights) -> Any:
+    return _HangsInLogits(config, weights)
+
+
+def factory_hangs(config: ModelConfig, weights: Weights) -> Any:
+    threading.Event().wait()  # a lock no one releases

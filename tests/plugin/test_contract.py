@@ -3,7 +3,7 @@ let the correct models (the reference, transformers, the example) through for an
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -17,6 +17,7 @@ from verifier.formats.llama2c import to_interleaved
 from verifier.model import stages
 from verifier.model.config import ModelConfig
 from verifier.model.weights import init_weights
+from verifier.plugin import isolation
 from verifier.plugin.adapters import hf_transformers, reference
 from verifier.plugin.contract import RULES, CheckedModel, ContractViolation, MissingCapability, build_checked
 from verifier.plugin.interface import Unsupported
@@ -26,6 +27,13 @@ from verifier.properties.oracle import Oracle
 
 GPT2 = PROBE_CONFIGS["gpt2"]
 TOKENS = np.array([3, 1, 4, 1, 5])
+
+
+@pytest.fixture
+def call_timeout() -> Iterator[Callable[[float], None]]:
+    """Sets how long a call into a model may take, for one test; then the default again."""
+    yield isolation.set_call_timeout
+    isolation.set_call_timeout(isolation.DEFAULT_TIMEOUT_S)
 
 
 def checked(factory: Callable[..., Any], config: ModelConfig = GPT2) -> CheckedModel:
@@ -118,6 +126,11 @@ CASES = {
         "capabilities = ['attention_mask', 'logits']",
     ),
     "unknown precision": (broken.declares_unknown_precision, None, "precision", "precision = 'int3'"),
+    "edits its tokens": (broken.edits_its_tokens, lambda m: m.logits(TOKENS), "inputs-unchanged", "logits(tokens"),
+    "exits in logits": (broken.exits_in_logits, lambda m: m.logits(TOKENS), "keeps-the-process", "logits(tokens"),
+    "factory exits": (broken.factory_exits, None, "keeps-the-process", "factory(config=gpt2"),
+    "hangs in logits": (broken.hangs_in_logits, lambda m: m.logits(TOKENS), "returns-in-time", "logits(tokens"),
+    "factory hangs": (broken.factory_hangs, None, "returns-in-time", "factory(config=gpt2"),
     "unknown rope layout": (declares_an_unknown_rope_layout, None, "rope-layout", "rope_layout = 'meta'"),
     "not a bool up to a constant": (
         declares_logits_up_to_a_constant_as_text,
@@ -135,7 +148,11 @@ NEEDS_TORCH = {"a grad tensor"}
     ("factory", "call", "rule", "named"),
     [pytest.param(*case, id=name, marks=needs.torch if name in NEEDS_TORCH else ()) for name, case in CASES.items()],
 )
-def test_a_broken_factory_fails_with_the_rule_and_the_call(factory, call, rule: str, named: str) -> None:
+def test_a_broken_factory_fails_with_the_rule_and_the_call(
+    factory, call, rule: str, named: str, call_timeout: Callable[[float], None]
+) -> None:
+    if rule == "returns-in-time":
+        call_timeout(0.5)  # the hanging models would never return: half a second each, not the default ten minutes
     with pytest.raises(ContractViolation) as excinfo:
         model = checked(factory)
         call(model)

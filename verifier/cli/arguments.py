@@ -43,3 +43,14 @@ def import_from_the_current_directory() -> None:
     as `python -m pytest`, which puts it first on sys.path); the `verifier` script's own path lacks it."""
     if str(Path.cwd()) not in sys.path:
         sys.path.insert(0, str(Path.cwd()))
+
+
+def positive_seconds(text: str) -> float:
+    """A duration in seconds: a finite number above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, not {text!r}")
+    return value

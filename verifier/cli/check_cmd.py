@@ -9,14 +9,15 @@ appear together at its end.
 Stops: Ctrl-C or SIGTERM stops pytest as Ctrl-C stops a plain run, and the reports of what ran say
 which it was; pytest and everything it started die with this process, even SIGKILLed
 (`verifier.report.suite`); a model that kills the process running it (a segfault or abort in
-native code) fails, the report naming the signal, the property and the model
-(`verifier.report.collect`).
+native code) or ends it with an exit status (a native exit()) fails, the report naming the signal
+or the status, the property and the model (`verifier.report.collect`).
 
 Exit status: 0 when every model conforms (none of its tests failed, and its properties ran
 examples on it) or deviates only as it declared (`verifier.Deviation`), 1 when one does not or was
-untested (a crash included), 2 when pytest could not
-start (a bad --model, a bad pytest option, an empty --checkpoint, a --reports another run is
-writing into), 130 when Ctrl-C or SIGTERM stopped the run (after the reports of what ran).
+untested (a crash included), 2 when pytest could not start or the suite not run (a bad --model, a
+bad pytest option, an empty --checkpoint, a --reports another run is writing into, a suite file
+that fails to load, a reports file system that cannot take the reports: one line says which), 130
+when Ctrl-C or SIGTERM stopped the run (after the reports of what ran).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from types import FrameType
 from typing import Any
 
 from verifier.cli import arguments
+from verifier.plugin import isolation
 from verifier.plugin.command import GIVES, CommandTemplateError
 from verifier.plugin.command.files import FORMATS
 from verifier.plugin.command.options import CHECK_OPTIONS, PYTEST_OPTIONS, SETTINGS, from_options, help_texts
@@ -40,7 +42,8 @@ from verifier.plugin.llama2c.checkout import SOURCE_ENV
 from verifier.plugin.registry import ENV_VAR, PluginError
 from verifier.properties import profiles
 from verifier.report import collect, render, suite
-from verifier.report.output import LOG, only_run, publish, write_reports
+from verifier.report.output import LOG, ReportError, cannot_write, only_run, publish, write_reports
+from verifier.report.results import INTERRUPTED as PYTEST_INTERRUPTED
 from verifier.report.results import Report
 
 # pytest's exit status for a usage error (a bad option, a --model that names nothing).
@@ -82,6 +85,13 @@ def add_parser(subparsers: Any) -> None:
         type=float,
         metavar="SECONDS",
         help=f"how long one run of the --command program may take (default {DEFAULT_TIMEOUT_S:g})",
+    )
+    p.add_argument(
+        "--call-timeout",
+        type=arguments.positive_seconds,
+        metavar="SECONDS",
+        help="how long one call into a Python model under test (its factory, or one of its methods) may take before "
+        f"it fails (default {isolation.DEFAULT_TIMEOUT_S:g}); a model whose call did not return is not called again",
     )
     for key, (metavar, text) in help_texts().items():
         p.add_argument(CHECK_OPTIONS[key], dest=key, metavar=metavar, help=text)
@@ -172,11 +182,32 @@ def run(args: argparse.Namespace) -> int:
         return _run(args)
 
 
+def _failed_to_load(report: Report, suite_dir: Path) -> str | None:
+    """`a suite file failed to load: FILE: EXCEPTION` when pytest stopped on suite files it could not
+    import, before any test, or None. pytest ends such a run with Ctrl-C's exit status: not the user's stop."""
+    unloaded = collect.failed_to_load(report.results)
+    if report.exit_status != PYTEST_INTERRUPTED or report.interrupted or not unloaded:
+        return None
+    lines = unloaded[0].detail.removeprefix(f"{collect.COLLECTION_FAILED}: ").splitlines()
+    cause = lines[-1] if lines else "pytest gave no reason"  # the exception's last line
+    more = f" (and {len(unloaded) - 1} more)" if len(unloaded) > 1 else ""
+    return f"a suite file failed to load: {suite_dir / unloaded[0].nodeid}: {cause}{more}"
+
+
+def _keep(logs: list[Path], reports: Path) -> None:
+    """Publish pytest's log of a run that writes no reports, if it can be: the error that stops the
+    run is the one said."""
+    with contextlib.suppress(ReportError):
+        publish(logs, reports)
+
+
 def _run(args: argparse.Namespace) -> int:
     suite_dir = suite.find_suite(args.suite)
     config = suite.pytest_config(args.pytest_config) if args.pytest_config else None
     suite.check_pytest_args(args.pytest_args)
     pytest_args = [*_command_options(args), *args.pytest_args]  # a bad --command is a usage error before the run
+    if args.call_timeout is not None:
+        pytest_args.insert(0, f"--call-timeout={args.call_timeout:g}")
     if args.llama2c_src is not None:
         os.environ[SOURCE_ENV] = _llama2c_tree(args.llama2c_src)  # for pytest, which this process starts
     reports = Path(args.reports)
@@ -199,16 +230,24 @@ def _check(
     command = suite.pytest_command(
         suite_dir, results, models=args.model, profile=args.hypothesis_profile, pytest_args=pytest_args, config=config
     )
+    try:  # room for the one line that says why pytest could not write its results, on a file system that fills up
+        collect.reserve_note(results)
+    except OSError as e:
+        raise cannot_write(e, f"into {reports} before the run") from None
     logs = [] if log is None else [log]
     try:
-        status = suite.run(command, log)
+        status = suite.run(command, log, hang_dir=staging)
     except BaseException:  # a second Ctrl-C: no report, but pytest's output so far
         publish([path for path in logs if path.exists()], reports)
         raise
+    unwritable = collect.unwritable(results)
+    if unwritable is not None:  # pytest's log, on the same file system, may hold nothing
+        _keep(logs, reports)
+        raise ReportError(f"{unwritable} writing pytest's results into {reports}")
     if results.exists():
         report = Report.read(results)
-    elif status < 0 and (recovered := collect.recover(results, status)) is not None:
-        report = recovered  # pytest died of a signal (a model's crash): the report of what ran, and of that
+    elif (recovered := collect.recover(results, status, hung=collect.hung_call(staging))) is not None:
+        report = recovered  # pytest died of a signal or exited in a test (a model's crash): what ran, and that
     else:
         reason = "a usage error" if status == _PYTEST_USAGE_ERROR else f"exit status {status}"
         if status < 0:
@@ -219,7 +258,17 @@ def _check(
             where = str(publish(logs, reports)[0])
         print(f"verifier check: error: pytest stopped before the suite ran ({reason}); see {where}", file=sys.stderr)
         return 2
-    written = publish([*write_reports(report, staging, plots=args.plot), *logs], reports)
+    unloaded = _failed_to_load(report, suite_dir)
+    if unloaded is not None:
+        where = str(publish(logs, reports)[0]) if logs else "above"
+        print(f"verifier check: error: {unloaded}; see {where}", file=sys.stderr)
+        return 2
+    try:
+        files = write_reports(report, staging, plots=args.plot, published_to=reports)
+    except ReportError:
+        _keep(logs, reports)  # pytest's output, whole, without a part of the reports
+        raise
+    written = publish([*files, *logs], reports)
     print()
     if args.plot:
         for result in report.failures:

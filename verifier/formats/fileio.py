@@ -181,6 +181,43 @@ def _read_ahead_loop(pending: queue.Queue[tuple[Path, int, int] | None]) -> None
             pending.task_done()
 
 
+# What a file that is not a regular file is, as messages name it.
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def not_regular(mode: int) -> str:
+    """The problem of a file of `mode` that should be a regular file: `not a regular file: it is a
+    named pipe (FIFO)`, so that a message says what is there rather than that nothing is."""
+    kind = next((name for is_kind, name in _KINDS if is_kind(mode)), None)
+    return f"not a regular file: it is {kind}" if kind else "not a regular file"
+
+
+def is_regular(path: Path, what: str, where: Path | None = None) -> bool:
+    """Whether a regular file is at `path` (following links): False when nothing is; CheckpointError
+    when something else is (a named pipe, a device, a directory, a link to nothing) or it cannot be
+    looked up, naming `where` (the file that names `path`, such as a shard index) or else `path`. For
+    the files a model directory names: "holds no config.json" where a named pipe is named config.json
+    would send a user looking for a file that is there."""
+    where = path if where is None else where
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        if not os.path.islink(path):
+            return False
+        raise CheckpointError(where, what, f"a symbolic link to {os.readlink(path)}, which does not exist") from None
+    except OSError as e:  # a name longer than the file system allows (ENAMETOOLONG), a link loop, ...
+        raise CheckpointError(where, what, f"cannot be looked up: {e.strerror or e}") from None
+    if not stat.S_ISREG(mode):
+        raise CheckpointError(where, what, not_regular(mode))
+    return True
+
+
 def open_regular(path: Path, what: str = "file") -> io.BufferedReader:
     """`path` opened for reading; CheckpointError if it is missing, unreadable or not a regular file
     (opening a named pipe waits for a writer forever; a device such as /dev/zero never ends)."""
@@ -189,8 +226,9 @@ def open_regular(path: Path, what: str = "file") -> io.BufferedReader:
     except OSError as e:
         raise CheckpointError(path, what, f"cannot be opened: {e.strerror or e}") from None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise CheckpointError(path, what, "not a regular file")
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise CheckpointError(path, what, not_regular(mode))
         os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
     except BaseException:

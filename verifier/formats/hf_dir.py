@@ -25,7 +25,7 @@ from verifier import extra
 from verifier.formats.checkpoint import Checkpoint, TensorInfo, check_array, check_canonical, check_shapes
 from verifier.formats.config_json import read_config_json
 from verifier.formats.errors import CheckpointError
-from verifier.formats.fileio import ReadAhead, atomic_write, open_bounded, read_into
+from verifier.formats.fileio import ReadAhead, atomic_write, is_regular, open_bounded, read_into
 from verifier.formats.jsonio import read_json
 from verifier.formats.safetensors_file import (
     DTYPES,
@@ -40,6 +40,7 @@ from verifier.formats.safetensors_file import (
 from verifier.model.config import FAMILIES, ModelConfig
 from verifier.model.weights import CLASSIFIER, EMBEDDING, LazyWeights, WeightMap, Weights, weight_shapes
 
+CONFIG = "config.json"
 SAFETENSORS = "model.safetensors"
 SAFETENSORS_INDEX = "model.safetensors.index.json"
 PYTORCH = "pytorch_model.bin"
@@ -54,9 +55,16 @@ _BUFFERS = {f: (".attn.bias", ".attn.masked_bias") if f == "gpt2" else (".rotary
 MAX_INDEX_BYTES = 2**25
 
 
+def has_config(directory: Path) -> bool:
+    """Whether `directory` holds a config.json; CheckpointError if what has the name is not a regular
+    file (a named pipe, a device, a directory), which the message names."""
+    return is_regular(directory / CONFIG, CONFIG)
+
+
 def weight_files(directory: Path) -> list[Path]:
-    """The weight files (or shard indexes) present in `directory`, most preferred first."""
-    return [directory / name for name in WEIGHT_FILES if (directory / name).is_file()]
+    """The weight files (or shard indexes) present in `directory`, most preferred first; CheckpointError
+    for one of their names held by something other than a regular file (a named pipe, a device, ...)."""
+    return [directory / name for name in WEIGHT_FILES if is_regular(directory / name, "weight file")]
 
 
 def _shards(index_path: Path) -> dict[Path, list[str]]:
@@ -128,12 +136,8 @@ def shard_files(index_path: Path) -> dict[Path, list[str]]:
 
 
 def _require_shard(index_path: Path, shard: Path) -> None:
-    """CheckpointError unless `shard`, named by the index, is a file."""
-    try:
-        present = shard.is_file()
-    except OSError as e:  # a name longer than the file system allows (ENAMETOOLONG), ...
-        raise CheckpointError(index_path, f"shard {shard.name}", f"cannot be looked up: {e.strerror}") from None
-    if not present:
+    """CheckpointError, the index's (it names the shard), unless `shard` is a regular file."""
+    if not is_regular(shard, f"shard {shard.name}", where=index_path):
         raise CheckpointError(index_path, f"shard {shard.name}", "is named in the index but missing")
 
 

@@ -19,7 +19,7 @@ from verifier.formats.checkpoint import Checkpoint
 from verifier.formats.config_json import read_config_json
 from verifier.formats.errors import CheckpointError
 from verifier.formats.fileio import read_head
-from verifier.formats.hf_dir import check_weight_headers, map_hf_dir, read_hf_dir, write_hf_dir
+from verifier.formats.hf_dir import check_weight_headers, has_config, map_hf_dir, read_hf_dir, write_hf_dir
 from verifier.formats.llama2c import map_llama2c, read_llama2c, read_llama2c_config, write_llama2c
 from verifier.formats.llama2c_layout import MAGIC
 from verifier.model.config import ModelConfig
@@ -57,7 +57,7 @@ def detect_format(path: str | Path) -> str:
     if path.is_dir():
         if not os.access(path, os.R_OK | os.X_OK):
             raise CheckpointError(path, "directory", "cannot be read: permission denied")
-        if not (path / "config.json").is_file():
+        if not has_config(path):  # a named pipe, a device or a directory in its place says so
             raise CheckpointError(
                 path,
                 "directory",

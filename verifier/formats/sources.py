@@ -16,7 +16,8 @@ from verifier import extra
 from verifier.formats import checkpoint_config
 from verifier.formats.config_json import read_config_fields
 from verifier.formats.hf_cache import cached_snapshot, hub_cache
-from verifier.formats.hf_dir import check_weight_headers
+from verifier.formats.hf_dir import check_weight_headers, has_config
+from verifier.messages import BoundedMessage
 from verifier.model.config import ModelConfig
 from verifier.model.presets import PRESETS
 
@@ -24,7 +25,7 @@ from verifier.model.presets import PRESETS
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 
 
-class SourceError(ValueError):
+class SourceError(BoundedMessage, ValueError):
     """A model argument that names nothing the suite can read."""
 
 
@@ -93,7 +94,7 @@ def hf_config_fields(spec: str, *, download: bool = False) -> tuple[Path, dict[s
         path = locate(spec, download=download)
     except SourceError:
         raise _not_found(spec) from None
-    if path.is_dir() and (path / "config.json").is_file():
+    if path.is_dir() and has_config(path):
         fields = read_config_fields(path / "config.json")
         check_weight_headers(path)  # a model directory: its weight files must be whole too
         return path / "config.json", fields

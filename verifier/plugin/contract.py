@@ -2,7 +2,11 @@
 
 Properties never call a user's model directly: they call a `CheckedModel`, which validates each
 answer (shape, dtype, finiteness, stage names) and turns an exception inside the model into a
-`ContractViolation` naming the rule broken and the call that broke it. The two rules that take
+`ContractViolation` naming the rule broken and the call that broke it. The model is untrusted: it is
+handed copies of its inputs (a write to one breaks `inputs-unchanged`), what it returns is copied
+before it is checked (a buffer it reuses cannot change a result already taken), and each call, its
+factory's included, runs under `verifier.plugin.isolation.guarded` (its own process-wide state, no
+exit, a deadline). The two rules that take
 more than one call, `deterministic` and `cache-reusable`, are checked by properties with drawn
 inputs (test_agreement.py, test_kv_cache.py), whose messages quote RULES.
 A model that declares "last_logits" is run on every prefix, and one that declares "unbatched" row by
@@ -13,6 +17,7 @@ The checks set `__tracebackhide__`, so pytest shows the property's call and the 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -22,6 +27,7 @@ from verifier.model import stages
 from verifier.model.config import ModelConfig
 from verifier.model.stages import stage_shapes
 from verifier.model.weights import LazyWeights, WeightMap
+from verifier.plugin import isolation
 from verifier.plugin.interface import (
     CAPABILITIES,
     METHOD,
@@ -48,6 +54,9 @@ RULES = {
     "trace-returns-dict": "trace(tokens) returns a dict of stage name -> array",
     "trace-stages": "trace(tokens [T]) names its stages as verifier.model.stages does",
     "greedy-tokens": "greedy(prompt, n_new) returns n_new token ids in [0, V)",
+    "inputs-unchanged": "the model does not write to the arrays it is given (tokens, attention_mask, prompt)",
+    "keeps-the-process": "the model does not end the process (sys.exit, exit(), os._exit) in a call",
+    "returns-in-time": "each call (the factory, or a method) returns within its deadline (--call-timeout)",
     "deterministic": "the same input gives the same output, also after other calls",
     "cache-reusable": "decode(tokens, cache) leaves `cache` usable: decoding from it again gives the same result",
     "precision": "a declared precision names a class of verifier.analysis.precision",
@@ -86,10 +95,20 @@ class CheckedModel:
     "last_logits" model the last one ([..., 1, V]).
     """
 
-    def __init__(self, model: Any, name: str, config: ModelConfig, factory: Any = None) -> None:
+    def __init__(
+        self,
+        model: Any,
+        name: str,
+        config: ModelConfig,
+        factory: Any = None,
+        context: isolation.Context | None = None,
+        deadline_s: float | None = None,
+    ) -> None:
         self.model = model
         self.name = name
         self.config = config
+        self.context = context or isolation.Context()  # the process-wide state the model runs in
+        self.deadline_s = deadline_s or isolation.call_timeout()
         self.capabilities = capabilities(model)
         self._check_declared()
         self.every_position = "last_logits" not in self.capabilities
@@ -171,27 +190,42 @@ class CheckedModel:
         return f"; {change}, declare it on the model: capabilities = {{{', '.join(map(repr, suggested))}}}"
 
     def _call(self, method: str, call: str, *args: Any, **kwargs: Any) -> Any:
+        """The model's `method` on copies of the arrays among `args` and `kwargs`, guarded; a write to a copy
+        breaks `inputs-unchanged`."""
         __tracebackhide__ = True
-        try:
-            return getattr(self.model, method)(*args, **kwargs)
-        except Unsupported:  # an input the model declares it cannot take (e.g. a prompt it cannot encode)
-            raise
-        except Exception as e:
-            hint = ""
-            if args and np.ndim(args[0]) == 2 and self.batched:
-                hint = self._declare("if the model takes one sequence at a time", "unbatched")
-            raise ContractViolation(self.name, "no-exception", call, f"raised {type(e).__name__}: {e}{hint}") from e
+        handed = [*args, *kwargs.values()]
+        copies = [np.array(value) if isinstance(value, np.ndarray) else value for value in handed]
+        hint = ""
+        if args and np.ndim(args[0]) == 2 and self.batched:
+            hint = self._declare("if the model takes one sequence at a time", "unbatched")
+        out = guarded_call(
+            self.name, call, self.context, self.deadline_s, lambda: getattr(self.model, method)(
+                *copies[: len(args)], **dict(zip(kwargs, copies[len(args) :], strict=True))
+            ), hint=hint,
+        )  # fmt: skip
+        names = [*(["tokens" if method != "greedy" else "prompt"] if args else []), *kwargs]
+        for name, value, copy in zip(names, handed, copies, strict=False):
+            if isinstance(value, np.ndarray) and not np.array_equal(value, copy):
+                changed = np.argwhere(value != copy)[0].tolist() if value.shape == copy.shape else "its shape"
+                raise ContractViolation(
+                    self.name, "inputs-unchanged", call,
+                    f"it wrote to its {name} (first change at {changed}): the suite hands over a copy, but a caller "
+                    "of the model would see its own array changed",
+                )  # fmt: skip
+        return out
 
     def _as_array(self, value: Any, rule: str, call: str, what: str) -> np.ndarray:
+        """A copy of what the model returned, as an array: a buffer the model reuses (or a view of an
+        engine's memory) cannot change it later."""
         __tracebackhide__ = True
         if isinstance(value, np.ndarray):
-            return value
+            return value.copy()
         if not hasattr(value, "__array__"):
             raise ContractViolation(
                 self.name, rule, call, f"{what} came back as type {type(value).__name__}, not an array"
             )
         try:
-            return np.asarray(value)
+            return np.asarray(value).copy()  # a view of a tensor or an engine's buffer, until copied
         except Exception as e:  # e.g. a torch tensor that requires grad or lives on a GPU
             raise ContractViolation(
                 self.name, rule, call, f"{what} came back as type {type(value).__name__}, which NumPy cannot read: {e}"
@@ -343,12 +377,56 @@ def build_checked(spec: ModelSpec, config: ModelConfig, weights: WeightMap) -> C
         copy: WeightMap = weights.map(lambda name, w: np.array(w, dtype=np.float32))
     else:
         copy = {name: np.array(w, dtype=np.float32) for name, w in weights.items()}
-    try:
-        model = spec.factory(config, copy)  # type: ignore[arg-type]  # a mapping where the checkpoint is mapped
-    except Unsupported:
-        raise
-    except Exception as e:
-        raise ContractViolation(spec.name, "factory", call, f"raised {type(e).__name__}: {e}") from e
+    context = isolation.Context(spec.imported)
+    # A program's runs have their own timeout (--timeout), which the call's deadline must not cut short.
+    deadline = isolation.call_timeout()
+    program_timeout = getattr(spec.factory, "timeout_s", None)
+    if isinstance(program_timeout, float):
+        deadline = max(deadline, program_timeout + isolation.GRACE_S)
+    factory = spec.factory
+
+    def build() -> Any:
+        return factory(config, copy)  # type: ignore[arg-type]  # a mapping where the checkpoint is mapped
+
+    model = guarded_call(spec.name, call, context, deadline, build, rule="factory")
     if model is None or not any(callable(getattr(model, m, None)) for m in ("logits", "greedy")):
         raise ContractViolation(spec.name, "has-logits", call, f"returned {type(model).__name__} without logits()")
-    return CheckedModel(model, spec.name, config, spec.factory)
+    return CheckedModel(model, spec.name, config, spec.factory, context, deadline)
+
+
+# The models (by name) a call of which missed its deadline in this process: they are not called again.
+_HUNG: dict[str, str] = {}
+
+
+def guarded_call(
+    name: str,
+    call: str,
+    context: isolation.Context,
+    deadline_s: float,
+    run: Callable[[], Any],
+    *,
+    rule: str = "no-exception",
+    hint: str = "",
+) -> Any:
+    """`run()`, a call into model `name`, under `isolation.guarded`; `Unsupported` passes through, and an exception
+    (its message followed by `hint`), an exit or a missed deadline is a ContractViolation of `rule`,
+    `keeps-the-process` or `returns-in-time`."""
+    __tracebackhide__ = True
+    if name in _HUNG:  # waiting a deadline again, for each example Hypothesis shrinks, would take hours
+        raise ContractViolation(
+            name, "returns-in-time", call, f"not called: an earlier call did not return ({_HUNG[name]})"
+        )
+    try:
+        with isolation.guarded(context, deadline_s):
+            return run()
+    except Unsupported:  # an input the model declares it cannot take (e.g. a prompt it cannot encode)
+        raise
+    except isolation.ModelExited as e:
+        raise ContractViolation(name, "keeps-the-process", call, f"called {e.how}") from None
+    except isolation.CallTimedOut as e:
+        _HUNG[name] = f"{call} did not return within {e.seconds:g} s"
+        raise ContractViolation(
+            name, "returns-in-time", call, f"did not return within {e.seconds:g} s (interrupted; --call-timeout)"
+        ) from None
+    except Exception as e:
+        raise ContractViolation(name, rule, call, f"raised {type(e).__name__}: {e}{hint}") from e

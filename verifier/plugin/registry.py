@@ -30,7 +30,9 @@ from importlib import metadata
 from pathlib import PureWindowsPath
 from typing import Any
 
+from verifier.messages import BoundedMessage
 from verifier.model.config import FAMILIES
+from verifier.plugin import isolation
 from verifier.plugin.interface import Constraints, Deviation, Factory, declared_constraints, declared_deviations
 
 ENV_VAR = "VERIFIER_MODEL"
@@ -38,7 +40,7 @@ ENTRY_POINT_GROUP = "verifier.models"
 NOT_SELECTED = "not selected"  # how a family outside `NAME@FAMILY` is refused, in probes and reports
 
 
-class PluginError(ValueError):
+class PluginError(BoundedMessage, ValueError):
     """A model spec that cannot be turned into a factory; the message says which and why."""
 
 
@@ -54,6 +56,8 @@ class ModelSpec:
     default: bool = True
     unavailable: str = field(default="", repr=False)
     family: str | None = None
+    # The process-wide state importing its module changed (`isolation.imported`): its factory starts from it.
+    imported: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         try:
@@ -142,7 +146,7 @@ def load_spec(text: str, *, origin: str = "--model") -> ModelSpec:
     if any(c in module_name for c in "/\\"):  # no module path has them
         raise _file_path(text, module_name, attr, origin)
     try:
-        module = importlib.import_module(module_name)
+        module, imported = isolation.imported(lambda: importlib.import_module(module_name))
     except ModuleNotFoundError as e:
         if module_name.endswith(".py"):  # a file name, unless a package `x` holds a module `py`
             raise _file_path(text, module_name, attr, origin) from e
@@ -160,7 +164,7 @@ def load_spec(text: str, *, origin: str = "--model") -> ModelSpec:
             raise PluginError(f"{origin} {text!r}: module {module_name!r} has no attribute {attr!r}") from None
     if not callable(factory):
         raise PluginError(f"{origin} {text!r}: {attr!r} is of type {type(factory).__name__}, not a callable factory")
-    return ModelSpec(text, factory, origin)
+    return ModelSpec(text, factory, origin, imported=imported)
 
 
 def _file_path(text: str, module_name: str, attr: str, origin: str) -> PluginError:
@@ -188,7 +192,7 @@ def entry_point_specs(entry_points: Iterable[metadata.EntryPoint] | None = None)
     specs = []
     for ep in installed_entry_points() if entry_points is None else entry_points:
         try:
-            factory = ep.load()
+            factory, imported = isolation.imported(ep.load)
         except Exception as e:  # an installed package may fail in any way while importing
             raise PluginError(
                 f"entry point {ep.name!r} = {ep.value!r} in group {ENTRY_POINT_GROUP!r}: cannot load: "
@@ -199,7 +203,7 @@ def entry_point_specs(entry_points: Iterable[metadata.EntryPoint] | None = None)
                 f"entry point {ep.name!r} = {ep.value!r} in group {ENTRY_POINT_GROUP!r}: "
                 f"{type(factory).__name__} is not a callable factory"
             )
-        specs.append(ModelSpec(ep.name, factory, f"entry point {ep.value}"))
+        specs.append(ModelSpec(ep.name, factory, f"entry point {ep.value}", imported=imported))
     return specs
 
 

@@ -12,11 +12,24 @@ terminal of `verifier check`, whose pytest output goes to a log file).
 With --verifier-results it also keeps a journal beside PATH (`journal_path`): the header, each test
 as it starts and each result as it changes, one JSON line each, written as they happen. When
 pytest dies of a signal (a native engine's segfault or abort in a model's forward kills the process
-running it) and writes no report, `verifier check` makes the report from it (`recover`): the test
-that was running fails, naming the signal, the property and the model. Under pytest-xdist the
-controller survives a crashed worker and reports its test as failed, naming the signal too. It
-also turns SIGTERM into pytest's KeyboardInterrupt, so that SIGTERM stops the run as Ctrl-C does,
-and the report says which it was (`Report.stop`).
+running it), or its process ends with an exit status in the middle of a test (a native engine's
+exit(), which no Python code sees), and writes no report, `verifier check` makes the report from it
+(`recover`): the test that was running fails, naming the signal or the exit status, the property
+and the model. Under pytest-xdist the controller survives a crashed worker and reports its test as
+failed, naming the signal or exit status too. It also turns SIGTERM into pytest's KeyboardInterrupt,
+so that SIGTERM stops the run as Ctrl-C does, and the report says which it was (`Report.stop`);
+pytest's own stops, which it ends with Ctrl-C's exit status (a suite file that fails to import:
+"Interrupted: 1 error during collection"), are named as they are.
+
+A journal or report it cannot write (a full file system) stops the run at once with one line; under
+`verifier check`, which reserved room for it before the run (`reserve_note`), the line goes into a
+note (`unwritable`), for a file system too full to take pytest's log.
+
+Under plain pytest, a C-level exit() or _exit() in the middle of a test ends pytest with that status
+(0: a CI job passes), and nothing in this process can see it: no Python code runs after it, and a
+handler registered with the C library (on_exit) would run after every normal end too, when Python
+is gone (the process then dies of SIGSEGV). `verifier check` sees it from outside (`recover`), as
+pytest-xdist's controller sees a worker end (`pytest -n 1`).
 
 A failure's message is kept without what Hypothesis adds that a user cannot act on (the repr of the
 failing example's arguments, how many other examples failed, `@reproduce_failure` blobs): the
@@ -39,15 +52,16 @@ from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from types import FrameType
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 import pytest
 
+from verifier.formats.fileio import atomic_write
 from verifier.plugin import checkpoint, registry
 from verifier.plugin.probes import probe as probe_model
 from verifier.plugin.registry import PluginError
 from verifier.report import render
-from verifier.report.output import write_atomic
+from verifier.report.output import problem
 from verifier.report.results import (
     BEHAVES_LIKE,
     CONTRACT_RULE,
@@ -92,6 +106,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 PLUGIN_NAME = "verifier-results-collector"
 _UNFINISHED = "the test did not finish"
+COLLECTION_FAILED = "collection failed"  # a suite file's result that failed to load (import, syntax)
+NOTE_BYTES = 4096  # the room a note is given: a line, and a block of any file system
 
 
 def register(config: pytest.Config) -> Collector | None:
@@ -119,8 +135,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     collector = config.pluginmanager.get_plugin(PLUGIN_NAME)
-    if collector is not None and collector.journal is not None:
-        collector.journal.close()
+    if collector is not None and collector.path is not None:
+        collector.close_journal()
         if collector.previous_sigterm is not None:  # None: a handler not set from Python
             signal.signal(signal.SIGTERM, collector.previous_sigterm)
 
@@ -128,6 +144,30 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def journal_path(results: Path) -> Path:
     """The journal of a run that writes its report to `results`: `results.jsonl` beside it."""
     return results.with_suffix(".jsonl")
+
+
+def note_path(results: Path) -> Path:
+    """Where the collector of a run that writes its report to `results` says why it could not."""
+    return results.with_suffix(".note")
+
+
+def reserve_note(results: Path) -> None:
+    """Give the collector of a run room for its note before the run (`verifier check`): zeros, which the
+    note replaces in place of them. OSError when there is no room, before a run that could write no report."""
+    with note_path(results).open("wb") as note:
+        note.write(bytes(NOTE_BYTES))
+        note.flush()
+        os.fsync(note.fileno())  # the blocks allocated now, where a file system allocates them on writing
+
+
+def unwritable(results: Path) -> str | None:
+    """The collector's note: why it could not write its journal or report (`no space left on device`),
+    or None when it could, or left no note."""
+    try:
+        note = note_path(results).read_bytes().strip(b"\0").decode(errors="replace").strip()
+    except OSError:
+        return None
+    return note or None
 
 
 def signal_name(signum: int) -> str:
@@ -138,11 +178,19 @@ def signal_name(signum: int) -> str:
         return f"signal {signum}"
 
 
-def crashed(process: str, signum: int, prop: str, model: str | None) -> str:
-    """A crash's failure message: what died of which signal while running which property on which model."""
-    described = f" ({signal.strsignal(signum)})" if signal.strsignal(signum) else ""
+def stop_name(status: int) -> str:
+    """How a process ended, from its status as `subprocess` gives it: `SIGSEGV` (-11), `exit status 3`."""
+    return signal_name(-status) if status < 0 else f"exit status {status}"
+
+
+def crashed(process: str, status: int, prop: str, model: str | None, who: str = "the test") -> str:
+    """A crash's failure message: what ended with which status (negative: died of that signal; else an
+    exit, which `who` called) while running which property on which model."""
     on = f" on {model}" if model else ""
-    return f"crashed: {process} died of {signal_name(signum)}{described} while running {prop}{on}"
+    if status >= 0:
+        return f"crashed: {who} ended {process} (exit status {status}) while running {prop}{on}"
+    described = f" ({signal.strsignal(-status)})" if signal.strsignal(-status) else ""
+    return f"crashed: {process} died of {signal_name(-status)}{described} while running {prop}{on}"
 
 
 def _model_of(nodeid: str, models: list[str]) -> str | None:
@@ -150,10 +198,27 @@ def _model_of(nodeid: str, models: list[str]) -> str | None:
     return next((m for m in models if property_name(nodeid, m) != property_name(nodeid, None)), None)
 
 
-def recover(results: Path, status: int) -> Report | None:
-    """The report of a run whose pytest died of signal -`status` before it wrote `results`, made from
-    its journal: the results so far, the test it was running a failure naming the signal; the run
-    stopped by it (nothing conforms). None when pytest died before its session started."""
+def hung_call(directory: Path) -> str | None:
+    """Where a call into a model was when the process was ended for not coming back from it past its deadline
+    (the traceback `verifier.plugin.isolation`'s backstop wrote into `directory`): its innermost frame of the
+    model's thread, or None when no process was ended so."""
+    for path in sorted(directory.glob("hung-*.txt")):
+        text = path.read_text(errors="replace")
+        if not text.startswith("Timeout ("):  # armed, never fired
+            continue
+        frames = [line.strip() for line in text.splitlines() if line.strip().startswith('File "')]
+        ours = ("verifier/plugin/isolation.py", "threading.py")
+        where = next((frame for frame in frames if not any(name in frame for name in ours)), "an unknown place")
+        return where[:300]
+    return None
+
+
+def recover(results: Path, status: int, hung: str | None = None) -> Report | None:
+    """The report of a run whose pytest died of signal -`status`, or exited with `status` in the middle
+    of a test, before it wrote `results`, made from its journal: the results so far, the test it was
+    running a failure naming the signal or the exit status (or, with `hung`, the call that never came
+    back, `hung_call`); the run stopped by it (nothing conforms). None when pytest died before its
+    session started, or exited in none of its tests (its log says why)."""
     journal = journal_path(results)
     header: dict[str, Any] | None = None
     probed: list[str] = []  # the models built on the probe configs for the header, in order
@@ -176,16 +241,26 @@ def recover(results: Path, status: int) -> Report | None:
                 running.pop(record["result"]["nodeid"], None)
     if header is None:
         return _probe_crash(probed, status) if probed else None
+    if status >= 0 and not running:
+        return None
     models = [card["name"] for card in header["models"]]
+    process = "pytest" if status < 0 else "the process"
     for nodeid in running:
         model = _model_of(nodeid, models)
         fields = found.get(nodeid) or dataclasses.asdict(Result(property_name(nodeid, model), model, "", nodeid=nodeid))
-        detail = crashed("pytest", -status, fields["property"], fields["model"]) + "; the tests after it did not run"
+        detail = crashed(process, status, fields["property"], fields["model"]) + "; the tests after it did not run"
+        if hung is not None:
+            detail = (
+                f"{HUNG}: past its deadline (--call-timeout) it did not give way to the interruption, so the "
+                f"process was ended (exit status {status}) while running {fields['property']} on {fields['model']}; "
+                f"it was at {hung}; the tests after it did not run"
+            )
         found[nodeid] = {**fields, "outcome": "fail", "detail": detail}
-    stop = signal_name(-status)
-    return Report.from_dict({"header": header, "results": list(found.values()), "exit_status": status, "stop": stop})
+    so_far = list(found.values())
+    return Report.from_dict({"header": header, "results": so_far, "exit_status": status, "stop": stop_name(status)})
 
 
+HUNG = "a call into the model did not return"  # what a run ended by the backstop of isolation says
 PROBE = "(building the model on the probe configs)"  # the row of a model that crashed the run's header
 
 
@@ -193,13 +268,18 @@ def _probe_crash(probed: list[str], status: int) -> Report:
     """The report of a run whose pytest died while the header built the last of `probed` on the probe
     configs, before any test: that model fails (its crash); the ones before it are untested."""
     *before, model = probed
-    detail = crashed("pytest", -status, PROBE, model) + "; no test ran"
+    detail = crashed("pytest" if status < 0 else "the process", status, PROBE, model, who="the model")
     cards = [ModelCard(name, "?", {"probe": "built; no test ran"}) for name in before]
-    cards.append(ModelCard(model, "?", {"probe": f"crashed ({signal_name(-status)})"}))
+    cards.append(ModelCard(model, "?", {"probe": f"crashed ({stop_name(status)})"}))
     created = datetime.now(UTC).isoformat(timespec="seconds")
     header = Header(cards, versions={}, hypothesis_profile="?", hypothesis_settings={}, suite="?", created=created)
-    result = Result(PROBE, model, "fail", detail=detail)
-    return Report(header, [result], status, stop=signal_name(-status))
+    result = Result(PROBE, model, "fail", detail=detail + "; no test ran")
+    return Report(header, [result], status, stop=stop_name(status))
+
+
+def failed_to_load(results: list[Result]) -> list[Result]:
+    """The results of the suite's files that failed to load (an import error, a syntax error)."""
+    return [r for r in results if r.model is None and r.detail.startswith(f"{COLLECTION_FAILED}: ")]
 
 
 def property_name(nodeid: str, model: str | None) -> str:
@@ -227,7 +307,10 @@ def _message(report: pytest.CollectReport | pytest.TestReport) -> str:
     if crash is not None:
         return str(crash.message)
     lines = str(longrepr or "").strip().splitlines()
-    return lines[-1] if lines else ""
+    return _ERROR_MARK.sub("", lines[-1]) if lines else ""
+
+
+_ERROR_MARK = re.compile(r"^E +")  # pytest's mark of an exception's lines: "E   SyntaxError: expected ':'"
 
 
 # What Hypothesis adds to a failure's message. Blocks that open with one of these and end in "(" run
@@ -326,14 +409,46 @@ class Collector:
         self.previous_sigterm: Any = None
         self.stop = CTRL_C  # what interrupted the run, if something does
         self.workers_down: dict[str, int] = {}  # pytest-xdist's crashed workers -> their exit status
+        self.unwritable = False  # a journal or report write failed: nothing more is written
 
     def sigterm(self, signum: int, frame: FrameType | None) -> None:
         self.stop = "SIGTERM"
         raise KeyboardInterrupt  # pytest stops as on Ctrl-C: the test it is in ends, the results are written
 
     def _record(self, record: dict[str, Any]) -> None:
-        if self.journal is not None:
+        if self.journal is None or self.path is None:
+            return
+        try:
             self.journal.write(json.dumps(finite(record)) + "\n")
+        except OSError as e:
+            self._cannot_write(journal_path(self.path), e)
+
+    def close_journal(self) -> None:
+        """Close the journal; one that cannot take its last line (a full file system) is closed anyway."""
+        if self.journal is not None:
+            with contextlib.suppress(OSError):  # said when the line failed (`_cannot_write`)
+                self.journal.close()
+            self.journal = None
+
+    def _cannot_write(self, path: Path, error: OSError) -> NoReturn:
+        """Stop the run at once: its journal or report cannot be written (a full file system, a quota),
+        and a run whose report cannot be written is not worth running on. The reason goes into the
+        note `verifier check` reserved (`reserve_note`), replacing its zeros: pytest's log, on the same
+        file system, may not take it."""
+        self.unwritable = True
+        self.close_journal()
+        if self.path is not None and note_path(self.path).exists():
+            with contextlib.suppress(OSError):
+                note_path(self.path).write_text(problem(error))
+        pytest.exit(f"{problem(error)} writing {path}", returncode=pytest.ExitCode.INTERNAL_ERROR)
+
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        """Name pytest's own stops, which it ends with Ctrl-C's exit status too: a collection error or
+        --stepwise (pytest.Session.Interrupted), pytest.exit()."""
+        if isinstance(excinfo.value, pytest.Session.Interrupted):
+            self.stop = str(excinfo.value)  # "1 error during collection"
+        elif isinstance(excinfo.value, pytest.exit.Exception):
+            self.stop = f"pytest.exit({excinfo.value.msg!r})"
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         if self.journal is not None:  # the header first, for a report of a run pytest does not live to end
@@ -372,7 +487,7 @@ class Collector:
         if report.failed:
             detail, case = split_message(_message(report))
             self.results[report.nodeid] = Result(
-                report.nodeid, None, "error", f"collection failed: {detail}", nodeid=report.nodeid, case=case
+                report.nodeid, None, "error", f"{COLLECTION_FAILED}: {detail}", nodeid=report.nodeid, case=case
             )
             self._record({"result": dataclasses.asdict(self.results[report.nodeid]), "done": True})
             if self.progress is not None:
@@ -435,21 +550,21 @@ class Collector:
         node = getattr(report, "node", None)
         worker = getattr(getattr(node, "gateway", None), "id", None)
         status = self.workers_down.get(str(worker))
-        if worker is None or status is None or status >= 0:
+        if worker is None or status is None:
             return f"crashed: {_message(report)}"  # "worker 'gw0' crashed while running '...'"
-        return crashed(f"pytest-xdist's worker {worker}", -status, result.property, result.model)
+        return crashed(f"pytest-xdist's worker {worker}", status, result.property, result.model)
 
     def report(self, exitstatus: int) -> Report:
         """The run's report (made once: the header probes every model)."""
         if self._report is None:
             results = sorted(self.results.values(), key=lambda r: self.order.get(r.nodeid, -1))
-            if exitstatus == INTERRUPTED:  # stopped by the user: neither a pass nor a failure (nothing conforms)
+            stop = self.stop if exitstatus == INTERRUPTED else ""
+            self._report = Report(self._header or header(self.config), results, int(exitstatus), stop)
+            if stop:  # stopped: the test that ran is neither a pass nor a failure (nothing conforms)
                 for result in results:
                     if result.outcome == "error" and result.detail == _UNFINISHED:
                         result.outcome = "skip"
-                        result.detail = f"the run was interrupted ({self.stop}) while this test ran"
-            stop = self.stop if exitstatus == INTERRUPTED else ""
-            self._report = Report(self._header or header(self.config), results, int(exitstatus), stop)
+                        result.detail = f"the run was {self._report.stopped} while this test ran"
         return self._report
 
     def _tested_models(self) -> bool:
@@ -464,8 +579,14 @@ class Collector:
         if self._tested_models():
             self._add_junit_properties(self.report(exitstatus))
         yield
-        if self.path is not None:
-            write_atomic(self.path, self.report(exitstatus).to_json().encode())
+        if self.path is not None and not self.unwritable:
+            data = self.report(exitstatus).to_json().encode()
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                with atomic_write(self.path) as handle:  # all or nothing
+                    handle.write(data)
+            except OSError as e:
+                self._cannot_write(self.path, e)
 
     def _add_junit_properties(self, report: Report) -> None:
         junit = next((p for p in self.config.pluginmanager.get_plugins() if hasattr(p, "add_global_property")), None)

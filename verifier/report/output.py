@@ -26,6 +26,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from verifier.formats.fileio import atomic_write
+from verifier.messages import BoundedMessage
 from verifier.report import html, plot, render
 from verifier.report.results import Report, Result
 
@@ -39,8 +40,20 @@ SET = (MARKDOWN, JSON, HTML, LOG, PLOTS, "stage-errors_*.png")
 STAGING = ".verifier-run-"  # the prefix of a run's staging folder inside the reports folder
 
 
-class ReportError(ValueError):
+class ReportError(BoundedMessage, ValueError):
     """A reports directory that cannot hold the reports; the message names it and why."""
+
+
+def problem(error: OSError) -> str:
+    """What the system said of a failed write, as a message says it: `no space left on device`."""
+    said = error.strerror or str(error)
+    return said[:1].lower() + said[1:]
+
+
+def cannot_write(error: OSError, what: str | Path) -> ReportError:
+    """The one-line error of a write the system refused: `no space left on device writing
+    reports/conformance.json` (a full disk, a quota, a file system mounted read-only)."""
+    return ReportError(f"{problem(error)} writing {what}")
 
 
 def check_directory(directory: Path) -> None:
@@ -100,19 +113,20 @@ def publish(paths: Sequence[Path], directory: Path) -> list[Path]:
         try:
             os.replace(path, target)
         except OSError as e:
-            raise ReportError(f"{target}: cannot write the report: {e.strerror or e}") from None
+            raise cannot_write(e, target) from None
         published.append(target)
     return published
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write `data` to `path` all or nothing (`verifier.formats.fileio.atomic_write`), making its directory."""
+def write_atomic(path: Path, data: bytes, shown: Path | None = None) -> None:
+    """Write `data` to `path` all or nothing (`verifier.formats.fileio.atomic_write`), making its directory;
+    an error names `shown` (where a staged file will be published) or else `path`."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with atomic_write(path) as handle:
             handle.write(data)
     except OSError as e:
-        raise ReportError(f"{path}: cannot write the report: {e.strerror or e}") from None
+        raise cannot_write(e, shown or path) from None
 
 
 def plot_path(directory: Path, result: Result) -> Path:
@@ -121,9 +135,12 @@ def plot_path(directory: Path, result: Result) -> Path:
     return directory / (re.sub(r"[^A-Za-z0-9._-]+", "-", stem).strip("-") + ".svg")
 
 
-def write_reports(report: Report, directory: Path, *, plots: bool = False) -> list[Path]:
+def write_reports(
+    report: Report, directory: Path, *, plots: bool = False, published_to: Path | None = None
+) -> list[Path]:
     """Write conformance.md, conformance.json, conformance.html (self-contained, its plots inline)
-    and, if `plots`, one SVG per localized failure that recorded its stage errors. Returns the paths written."""
+    and, if `plots`, one SVG per localized failure that recorded its stage errors. Returns the paths written.
+    An error names the file in `published_to`, where `directory` (a staging folder) will be published."""
     drawn: dict[int, str] = {}  # each plot drawn once for the page and its file
 
     def svg(result: Result) -> str:
@@ -131,14 +148,17 @@ def write_reports(report: Report, directory: Path, *, plots: bool = False) -> li
             drawn[id(result)] = plot.stage_errors_svg(result)
         return drawn[id(result)]
 
+    def write(path: Path, text: str) -> None:
+        write_atomic(path, text.encode(), published_to / path.name if published_to is not None else None)
+
     written = [directory / MARKDOWN, directory / JSON, directory / HTML]
-    write_atomic(written[0], render.markdown(report).encode())
-    write_atomic(written[1], report.to_json().encode())
-    write_atomic(written[2], html.html(report, svg).encode())
+    write(written[0], render.markdown(report))
+    write(written[1], report.to_json())
+    write(written[2], html.html(report, svg))
     if plots:
         for result in report.failures:
             if result.stage_errors:
                 path = plot_path(directory, result)
-                write_atomic(path, svg(result).encode())
+                write(path, svg(result))
                 written.append(path)
     return written

@@ -29,8 +29,9 @@ A model **conforms** when none of its tests failed and at least one of its prope
 suite turns a property that ran no example or compared nothing into a skip, so a pass means the
 property checked the model. A model with no failure and no pass is **untested**; a run conforms
 only when every model under test conforms and no model-independent test failed. A run stopped
-before it finished (Ctrl-C, SIGTERM, or pytest killed by a signal: a crash) conforms in nothing:
-each model that would is untested.
+before it finished (Ctrl-C, SIGTERM, pytest killed by a signal or its process ended by an exit in
+the middle of a test: a crash, or pytest's own stop) conforms in nothing: each model that would is
+untested.
 
 Non-finite numbers (an infinite error ratio) are written to JSON as the strings "inf" and "nan",
 so the file stays standard JSON.
@@ -61,9 +62,11 @@ NEAR_TIES = "near_ties"
 DEVIATION_NOT_SEEN = "deviation_not_seen"  # a declared deviation's reasons, where it did not happen
 NOT_SEEN = "the declared deviation did not happen"
 
-# pytest's exit status for a run stopped by Ctrl-C (pytest.ExitCode.INTERRUPTED).
+# pytest's exit status for a run stopped by Ctrl-C (pytest.ExitCode.INTERRUPTED), and by pytest itself:
+# collection errors ("Interrupted: 1 error during collection"), pytest.exit(), --stepwise.
 INTERRUPTED = 2
 CTRL_C = "Ctrl-C"  # `Report.stop` of an interrupted run, unless SIGTERM stopped it
+USER_STOPS = (CTRL_C, "SIGTERM")  # the stops that are the user's: an interrupted run (exit status 130)
 
 # Outcomes, in the order a summary lists them; the first two fail a run.
 FAILING = ("fail", "error")
@@ -144,7 +147,9 @@ class Header:
 class Report:
     """A whole run: the header, the results in run order, pytest's exit status (negative: pytest was
     killed by that signal, a crash), and what stopped the run before its end: `Ctrl-C` or `SIGTERM`
-    (interrupted), the signal pytest died of (`SIGSEGV`), or "" when it ran to its end."""
+    (interrupted), the signal pytest died of (`SIGSEGV`), `exit status N` (the process ended in the
+    middle of a test: a model's native code called exit()), pytest's own reason (`1 error during
+    collection`, `pytest.exit('...')`), or "" when it ran to its end."""
 
     header: Header
     results: list[Result] = field(default_factory=list)
@@ -219,16 +224,20 @@ class Report:
 
     @property
     def interrupted(self) -> bool:
-        """Whether the run was stopped (Ctrl-C, SIGTERM) before it finished: then nothing conforms."""
-        return self.exit_status == INTERRUPTED
+        """Whether the user stopped the run (Ctrl-C, SIGTERM) before it finished: then nothing conforms.
+        pytest's exit status alone does not say: pytest stops on a collection error with Ctrl-C's."""
+        return self.exit_status == INTERRUPTED and self.stop in ("", *USER_STOPS)  # "": a report of before `stop`
 
     @property
     def stopped(self) -> str:
         """How the run stopped before its end, "" if it did not: `interrupted (SIGTERM)`, `stopped by
-        SIGSEGV` (pytest died of it); then nothing conforms."""
+        SIGSEGV` (pytest died of it), `stopped by exit status 0`, `stopped by 1 error during collection`;
+        then nothing conforms."""
         if self.interrupted:
             return f"interrupted ({self.stop or CTRL_C})"
-        return f"stopped by {self.stop or f'signal {-self.exit_status}'}" if self.exit_status < 0 else ""
+        if self.stop:
+            return f"stopped by {self.stop}"
+        return f"stopped by signal {-self.exit_status}" if self.exit_status < 0 else ""
 
     @property
     def failures(self) -> list[Result]:

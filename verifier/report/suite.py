@@ -16,14 +16,17 @@ import contextlib
 import importlib.util
 import itertools
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
 import verifier.properties
+from verifier.plugin import isolation, processes
 
 SUITE_ENV_VAR = "VERIFIER_SUITE"
 OWN_CONFIG = Path(__file__).resolve().with_name("pytest.ini")
@@ -38,7 +41,35 @@ STOPS = (signal.SIGINT, signal.SIGTERM)
 # A process rather than prctl(PR_SET_PDEATHSIG) in pytest: PDEATHSIG is Linux's only and signals pytest
 # alone (its workers and the model's processes would run on), and rather than a thread in pytest: a
 # native engine holding Python's lock (the GIL) would keep a thread from acting.
-_WATCHDOG = "import os, signal, sys; sys.stdin.buffer.read(); os.killpg(os.getpgrp(), signal.SIGKILL)"
+# It also removes the run's private temporary folder (its argument), which no handler of a SIGKILLed run
+# would: a child of it, in a session of its own from the start (so that the kill spares it), waits for the
+# same end of input, then for the group's processes to end, then removes the folder.
+_WATCHDOG = """
+import os, shutil, signal, sys, time
+group = os.getpgrp()
+def running():  # a process of the group that has not ended (a zombie has: it waits for init to reap it)
+    if not os.path.isdir("/proc"):
+        return time.monotonic() < start + 1
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                state, _, pgrp = f.read().rsplit(")", 1)[1].split()[:3]
+        except (OSError, ValueError):
+            continue
+        if int(pgrp) == group and state != "Z":
+            return True
+    return False
+if os.fork() == 0:
+    os.setsid()
+    sys.stdin.buffer.read()
+    start = time.monotonic()
+    while running() and time.monotonic() < start + 30:
+        time.sleep(0.05)
+    shutil.rmtree(sys.argv[1], ignore_errors=True)
+    os._exit(0)
+sys.stdin.buffer.read()
+os.killpg(group, signal.SIGKILL)
+"""
 
 
 class SuiteNotFound(ValueError):
@@ -129,9 +160,10 @@ def _turned_off(plugin: str, pytest_args: Sequence[str]) -> bool:
     return f"no:{plugin}" in given
 
 
-def run(command: Sequence[str], log: Path | None = None) -> int:
+def run(command: Sequence[str], log: Path | None = None, hang_dir: Path | None = None) -> int:
     """Run pytest in the current directory, so the user's modules import as they do for plain pytest,
-    without the variables of `IGNORED_ENV`.
+    without the variables of `IGNORED_ENV`. With `hang_dir`, a process ended because a call into a model
+    never came back leaves its traceback there (`isolation.HANG_DIR_ENV`, read by `collect.hung_call`).
 
     With `log`, pytest's whole output goes to that file, and the results collector writes its short
     progress to this process's standard output (a descriptor passed down as --verifier-progress-fd).
@@ -142,10 +174,18 @@ def run(command: Sequence[str], log: Path | None = None) -> int:
     none can leave it running unwatched. SIGTERM counts as a Ctrl-C (`STOPS`): it is passed on as
     SIGTERM, which the results collector turns into pytest's KeyboardInterrupt, naming it.
 
-    pytest and every process it starts die with this process, even killed (`_WATCHDOG`).
+    pytest and every process it starts die with this process, even killed (`_WATCHDOG`); and when pytest
+    ends, whatever is left of what it started is killed, a process that left its group by `setsid()`
+    included (Linux: this process is their subreaper, `verifier.plugin.processes`), and the private
+    temporary folder it ran with ($TMPDIR) is removed.
     """
     env = {name: value for name, value in os.environ.items() if name not in IGNORED_ENV}
     with contextlib.ExitStack() as stack:
+        private = tempfile.mkdtemp(prefix="verifier-check-")
+        stack.callback(shutil.rmtree, private, ignore_errors=True)
+        env["TMPDIR"] = private  # what the models write there (exported models, quantized files) goes with the run
+        if hang_dir is not None:
+            env[isolation.HANG_DIR_ENV] = str(hang_dir)
         output, progress = None, None
         if log is not None:
             output = stack.enter_context(log.open("wb"))
@@ -153,7 +193,7 @@ def run(command: Sequence[str], log: Path | None = None) -> int:
             if progress is not None:
                 stack.callback(os.close, progress)
                 command = [*command, f"--verifier-progress-fd={progress}"]
-        return _watch(command, env, output, progress)
+        return _watch(command, env, output, progress, private)
 
 
 def _terminal() -> int | None:
@@ -165,13 +205,17 @@ def _terminal() -> int | None:
         return None
 
 
-def _watch(command: Sequence[str], env: dict[str, str], output: IO[bytes] | None, progress: int | None) -> int:
+def _watch(
+    command: Sequence[str], env: dict[str, str], output: IO[bytes] | None, progress: int | None, private: str
+) -> int:
     """Start `command` and wait for it, passing Ctrl-C on as `run` says."""
+    processes.become_subreaper()
+    before = processes.children()
     watched, watching = os.pipe()  # neither end is inherited by pytest (PEP 446)
     try:
         # The watchdog leads the process group pytest joins, from before pytest starts.
         watchdog = subprocess.Popen(
-            [sys.executable, "-I", "-S", "-c", _WATCHDOG],
+            [sys.executable, "-I", "-S", "-c", _WATCHDOG, private],
             stdin=watched,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -183,6 +227,7 @@ def _watch(command: Sequence[str], env: dict[str, str], output: IO[bytes] | None
     finally:
         os.close(watched)
     interrupts: list[int] = []
+    started = [watchdog.pid]
     previous = {stop: signal.signal(stop, lambda signum, frame: interrupts.append(signum)) for stop in STOPS}
     try:
         process = subprocess.Popen(
@@ -193,6 +238,7 @@ def _watch(command: Sequence[str], env: dict[str, str], output: IO[bytes] | None
             stderr=subprocess.STDOUT if output is not None else None,
             pass_fds=() if progress is None else (progress,),
         )
+        started.append(process.pid)
         forwarded = False
         while True:
             try:
@@ -213,5 +259,7 @@ def _watch(command: Sequence[str], env: dict[str, str], output: IO[bytes] | None
     finally:
         os.close(watching)  # pytest is done: the watchdog ends what it left running, and itself
         watchdog.wait()
+        processes.wait_group_gone(watchdog.pid)  # then what left the group is reparented here: killed too
+        processes.kill_trees(processes.strays(before, *started))
         for stop, handler in previous.items():
             signal.signal(stop, handler)

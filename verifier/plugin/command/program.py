@@ -13,10 +13,10 @@ turns that into a contract violation of the call that ran it.
 
 from __future__ import annotations
 
+import io
 import os
 import shlex
 import signal
-import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,9 +25,12 @@ from typing import Any
 import numpy as np
 
 from verifier.analysis.precision import Precision, UnknownPrecision, resolve
+from verifier.formats.errors import CheckpointError
+from verifier.formats.fileio import read_small
 from verifier.formats.llama2c_tokenizer import Tokenizer, write_tokenizer
 from verifier.model.config import ModelConfig
 from verifier.model.weights import CLASSIFIER, EMBEDDING, Weights
+from verifier.plugin import processes
 from verifier.plugin.command.files import FORMATS, is_llama2c, stored_precision, write_model
 from verifier.plugin.command.template import CommandTemplate, CommandTemplateError
 from verifier.plugin.command.text import BOS, RUN_C, TextPrompt, TextRules, code_width, marker_pieces, renaming
@@ -46,6 +49,14 @@ DEFAULT_TIMEOUT_S = 300.0
 # The exit status of a program declining an input it does not run (automake's SKIP): a skip, not a failure.
 UNSUPPORTED_STATUS = 77
 _STDERR_TAIL = 2000
+_REASON_CHARS = 500  # a declining program's reason, as the report shows it
+# What a program may print on stdout, by what it gives: a number in any printed form ("%.17g" takes 24
+# characters, fixed point with many decimals more), a piece of the tokenizer.bin written for it, and
+# room for a banner or timing lines (run.c's "achieved tok/s").
+_NUMBER_BYTES = 64
+_PIECE_BYTES = 64
+_STDOUT_MARGIN = 64 * 1024
+_NPY_HEADER_BYTES = 64 * 1024  # a .npy header is padded to 64 bytes; NumPy reads at most 10,000 of it
 
 
 class CommandFailed(RuntimeError):
@@ -182,28 +193,44 @@ class CommandModel:
         argv[0] = self.command.template.program_path(self.command.directory)  # the program runs in self.dir
         line = shlex.join(argv)
         timeout = self.command.timeout_s
+        limit = self._max_stdout(len(tokens), n_new)
         try:
-            done = subprocess.run(argv, cwd=self.dir, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
-        except subprocess.TimeoutExpired as e:
-            raise CommandFailed(f"`{line}` did not finish in {timeout:g} s; {_tail(e.stderr or b'')}") from None
+            done = processes.run(argv, cwd=self.dir, timeout_s=timeout, max_stdout=limit)
         except OSError as e:
             raise CommandFailed(f"`{line}` could not start: {e}") from None
-        if done.returncode < 0:
+        if done.timed_out:
+            raise CommandFailed(f"`{line}` did not finish in {timeout:g} s; {_tail(done.stderr)}")
+        if done.flooded:
+            raise CommandFailed(
+                f"`{line}` printed more than {limit:,} bytes on stdout, more than {self.command.gives} of "
+                f"{len(tokens)} tokens can take (stopped there); {_tail(done.stderr)}"
+            )
+        assert done.status is not None  # neither stopped for its time nor for its output: it exited
+        if done.status < 0:
             try:
-                name = signal.Signals(-done.returncode).name
+                name = signal.Signals(-done.status).name
             except ValueError:
-                name = f"signal {-done.returncode}"
+                name = f"signal {-done.status}"
             raise CommandFailed(f"`{line}` crashed ({name}); {_tail(done.stderr)}")
-        if done.returncode == UNSUPPORTED_STATUS:
+        if done.status == UNSUPPORTED_STATUS:
             # Its reason, not the command line: the line names this run's files, and the suite keeps one
             # entry per distinct reason.
             lines = done.stderr.decode("utf-8", errors="replace").strip().splitlines()
-            reason = lines[-1].strip() if lines else "it gave no reason on stderr"
+            reason = lines[-1].strip()[:_REASON_CHARS] if lines else "it gave no reason on stderr"
             raise Unsupported(f"{self.command.name} declined the input (exit status {UNSUPPORTED_STATUS}): {reason}")
-        if done.returncode != 0:
-            raise CommandFailed(f"`{line}` exited with status {done.returncode}; {_tail(done.stderr)}")
+        if done.status != 0:
+            raise CommandFailed(f"`{line}` exited with status {done.status}; {_tail(done.stderr)}")
         self._stderr = done.stderr
         return done.stdout, line
+
+    def _max_stdout(self, n_tokens: int, n_new: int) -> int | None:
+        """The most a program may print on stdout for this run, from what it gives (None: stdout is not its
+        output, and only its end is kept): numbers of any printed form, or pieces of the written tokenizer."""
+        V, gives = self.config.vocab_size, self.command.gives
+        if gives == "greedy-text":
+            return (n_tokens + n_new) * _PIECE_BYTES + _STDOUT_MARGIN
+        numbers = {"logits-text": n_tokens * V, "last-logits-text": V, "greedy-ids": n_new}.get(gives)
+        return None if numbers is None else numbers * _NUMBER_BYTES + _STDOUT_MARGIN
 
     def malformed(self, line: str, problem: str) -> CommandFailed:
         """The error for output that is not what `gives` promises."""
@@ -231,14 +258,7 @@ class CommandLogits(CommandModel):
         V = self.config.vocab_size
         shape = (V,) if last else (len(ids), V)
         if self.command.gives.endswith("npy"):
-            if not self.out_path.is_file():
-                raise self.malformed(line, f"it wrote no file {self.out_path}")
-            try:
-                values = np.load(self.out_path, allow_pickle=False)
-            except (ValueError, OSError, EOFError) as e:
-                raise self.malformed(line, f"{self.out_path} is not a .npy array: {e}") from None
-            if not np.issubdtype(values.dtype, np.floating):
-                raise self.malformed(line, f"{self.out_path} holds {values.dtype}, not floating-point numbers")
+            values = self._read_npy(line, [shape, (1, V)] if last else [shape])
         else:
             try:
                 rows = [row.split() for row in stdout.decode().splitlines() if row.strip()]
@@ -250,6 +270,31 @@ class CommandLogits(CommandModel):
         if values.shape != shape:
             raise self.malformed(line, f"expected {list(shape)} values, found {list(values.shape)}")
         return values
+
+    def _read_npy(self, line: str, shapes: list[tuple[int, ...]]) -> np.ndarray:
+        """The array the program wrote to its .npy file, of one of `shapes`: its size is bounded by them before
+        it is read, and its header read before its data (a header may claim any size)."""
+        if not os.path.lexists(self.out_path):
+            raise self.malformed(line, f"it wrote no file {self.out_path}")
+        limit = max(int(np.prod(shape)) for shape in shapes) * np.dtype(np.longdouble).itemsize + _NPY_HEADER_BYTES
+        try:
+            data = io.BytesIO(read_small(self.out_path, "its .npy file", limit))
+        except CheckpointError as e:
+            raise self.malformed(line, str(e)) from None
+        try:
+            version = np.lib.format.read_magic(data)
+            read_header = (
+                np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            )
+            found, _, dtype = read_header(data)
+            if not np.issubdtype(dtype, np.floating):
+                raise self.malformed(line, f"{self.out_path} holds {dtype}, not floating-point numbers")
+            if tuple(found) not in shapes:
+                raise self.malformed(line, f"expected {list(shapes[0])} values, found {list(found)}")
+            data.seek(0)
+            return np.load(data, allow_pickle=False)
+        except (ValueError, OSError, EOFError) as e:
+            raise self.malformed(line, f"{self.out_path} is not a .npy array: {e}") from None
 
 
 class CommandGreedy(CommandModel):
