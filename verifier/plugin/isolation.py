@@ -5,20 +5,24 @@ Every call the suite makes into a model (its factory, and each method) goes thro
 - **State.** Process-wide state a model can change (NumPy's error handling and print options, the
   random generators of Python, NumPy and torch, torch's default dtype and device, threads, grad mode,
   deterministic and matmul-precision flags, warnings filters, the working directory, the environment,
-  `sys.stdout` and `sys.stderr`, the recursion limit, the SIGINT and SIGTERM handlers) is a `Context`
-  of the model's own: its factory starts from the state the suite has then (and what importing the
-  model's module changed, `imported`), each call runs in what the model left at its last one, and the
-  suite's state is put back after every call. So `np.seterr(all="raise")` in a factory cannot make the
-  oracle or another model fail, and a model drawing from a random generator gets a stream of its own
-  that goes on from call to call (two calls do not see the same draws, so noise is seen as such).
+  `sys.stdout` and `sys.stderr`, the recursion limit, the SIGINT and SIGTERM handlers) is kept apart in a
+  `Context` of the model's own, as what the model changed: what importing its module changed
+  (`imported`), then what its factory and each call left. A call runs with those changes made to the
+  suite's state of that moment, which is put back after it. So `np.seterr(all="raise")` in a factory
+  cannot make the oracle or another model fail, and a model drawing from a random generator gets a
+  stream of its own that goes on from call to call (two calls do not see the same draws, so noise is
+  seen as such).
 - **Exits.** `sys.exit`, `exit()` and `os._exit` inside a call raise `ModelExited` instead of ending
   the process (in the calling process only: a child the model forks exits as it asks).
+- **Output.** What the models of one test print, through `sys.stdout` and `sys.stderr` or straight to
+  descriptors 1 and 2 as native code does, is passed on up to `OUTPUT_BUDGET` a stream, and counted
+  after that (pytest keeps a test's output in memory: 300 MB a call filled 24 GB).
 - **Deadline.** A call that runs longer than its deadline is interrupted (SIGALRM, in the main thread)
   with `CallTimedOut`; one that does not come back to Python even then (native code that never
   returns, or a model that swallows the interruption) ends the process up to `GRACE_S` later, through
   `faulthandler`, whose thread needs no lock held by the model (`_Backstop`): every thread's traceback
-  goes to stderr, the process exits with status 1, and `verifier check` reports the test that was
-  running as failed.
+  goes to $VERIFIER_HANG_DIR (else stderr), the process exits with status 1, and `verifier check`
+  reports the test that was running as failed, naming where the model was.
 
 Inputs and outputs are copied by the caller (`verifier.plugin.contract.CheckedModel`), which knows
 their shapes.
