@@ -369,3 +369,28 @@ def test_no_mutant_of_the_catalog_is_told_to_declare_a_rope_layout() -> None:
         shown += divergence.first is not None
         assert "rope_layout" not in divergence.describe(), (name, divergence.describe())
     assert shown >= 20, shown
+
+
+class _ArrayCache:
+    """Decodes with a cache that is one array of the logits so far, and notes the cache object it is given."""
+
+    def __init__(self, config: ModelConfig, weights: dict) -> None:
+        self.ref = reference.build(config, weights)
+        self.given: list[object] = []
+
+    def logits(self, tokens: np.ndarray) -> np.ndarray:
+        return self.ref.logits(tokens)
+
+    def decode(self, tokens: np.ndarray, cache: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        self.given.append(cache)
+        seen = tokens if cache is None else np.concatenate([cache, tokens])
+        return self.ref.logits(seen)[-len(tokens) :], seen
+
+
+def test_a_cache_is_handed_back_as_the_model_returned_it_and_only_the_tokens_are_copied() -> None:
+    model = checked(_ArrayCache)
+    tokens = TOKENS.copy()
+    _, cache = model.decode(tokens[:3])
+    model.decode(tokens[3:], cache)
+    given = model.model.given
+    assert given[0] is None and given[1] is cache  # the model's own object: a KV cache may be gigabytes

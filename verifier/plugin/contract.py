@@ -189,22 +189,23 @@ class CheckedModel:
         suggested = sorted((self.capabilities - {remove}) | {add})
         return f"; {change}, declare it on the model: capabilities = {{{', '.join(map(repr, suggested))}}}"
 
-    def _call(self, method: str, call: str, *args: Any, **kwargs: Any) -> Any:
-        """The model's `method` on copies of the arrays among `args` and `kwargs`, guarded; a write to a copy
-        breaks `inputs-unchanged`."""
+    def _call(self, method: str, call: str, tokens: np.ndarray, *args: Any, **kwargs: Any) -> Any:
+        """The model's `method` on copies of `tokens` and of the arrays among `kwargs` (an attention mask),
+        guarded; a write to a copy breaks `inputs-unchanged`. `args` (a decode's cache, greedy's n_new) are
+        the model's own and passed as they are."""
         __tracebackhide__ = True
-        handed = [*args, *kwargs.values()]
-        copies = [np.array(value) if isinstance(value, np.ndarray) else value for value in handed]
+        handed = {"prompt" if method == "greedy" else "tokens": tokens, **kwargs}
+        copies = {name: np.array(v) if isinstance(v, np.ndarray) else v for name, v in handed.items()}
         hint = ""
-        if args and np.ndim(args[0]) == 2 and self.batched:
+        if np.ndim(tokens) == 2 and self.batched:
             hint = self._declare("if the model takes one sequence at a time", "unbatched")
+        first, *others = copies.values()
         out = guarded_call(
-            self.name, call, self.context, self.deadline_s, lambda: getattr(self.model, method)(
-                *copies[: len(args)], **dict(zip(kwargs, copies[len(args) :], strict=True))
-            ), hint=hint,
+            self.name, call, self.context, self.deadline_s,
+            lambda: getattr(self.model, method)(first, *args, **dict(zip(kwargs, others, strict=True))), hint=hint,
         )  # fmt: skip
-        names = [*(["tokens" if method != "greedy" else "prompt"] if args else []), *kwargs]
-        for name, value, copy in zip(names, handed, copies, strict=False):
+        for name, value in handed.items():
+            copy = copies[name]
             if isinstance(value, np.ndarray) and not np.array_equal(value, copy):
                 changed = np.argwhere(value != copy)[0].tolist() if value.shape == copy.shape else "its shape"
                 raise ContractViolation(
