@@ -11,6 +11,7 @@ import functools
 import hashlib
 import itertools
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -180,6 +181,21 @@ def test_gpt2_directory_without_usable_files_is_an_error_not_an_empty_tokenizer(
     (tmp_path / "merges.txt").write_text("")
     with pytest.raises(TokenizerError, match=r"vocab\.json: must be a non-empty object \{piece: id\}, found \{\}"):
         load_gpt2_tokenizer(tmp_path)
+
+
+@pytest.mark.parametrize("name", ["vocab.json", "merges.txt"])
+def test_a_named_pipe_in_a_tokenizer_file_s_place_is_named_not_called_missing_or_passed_over(
+    tmp_path: Path, name: str
+) -> None:
+    for file in ("vocab.json", "merges.txt"):
+        (tmp_path / file).write_text("{}" if file == "vocab.json" else "")
+    (tmp_path / name).unlink()
+    os.mkfifo(tmp_path / name)
+    with pytest.raises(TokenizerError, match=rf"{name}: {name}: not a regular file: it is a named pipe \(FIFO\)"):
+        load_gpt2_tokenizer(tmp_path)
+    if name == "vocab.json":  # the model's own folder is not passed over for the packaged tokenizer
+        with pytest.raises(TokenizerError, match="named pipe"):
+            find_tokenizer("gpt2", 50257, model_dir=tmp_path)
 
 
 def _gpt2_files(tmp_path: Path, vocab: object, merges: str) -> Path:

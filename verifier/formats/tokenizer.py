@@ -31,7 +31,7 @@ import regex
 from verifier.formats import read_tokenizer
 from verifier.formats.data import data_dir
 from verifier.formats.errors import CheckpointError
-from verifier.formats.fileio import read_small
+from verifier.formats.fileio import is_regular, read_small
 from verifier.formats.hf_cache import cached_file
 from verifier.formats.jsonio import read_json
 from verifier.messages import BoundedMessage, quoted
@@ -185,7 +185,7 @@ def _read_merges(path: Path, vocab: dict[str, int]) -> list[tuple[str, str]]:
 def load_gpt2_tokenizer(directory: str | Path) -> GPT2Tokenizer:
     """GPT-2's tokenizer from a directory holding `vocab.json` and `merges.txt`."""
     directory = Path(directory)
-    missing = [name for name in ("vocab.json", "merges.txt") if not (directory / name).is_file()]
+    missing = [name for name in ("vocab.json", "merges.txt") if not _present(directory / name)]
     if missing:
         raise TokenizerError(f"{directory}: not a GPT-2 tokenizer directory: {', '.join(missing)} missing")
     vocab = _read_vocab(directory / "vocab.json")
@@ -250,10 +250,19 @@ def _load(family: Family, path: Path) -> Tokenizer:
     return Llama2cTokenizer(read.pieces, read.scores, str(file))
 
 
+def _present(path: Path) -> bool:
+    """Whether a tokenizer file is at `path`; TokenizerError naming what is there instead of one (a named pipe,
+    a device, a directory), which `is_file()` called absent: "vocab.json missing", or passed over for another."""
+    try:
+        return is_regular(path, path.name)
+    except CheckpointError as e:
+        raise TokenizerError(str(e)) from None
+
+
 def _candidates(family: Family, model_dir: Path | None) -> list[Path]:
     """Where a tokenizer of `family` may be, most specific first."""
     found = []
-    if model_dir is not None and (model_dir / ("vocab.json" if family == "gpt2" else "tokenizer.bin")).is_file():
+    if model_dir is not None and _present(model_dir / ("vocab.json" if family == "gpt2" else "tokenizer.bin")):
         found.append(model_dir)
     data = data_dir()
     found.append(data / "gpt2-tokenizer" if family == "gpt2" else data / "llama2c" / "tokenizer.bin")
