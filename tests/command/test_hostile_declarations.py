@@ -193,20 +193,15 @@ def test_a_named_pipe_named_by_the_option_is_refused_by_name_not_read(
     assert line.startswith(f"verifier check: error: {path}: declarations file: not a regular file")
 
 
-def test_a_named_pipe_beside_the_program_is_refused_by_name_not_read(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize("kind", ["a named pipe", "a device"])
+def test_a_special_file_beside_the_program_is_refused_by_name_not_read(
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "prog.verifier.toml"
-    os.mkfifo(path)  # was passed over without a word: the program ran with no declarations
-    line = check(tmp_path, None, capsys)
-    assert line.startswith(f"verifier check: error: {path}: declarations file: not a regular file")
-
-
-def test_a_device_beside_the_program_is_refused_by_name_not_read(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    path = tmp_path / "prog.verifier.toml"
-    path.symlink_to("/dev/zero")  # never ends: read, it would fill the memory
+    if kind == "a named pipe":
+        os.mkfifo(path)  # was passed over without a word: the program ran with no declarations
+    else:
+        path.symlink_to("/dev/zero")  # never ends: read, it would fill the memory
     line = check(tmp_path, None, capsys)
     assert line.startswith(f"verifier check: error: {path}: declarations file: not a regular file")
 

@@ -79,12 +79,14 @@ def group(pid: int) -> int | None:
 
 
 def group_members(pgid: int) -> list[int]:
-    """The processes of group `pgid`, from /proc (none where there is none)."""
+    """The processes of group `pgid` that have not ended, from /proc (none where there is none). A zombie has
+    ended: it only waits for its parent, perhaps this process, to reap it."""
     found = []
     for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
         if entry.isdigit():
             with contextlib.suppress(OSError, IndexError, ValueError), open(f"/proc/{entry}/stat") as f:
-                if int(f.read().rsplit(")", 1)[1].split()[2]) == pgid:  # after the name: state, ppid, pgrp
+                state, _, pgrp = f.read().rsplit(")", 1)[1].split()[:3]  # after the name: state, ppid, pgrp
+                if int(pgrp) == pgid and state != "Z":
                     found.append(int(entry))
     return found
 
@@ -148,10 +150,13 @@ def run(argv: Sequence[str], *, cwd: Path, timeout_s: float, max_stdout: int | N
     try:
         return _collect(process, timeout_s, max_stdout)
     finally:
-        with contextlib.suppress(OSError):
+        try:
             os.killpg(process.pid, signal.SIGKILL)  # what it left running in its group
-        process.wait()
-        wait_group_gone(process.pid)
+        except OSError:  # nothing was left: no member to wait for
+            process.wait()
+        else:
+            process.wait()
+            wait_group_gone(process.pid)
         kill_trees(strays(before, process.pid))
         for pipe in (process.stdout, process.stderr):
             if pipe is not None:
