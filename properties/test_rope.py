@@ -2,8 +2,8 @@
 the norm of every pair and head vector, is the identity at position 0, turns pair i at position p
 by p theta^(-2i/d_head), composes (R(m) R(n) = R(m+n)), makes layer-0 scores depend only on m - n,
 and gives the scores llama2.c's interleaved pairing gives on permuted q/k rows. Also: the
-reference's tables equal the ones llama2.c computes and stores (with torch, as llama2.c's
-model.py computes them; skipped without it).
+reference's tables equal the ones llama2.c computes and stores (its model.py's computation,
+transcribed into NumPy float32; tests/test_reference.py checks them against torch's run of it).
 
 Pairs are (i, i + d_head/2) of each head vector: the `transformers` (rotate-half) layout that
 `verifier.model.stages` documents for q and k. A model whose trace holds them interleaved declares
@@ -16,10 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import numpy as np
-import pytest
 from hypothesis import given
 
-from verifier import extra
 from verifier.analysis.divergence import Divergence
 from verifier.model import stages
 from verifier.model.config import ModelConfig
@@ -269,13 +267,13 @@ def test_rope_interleaved_and_rotate_half_pairings_give_the_same_scores(model_sp
 
 
 def _llama2c_tables(d_head: int, n_ctx: int, theta: float) -> tuple[np.ndarray, np.ndarray]:
-    """llama2.c's model.py `precompute_freqs_cis`, the tables its export stores (float32)."""
-    why = extra.missing("computing the tables as llama2.c's model.py does", ("torch",))
-    torch = pytest.importorskip("torch", reason=why)
-    freqs = 1.0 / (theta ** (torch.arange(0, d_head, 2)[: (d_head // 2)].float() / d_head))
-    t = torch.arange(n_ctx, device=freqs.device)
-    freqs_cis = torch.polar(torch.ones(n_ctx, d_head // 2), torch.outer(t, freqs).float())
-    return freqs_cis.real.numpy(), freqs_cis.imag.numpy()
+    """llama2.c's model.py `precompute_freqs_cis`, the tables its export stores (float32): its torch
+    lines in NumPy, so that a run whose models need no torch does not import it (seconds)."""
+    # freqs = 1.0 / (theta ** (torch.arange(0, dim, 2)[: (dim // 2)].float() / dim))
+    freqs = np.float32(1) / np.float32(theta) ** (np.arange(0, d_head, 2)[: d_head // 2].astype(np.float32) / d_head)
+    # t = torch.arange(end, device=freqs.device); freqs = torch.outer(t, freqs).float()
+    angles = np.outer(np.arange(n_ctx).astype(np.float32), freqs)  # [n_ctx, d_head/2]
+    return np.cos(angles), np.sin(angles)  # freqs_cos = torch.cos(freqs); freqs_sin = torch.sin(freqs)
 
 
 def test_rope_tables_equal_the_ones_llama2c_stores() -> None:

@@ -1,11 +1,13 @@
-"""Parameter counts beyond the property suite's (properties/test_parameter_totals.py): every preset
-against transformers, the tied classifier, and the breakdown's rows."""
+"""Parameter counts beyond the property suite's (properties/test_parameter_totals.py): every preset and
+the suite's drawn configs against transformers (kept out of the suite, whose runs import torch and
+transformers only for a model that needs them), the tied classifier, and the breakdown's rows."""
 
 from __future__ import annotations
 
 import math
 
 import pytest
+from hypothesis import given
 
 from tests import needs
 from verifier.formats import hf
@@ -13,6 +15,7 @@ from verifier.model.config import ModelConfig
 from verifier.model.params import count_parameters, parameter_table
 from verifier.model.presets import PRESETS, preset
 from verifier.model.weights import weight_shapes
+from verifier.properties.strategies import configs
 
 
 def _size_of_weight_set(config: ModelConfig) -> int:
@@ -25,6 +28,20 @@ def test_formula_equals_weight_set_and_transformers_for_preset(name: str) -> Non
     config = preset(name)
     assert count_parameters(config) == _size_of_weight_set(config)
     assert count_parameters(config) == hf.parameter_count(config.to_transformers())
+
+
+@needs.transformers
+@given(config=configs())
+def test_formula_equals_weight_set_equals_transformers_meta_count(config: ModelConfig) -> None:
+    """The configs the suite draws (every family, published shapes and free ones, their switches): the
+    formula, the size of the weight set and transformers' count on the meta device, less what it holds
+    that computes nothing, agree."""
+    formula = parameter_table(config).total
+    meta = hf.parameter_count(config.to_transformers()) - hf.inert_parameters(config)
+    assert formula == _size_of_weight_set(config) == meta, (
+        f"{config!r}: formula {formula:,}, weight set {_size_of_weight_set(config):,}, transformers on the meta "
+        f"device {meta:,}"
+    )
 
 
 def test_untying_the_classifier_adds_vocab_times_d_model() -> None:

@@ -22,9 +22,11 @@ from verifier.model.config import ModelConfig
 from verifier.model.presets import preset
 from verifier.model.weights import init_weights
 from verifier.plugin.adapters import hf_transformers
-from verifier.properties.oracle import Oracle
+from verifier.properties import checks
+from verifier.properties.oracle import Oracle, exact
 from verifier.properties.strategies import configs
 from verifier.reference import InputError, NumpyModel
+from verifier.reference.layers import rope_tables
 
 
 def _assert_within_policy(actual: np.ndarray, expected: np.ndarray, what: str) -> None:
@@ -176,6 +178,21 @@ def test_bad_tokens_raise_input_error(tokens: np.ndarray, message: str) -> None:
     config = preset("llama2c-stories260K")
     with pytest.raises(InputError, match=message):
         NumpyModel(config, init_weights(config)).logits(tokens)
+
+
+@needs.torch
+def test_rope_tables_equal_the_ones_llama2c_computes_with_torch() -> None:
+    """The suite's `test_rope_tables_equal_the_ones_llama2c_stores` compares the reference's tables with
+    llama2.c's model.py transcribed into NumPy (no torch in a run whose models need none); here, with
+    model.py's own torch lines (tests/adapters/llama2c_model.py)."""
+    from tests.adapters.llama2c_model import precompute_freqs_cis  # imports torch
+
+    for name in ("llama2c-stories260K", "llama2c-stories15M", "llama2c-stories110M"):
+        c = preset(name)
+        ours = rope_tables(np.arange(c.n_ctx), c.d_head, c.rope_theta)
+        theirs = precompute_freqs_cis(c.d_head, c.n_ctx, c.rope_theta)
+        for table, their_table, what in zip(ours, theirs, ("cos", "sin"), strict=True):
+            checks.agree(table, exact(their_table.numpy(), c.n_ctx), what=f"{name} {what} table", model="reference")
 
 
 def test_reference_imports_only_numpy_and_the_standard_library() -> None:

@@ -91,13 +91,20 @@ def test_the_property_catalog_has_every_property_with_its_docstring_and_rule() -
     assert all(f"### `{p.name}`" in page for p in props)
 
 
+# Properties the report names that left the suite, with no mutant to drop: the comparison of the parameter
+# formula with transformers' count moved to tests/test_params.py (a run imports torch and transformers only
+# for a model that needs them), and the report's section on issue 26's mutants names it for NormaliserUnrounded
+# only, which it says is not a kill (the formula did not yet count the new families at that commit).
+LEFT_THE_SUITE = {"parameter_totals: formula_equals_weight_set_equals_transformers_meta_count"}
+
+
 def test_every_mutant_named_in_the_report_lists_fails_a_property_the_catalog_knows() -> None:
     """A property renamed without the report re-measured would drop its mutants from the catalog silently."""
     catalog = _generator("property_catalog")
     known = {f"{p.module}: {p.name.removeprefix('test_')}" for p in catalog.properties()}
     kills = catalog.mutation_kills(catalog.RESULTS.read_text())
     assert len(kills) >= 60
-    unknown = {key for free, constrained in kills.values() for key in free + constrained} - known
+    unknown = {key for free, constrained in kills.values() for key in free + constrained} - known - LEFT_THE_SUITE
     assert not unknown, f"the mutation report names properties that no longer exist: {sorted(unknown)}"
 
 
