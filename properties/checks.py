@@ -3,7 +3,7 @@
 Every numeric check goes through `agree`, which compares under the tolerance policy and
 
 - records error / bound, so the test leaves ("worst_error_ratio", max over its examples) in
-  `item.user_properties` (the hook is in `properties/conftest.py`);
+  `item.user_properties` (`verifier.properties.harness.judged`, which the suite's hook runs);
 - on failure, raises a PropertyFailure (an AssertionError) that says the property, the model, what was compared,
   the largest error and where, found and expected values, the bound and the ratio; and, when the
   model can trace, the first divergent stage (recorded as ("first_divergent_stage", stage) and

@@ -13,7 +13,8 @@ skip (saying why) where a model lacks a capability or a family, and reject drawn
 cannot run, so Hypothesis draws others.
 
 A property declares what it needs with `@requires("trace", family="llama")`; the hook in
-`properties/conftest.py` turns that into a skip with the reason before any example runs.
+`properties/conftest.py` (and `verifier.testing`, in a user's own test file) turns that into a skip
+with the reason before any example runs (`verifier.properties.harness.requirement_unmet`).
 
 With a fixed checkpoint (`--checkpoint`), every model is built from its config and weights, once per
 model (`build_on_checkpoint`: a full-size model is read and built in seconds, an example runs in less); properties about
@@ -141,6 +142,14 @@ def _inferred(probes: list[Probe]) -> tuple[Constraints, ...]:
 
 
 _SUPPORT: dict[tuple[str, int], Support] = {}
+
+
+def forget() -> None:
+    """Forget what models were found to support: each run of the suite probes its own (the suite's
+    conftest, as a session starts), as one in a process of its own does. A second run in one process
+    (`verifier.check`) would otherwise be told what an earlier model of the same name supported, or
+    another factory's that lived at the same address."""
+    _SUPPORT.clear()
 
 
 def support(spec: ModelSpec) -> Support:

@@ -18,6 +18,10 @@ keep their own settings.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hypothesis import settings
 
 # Hypothesis is imported where a profile is registered or loaded, not here: the CLI reads the names
 # below to parse its options, and importing Hypothesis took a third of its start-up.
@@ -59,6 +63,20 @@ def load_env_profile() -> None:
     name = os.environ.get(PROFILE_ENV_VAR)
     if name:
         settings.load_profile(name)
+
+
+def suite_settings(name: str | None = None) -> settings:
+    """The settings of profile `name`; by default of the profile loaded now where it is one of the suite's
+    (chosen with --hypothesis-profile or $HYPOTHESIS_PROFILE), else of `ci`. For the properties run in a
+    user's own test file (`verifier.testing`), whose loaded profile may be the user's own, made for
+    their tests: those settings are not the suite's."""
+    from hypothesis import settings
+
+    register_profiles()
+    if name is None:
+        current = settings.get_current_profile_name()
+        name = current if current in PROFILES else DEFAULT_PROFILE
+    return settings.get_profile(name)
 
 
 def use_suite_default() -> None:

@@ -76,6 +76,56 @@ def test_a_parallel_run_works_from_the_core_install(place: Path) -> None:
     assert "created: 2/2 workers" in (place / "userproj" / "reports" / "pytest.log").read_text()
 
 
+USER_TESTS = """
+import numpy as np
+from mymodel.gpt import build
+from verifier.testing import parametrize_with_checks
+
+
+def shifted(config, weights):  # a bug: each position's logits are the previous position's
+    model = build(config, weights)
+
+    class Shifted:
+        def logits(self, tokens):
+            return np.roll(model.logits(tokens), 1, axis=-2)
+
+    return Shifted()
+
+
+@parametrize_with_checks(build)
+def test_gpt(check):
+    check()
+
+
+@parametrize_with_checks(shifted)
+def test_shifted(check):
+    check()
+"""
+IN_PROCESS = """
+from mymodel.gpt import build
+from verifier.report.inprocess import check
+report = check(build, pytest_args=["-q", "-p", "no:cacheprovider", "-k", "test_logits_agree"])
+print(report.verdict, [(r.property, r.outcome) for r in report.results])
+"""
+
+
+def test_the_in_process_entry_points_run_the_installed_suite_on_the_users_model(place: Path) -> None:
+    """`parametrize_with_checks` in the user's own test file (no file of the suite's clone around, and the
+    user's strict markers), and `check` in the user's own script."""
+    (place / "userproj" / "test_gpt.py").write_text(USER_TESTS)
+    k = "test_the_same_input_gives_the_same_output or test_logits_agree or test_rope_is_the_identity_at_position_0"
+    options = ("-p", "no:cacheprovider", "--strict-markers", "--tb=no", "-rfs", "-k", k)
+    tests = _run(place, "pytest", "test_gpt.py", *options)
+    assert tests.returncode == 1, tests
+    assert "1 failed, 3 passed, 2 skipped" in tests.stdout, tests.stdout[-2000:]
+    assert "FAILED test_gpt.py::test_shifted[test_logits_agree_with_the_oracle]" in tests.stdout
+    assert ": model 'mymodel.gpt:build' runs no llama config (" in tests.stdout  # the RoPE property, on a GPT-2
+    verdict = _run(place, "python", "-c", IN_PROCESS)
+    assert verdict.returncode == 0, verdict
+    ran = "[('test_agreement.py::test_logits_agree_with_the_oracle', 'pass')]"
+    assert verdict.stdout.splitlines()[-1] == f"conforms {ran}", verdict
+
+
 def test_a_run_of_the_built_in_models_leaves_transformers_out_and_conforms(place: Path) -> None:
     k = "test_presets_have_their_published_totals or (numpy and test_logits_agree) or (llama2c and test_greedy)"
     done = _run(place, "verifier", "check", "--", "-k", k)  # every model under test runs a property

@@ -16,6 +16,17 @@ from verifier.reference import KVCache, NumpyModel
 
 __version__ = metadata.version("lm-verifier")
 
+
+def __getattr__(name: str) -> object:
+    """`verifier.check` (the suite run in this process, `verifier.report.inprocess.check`), imported when
+    first used: it brings pytest and the suite's plugin, which `import verifier` alone does not need."""
+    if name == "check":
+        from verifier.report.inprocess import check
+
+        return check
+    raise AttributeError(f"module 'verifier' has no attribute {name!r}")
+
+
 __all__ = [
     "GPT2_PUBLISHED",
     "LLAMA2C_PUBLISHED",
@@ -28,6 +39,7 @@ __all__ = [
     "NumpyModel",
     "Unsupported",
     "Weights",
+    "check",
     "count_parameters",
     "from_hf_dict",
     "from_transformers",

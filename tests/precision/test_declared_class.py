@@ -7,13 +7,12 @@ failure says it behaves like bfloat16."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from tests.meta.suite_runs import mutant_spec, run_suite
+from tests.meta.suite_runs import mutant_spec
 from verifier.analysis.precision import BFLOAT16, FLOAT16, TF32, Precision
 from verifier.model.config import ModelConfig
 from verifier.model.weights import Weights
@@ -23,11 +22,13 @@ from verifier.properties import checks
 from verifier.properties.cases import Case
 from verifier.properties.oracle import oracle
 from verifier.reference import NumpyModel
+from verifier.report.inprocess import check
 
 
-def test_a_bfloat16_implementation_with_a_catalog_bug_fails_naming_bfloat16(tmp_path: Path) -> None:
+def test_a_bfloat16_implementation_with_a_catalog_bug_fails_naming_bfloat16() -> None:
     spec = mutant_spec("ScaleByDHead", "bfloat16")
-    report = run_suite(spec, tmp_path, "-k", "test_logits_agree_with_the_oracle")
+    agreement = "test_logits_agree_with_the_oracle"
+    report = check(spec, profile="ci", pytest_args=["-p", "no:cacheprovider", "-k", agreement])
     (failure,) = report.failures
     assert f"model {spec!r} (bfloat16), logits of" in failure.detail
     assert "exceeds the bfloat16 tolerance" in failure.detail

@@ -15,6 +15,7 @@ from tests.plugin.project import ROOT, Run, run
 from verifier.properties.checks import Record
 from verifier.report import render
 from verifier.report.collect import Collector
+from verifier.report.inprocess import check as check_in_process
 from verifier.report.results import Header, ModelCard, Report, Result
 
 MODELS = "tests.report.verdict_models"
@@ -209,13 +210,16 @@ def test_the_reason_a_property_compared_nothing_says_what_ran_and_what_was_refus
     )
 
 
-def test_a_property_failing_on_several_pinned_examples_reports_the_suite_s_message(tmp_path: Path) -> None:
+def test_a_property_failing_on_several_pinned_examples_reports_the_suite_s_message() -> None:
     """Two of the agreement property's pinned examples fail this mutant with distinct errors:
     Hypothesis raises them as one ExceptionGroup, whose title was all the report said (the slow
     tier's mutant runs failed on it: "Hypothesis found 2 distinct failures in explicit examples")."""
-    from tests.meta.suite_runs import mutant_spec, run_suite
+    from tests.meta.suite_runs import mutant_spec
 
-    report = run_suite(mutant_spec("OutputProjectionTransposed"), tmp_path, "-k", "test_logits_agree_with_the_oracle")
+    agreement = "test_logits_agree_with_the_oracle"
+    report = check_in_process(
+        mutant_spec("OutputProjectionTransposed"), profile="ci", pytest_args=["-p", "no:cacheprovider", "-k", agreement]
+    )
     (failure,) = report.failures
     assert failure.detail.startswith(
         f"test_logits_agree_with_the_oracle: model {mutant_spec('OutputProjectionTransposed')!r} (float32), logits"

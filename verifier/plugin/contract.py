@@ -395,8 +395,14 @@ def build_checked(spec: ModelSpec, config: ModelConfig, weights: WeightMap) -> C
     return CheckedModel(model, spec.name, config, spec.factory, context, deadline)
 
 
-# The models (by name) a call of which missed its deadline in this process: they are not called again.
+# The models (by name) a call of which missed its deadline in this run: they are not called again.
 _HUNG: dict[str, str] = {}
+
+
+def forget_hung() -> None:
+    """Call again the models an earlier run in this process gave up on (`verifier.check` called again,
+    where another model may have the name): the pytest plugin, as each run starts."""
+    _HUNG.clear()
 
 
 def guarded_call(

@@ -238,6 +238,12 @@ def _on_checkpoint(spec: ModelSpec, refused: Probe, fixed: checkpoint.FixedCheck
 _ON_CHECKPOINT: dict[tuple[str, int, checkpoint.FixedCheckpoint], CheckedModel] = {}
 
 
+def forget_built() -> None:
+    """Let go of the model `build_on_checkpoint` keeps (a full-size model's memory): the pytest plugin, as
+    each run ends, so that a run in a longer-lived process (`verifier.check`) leaves none behind."""
+    _ON_CHECKPOINT.clear()
+
+
 def build_on_checkpoint(spec: ModelSpec, fixed: checkpoint.FixedCheckpoint) -> CheckedModel:
     """`build_checked` on the checkpoint's config and weights, once: the last model built is kept (the
     probes and every property of a run use it; one full-size model at a time)."""

@@ -127,12 +127,8 @@ def load_spec(text: str, *, origin: str = "--model") -> ModelSpec:
     """
     base, at, family = text.rpartition("@")
     if at:
-        if family not in FAMILIES:
-            raise PluginError(f"{origin} {text!r}: {family!r} after '@' is not a family: expected one of {FAMILIES}")
-        spec = load_spec(base, origin=origin)
-        if spec.family is not None:
-            raise PluginError(f"{origin} {text!r}: one '@FAMILY' a spec")
-        return dataclasses.replace(spec, name=text, family=family, default=True)
+        _check_family(text, family, origin)  # before importing anything
+        return on_family(load_spec(base, origin=origin), family, origin=origin)
     if text in _REGISTERED:
         return _REGISTERED[text]
     module_name, sep, attr = text.partition(":")
@@ -165,6 +161,20 @@ def load_spec(text: str, *, origin: str = "--model") -> ModelSpec:
     if not callable(factory):
         raise PluginError(f"{origin} {text!r}: {attr!r} is of type {type(factory).__name__}, not a callable factory")
     return ModelSpec(text, factory, origin, imported=imported)
+
+
+def on_family(spec: ModelSpec, family: str, *, origin: str = "--model") -> ModelSpec:
+    """`spec`'s factory tested on `family` only: the model `NAME@FAMILY` names."""
+    text = f"{spec.name}@{family}"
+    _check_family(text, family, origin)
+    if spec.family is not None:
+        raise PluginError(f"{origin} {text!r}: one '@FAMILY' a spec")
+    return dataclasses.replace(spec, name=text, family=family, default=True)
+
+
+def _check_family(text: str, family: str, origin: str) -> None:
+    if family not in FAMILIES:
+        raise PluginError(f"{origin} {text!r}: {family!r} after '@' is not a family: expected one of {FAMILIES}")
 
 
 def _file_path(text: str, module_name: str, attr: str, origin: str) -> PluginError:

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
-import verifier.properties
+import verifier.properties as suite_package
 from verifier.plugin import isolation, processes
 
 SUITE_ENV_VAR = "VERIFIER_SUITE"
@@ -85,9 +85,14 @@ class PytestOptionError(ValueError):
 _XDIST_OPTIONS = ("--numprocesses", "--maxprocesses", "--dist", "--tx")
 
 
+def parallel_args(pytest_args: Sequence[str]) -> list[str]:
+    """The arguments of `pytest_args` that ask for pytest-xdist's parallel workers (`-n 2`, `--dist`, ...)."""
+    return [a for a in pytest_args if a.startswith("-n") or a.split("=", 1)[0] in _XDIST_OPTIONS]
+
+
 def check_pytest_args(pytest_args: Sequence[str]) -> None:
     """Raise PytestOptionError for a parallel run (`-n`, ...) where pytest-xdist is not installed."""
-    parallel = [a for a in pytest_args if a.startswith("-n") or a.split("=", 1)[0] in _XDIST_OPTIONS]
+    parallel = parallel_args(pytest_args)
     if parallel and importlib.util.find_spec("xdist") is None:
         raise PytestOptionError(
             f"{parallel[0]} runs the suite in parallel with pytest-xdist, which is not installed here: "
@@ -106,7 +111,7 @@ def pytest_config(path: str) -> Path:
 
 def default_suite() -> Path:
     """The installed suite: the folder of `verifier.properties` (a clone's `properties/` when editable)."""
-    return Path(verifier.properties.__file__).resolve().parent
+    return Path(suite_package.__file__).resolve().parent
 
 
 def find_suite(option: str | None = None, environ: Mapping[str, str] | None = None) -> Path:
@@ -139,18 +144,33 @@ def pytest_command(
 ) -> list[str]:
     """The command line that runs the suite under pytest with the results collector loaded, configured
     by `config` (a pytest.ini, pyproject.toml, tox.ini or setup.cfg) or else by the suite's own file."""
-    command = [sys.executable, "-m", "pytest", str(suite), "-p", "verifier.report.collect"]
+    arguments = pytest_arguments(suite, results, models=models, profile=profile, pytest_args=pytest_args, config=config)
+    return [sys.executable, "-m", "pytest", *arguments]
+
+
+def pytest_arguments(
+    suite: Path,
+    results: Path,
+    *,
+    models: Sequence[str] = (),
+    profile: str | None = None,
+    pytest_args: Sequence[str] = (),
+    config: Path | None = None,
+) -> list[str]:
+    """pytest's arguments of `pytest_command`: what `pytest.main` takes for the same run in this process
+    (`verifier.report.inprocess`)."""
+    arguments = [str(suite), "-p", "verifier.report.collect"]
     # The rootdir and the conftest.py files pytest reads stop at the suite: none from its parents.
-    command += ["-c", str(config or OWN_CONFIG), f"--rootdir={suite}", f"--confcutdir={suite}"]
+    arguments += ["-c", str(config or OWN_CONFIG), f"--rootdir={suite}", f"--confcutdir={suite}"]
     # pytest keeps its cache under the rootdir, here the installed suite: keep it in the user's directory
     # (unless the user turned the cache off, when pytest would warn of an unknown option).
     if not _turned_off("cacheprovider", pytest_args):
-        command += ["-o", f"cache_dir={Path.cwd() / '.pytest_cache'}"]
-    command.append(f"--verifier-results={results}")
-    command += [f"--model={model}" for model in models]
+        arguments += ["-o", f"cache_dir={Path.cwd() / '.pytest_cache'}"]
+    arguments.append(f"--verifier-results={results}")
+    arguments += [f"--model={model}" for model in models]
     if profile:
-        command.append(f"--hypothesis-profile={profile}")
-    return [*command, *pytest_args]
+        arguments.append(f"--hypothesis-profile={profile}")
+    return [*arguments, *pytest_args]
 
 
 def _turned_off(plugin: str, pytest_args: Sequence[str]) -> bool:
