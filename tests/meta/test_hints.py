@@ -7,20 +7,21 @@ The old hint named the finest class whose bound held the error, and on these cas
 26 of the catalog's mutants: the RoPE bugs on the llama case at 2.2e4 to 2.9e4 times the float32
 bound as "behaves like bfloat16", the attention-scaling, mask, norm and MLP bugs as tf32 or
 bfloat16. Each check here goes through the suite's own `checks.agree`, as the agreement property
-calls it; the slow tier runs the whole suite on every mutant.
+calls it. That no failure of a mutant in a suite run carries a hint, and that a suite run names the class
+of a model computing in one and declaring none, is searched by the search tier and replayed from its
+records (`tests/meta/search.py`: the `hint` and `hinted` searches; `tests/meta/test_records.py`).
 """
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from tests.meta import undeclared
-from tests.meta.mutants.catalog import FLOAT32_INVISIBLE, MUTANTS
-from tests.meta.suite_runs import ROOT, Batch, run_suite, session_dir
+from tests.meta.mutants.catalog import MUTANTS
+from tests.meta.search import LOCALIZING
 from verifier.model.config import ModelConfig
 from verifier.model.weights import init_weights
 from verifier.plugin.contract import ContractViolation, build_checked
@@ -30,7 +31,6 @@ from verifier.plugin.registry import ModelSpec
 from verifier.properties import checks
 from verifier.properties.cases import Case
 from verifier.properties.oracle import oracle
-from verifier.report.results import FAILING
 
 LLAMA = ModelConfig(
     "llama", vocab_size=61, n_ctx=48, d_model=32, n_layers=2, n_heads=2, n_kv_heads=2, d_ff=40, norm_eps=1e-5,
@@ -131,16 +131,6 @@ def test_a_rope_bug_far_beyond_float32_gets_no_precision_hint(name: str, trace: 
     assert like is None and "behaves like" not in message and "precision =" not in message, message
 
 
-# A model that traces is given a hint only where a property localized its failure (`checks.agree`'s
-# `localize`: the stages show whether the error follows a class's rounding). The files of the properties
-# that localize, read from the suite's source: the suite runs below need no other.
-LOCALIZING = sorted(
-    path.stem
-    for path in (ROOT / "properties").glob("test_*.py")
-    if re.search(r"localize=|localizer\(", path.read_text())
-)
-
-
 def test_every_mutant_traces_so_only_the_localizing_properties_can_hint() -> None:
     """The premise of the suite runs' selection: a mutant without a trace could be hinted anywhere."""
     config = PROBE_CONFIGS["llama"]
@@ -148,61 +138,4 @@ def test_every_mutant_traces_so_only_the_localizing_properties_can_hint() -> Non
     for cls in MUTANTS:
         model = getattr(undeclared.mutants, cls.__name__)(config, weights)
         assert "trace" in detected_capabilities(model), cls.__name__
-    assert {"test_agreement", "test_kv_cache", "test_rope"} <= set(LOCALIZING), LOCALIZING
-
-
-UNDECLARED = [cls.__name__ for cls in MUTANTS if cls.__name__ not in FLOAT32_INVISIBLE]
-
-
-def _undeclared_spec(name: str) -> str:
-    return f"tests.meta.undeclared:mutants.{name}"
-
-
-@pytest.fixture(scope="module")
-def localized_runs(tmp_path_factory: pytest.TempPathFactory) -> Batch:
-    """The properties that localize (`LOCALIZING`) on every mutant declaring nothing (those float32
-    cannot show excepted: they fail nothing here), in batches. In the checkpoint profile (the pinned
-    examples and 3 drawn, not shrunk): a hint is given or not on the failure as found, and shrinking a
-    mutant's failures on every property took most of the time (TopOneInsteadOfTopK: 71 s in ci with
-    10 failures, 16 s here with 7). A run per mutant took 1,553 s of CI's slow tier (each drew its
-    failures' plots with matplotlib then, and started and collected the suite again)."""
-    specs = [_undeclared_spec(name) for name in UNDECLARED]
-    return Batch(
-        session_dir(tmp_path_factory) / "hints",
-        specs,
-        "-k",
-        " or ".join(LOCALIZING),
-        profile="checkpoint",
-        timeout=3600,
-    )
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", UNDECLARED)
-def test_no_failure_of_a_mutant_in_a_suite_run_carries_a_precision_hint(name: str, localized_runs: Batch) -> None:
-    """Every failure's note and the verdict of each mutant. That a mutant fails at all is
-    tests/meta/test_mutants.py's."""
-    spec = _undeclared_spec(name)
-    report = localized_runs.report(spec)
-    mine = [r for r in report.results if r.model == spec]
-    assert mine, f"no property ran on mutant {name}"
-    hinted = [f"{r.property}: {r.behaves_like}" for r in mine if r.outcome in FAILING and
-              (r.behaves_like or "behaves like" in r.detail)]  # fmt: skip
-    assert not hinted, f"mutant {name}: precision hints for a bug: {hinted}"
-    assert all(not v.behaves_like for v in report.verdicts() if v.model == spec)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("precision", ["tf32", "float16", "bfloat16"])
-def test_a_suite_run_tells_a_model_computing_in_a_class_and_declaring_none_its_class(
-    precision: str, tmp_path: Path
-) -> None:
-    """The catalog's correct base computing at a class, declaring nothing: each agreement failure's
-    note names the class, and the verdict the same one."""
-    report = run_suite(f"tests.meta.undeclared:at.{precision}", tmp_path, "-k", "agree_with_the_oracle")
-    assert report.failures
-    for failure in report.failures:
-        assert failure.behaves_like == precision, failure.detail
-        assert f"behaves like {precision} here (if it computes in {precision}" in failure.detail
-    (verdict,) = report.verdicts()
-    assert verdict.behaves_like.startswith(f"{precision} (")
+    assert {"test_agreement.py", "test_kv_cache.py", "test_rope.py"} <= set(LOCALIZING), LOCALIZING

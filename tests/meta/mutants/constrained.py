@@ -60,13 +60,16 @@ class NextTokenOnly:
         return self.inner.greedy(prompt, n_new)
 
 
-def factory(cls: type[Transformer]) -> Callable[[Any, dict[str, np.ndarray]], NextTokenOnly]:
-    """The factory of `cls` as constrained code: it runs the published shapes only, and declares them."""
+def factory(
+    cls: type[Transformer], *, batched: bool | None = None
+) -> Callable[[Any, dict[str, np.ndarray]], NextTokenOnly]:
+    """The factory of `cls` as constrained code: it runs the published shapes only, and declares them;
+    it takes a batch if `batched` (by default, if its bug is one only a batch shows)."""
 
     def build(config: Any, weights: dict[str, np.ndarray]) -> NextTokenOnly:
         if all(c.refusal(config) for c in PUBLISHED):
             raise Unsupported(f"this model runs the published shapes only: {PUBLISHED[0].refusal(config)}")
-        return NextTokenOnly(cls(config, weights), batched=cls.__name__ in BATCH_BUGS)
+        return NextTokenOnly(cls(config, weights), batched=cls.__name__ in BATCH_BUGS if batched is None else batched)
 
     build.__name__ = build.__qualname__ = f"build_constrained_{cls.__name__}"
     build.constraints = PUBLISHED  # type: ignore[attr-defined]
@@ -75,3 +78,4 @@ def factory(cls: type[Transformer]) -> Callable[[Any, dict[str, np.ndarray]], Ne
 
 constrained = SimpleNamespace(**{cls.__name__: factory(cls) for cls in MUTANTS})
 correct = factory(Transformer)
+correct_batched = factory(Transformer, batched=True)  # the base of the mutants of BATCH_BUGS
