@@ -456,11 +456,12 @@ def render(results: Sequence[Found], seconds: float, workers: int) -> str:
 
 
 def stale(everything: Sequence[Search], stored: Sequence[records.Record]) -> list[str]:
-    """The searches without a record, or with a record whose code (property, mutant) changed since."""
+    """The searches without a record, or with a record whose code (property, mutant) changed since (the
+    `conforms` searches keep none: they come with their share)."""
     by_search: dict[str, list[records.Record]] = defaultdict(list)
     for r in stored:
         by_search[r.name].append(r)
-    return [s.name for s in everything if not by_search[s.name]
+    return [s.name for s in everything if (s.kind != "conforms" and not by_search[s.name])
             or any(r.digest != records.digest(r.property, r.mutant) for r in by_search[s.name])]  # fmt: skip
 
 
