@@ -23,6 +23,12 @@ from tests import needs
 from verifier.plugin import isolation
 from verifier.plugin.registry import load_spec
 
+
+def _a_handler(signum: int, frame: object) -> None:
+    """A SIGINT handler no process starts with (SIG_IGN would be none where the test's process inherits
+    SIGINT ignored, as a job a shell starts in the background does)."""
+
+
 # Each piece of state: a change a model makes to it, and how to read it.
 CHANGES: dict[str, tuple[Callable[[], Any], Callable[[], Any]]] = {
     "numpy.errstate": (lambda: np.seterr(all="raise"), np.geterr),
@@ -33,7 +39,7 @@ CHANGES: dict[str, tuple[Callable[[], Any], Callable[[], Any]]] = {
     "cwd": (lambda: os.chdir("/"), os.getcwd),
     "environ": (lambda: os.environ.__setitem__("VERIFIER_TEST_MODEL", "1"), lambda: dict(os.environ)),
     "recursionlimit": (lambda: sys.setrecursionlimit(150), sys.getrecursionlimit),
-    "signals": (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN), lambda: signal.getsignal(signal.SIGINT)),
+    "signals": (lambda: signal.signal(signal.SIGINT, _a_handler), lambda: signal.getsignal(signal.SIGINT)),
 }
 
 
