@@ -294,8 +294,8 @@ def in_share(search: Search, share: tuple[int, int]) -> bool:
 
 @dataclass
 class Found:
-    """A search's outcome: its records (several for a `hint` search: one a failing property), or its hole;
-    `seconds` its share of its chunk's run."""
+    """A search's outcome: its record (none for a `conforms` search), or its hole; `seconds` its share of
+    its chunk's run."""
 
     search: Search
     records: list[records.Record]
@@ -403,7 +403,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--changed", action="store_true", help="also every search without a record, or whose code changed"
     )
     parser.add_argument("--only", nargs="*", metavar="MUTANT", help="only the searches of these mutants")
-    parser.add_argument("--kinds", help="comma-separated kinds (kill, constrained, stage, cached, catch, hint, hinted)")
+    kinds = "kill, constrained, stage, cached, catch, hint, hinted, conforms"
+    parser.add_argument("--kinds", help=f"comma-separated kinds: {kinds}")
     parser.add_argument("--workers", type=int, default=2, help="`verifier check` runs at once (default 2)")
     args = parser.parse_args(argv)
     everything, stored = searches(), records.load()
@@ -411,6 +412,8 @@ def main(argv: Sequence[str] | None = None) -> int:
               and (not args.kinds or s.kind in args.kinds.split(","))]  # fmt: skip
     if args.share:
         index, _, count = args.share.partition("/")
+        if not (index.isdigit() and count.isdigit() and 1 <= int(index) <= int(count)):
+            parser.error(f"--share {args.share}: expected I/N with 1 <= I <= N, e.g. 3/8")
         share = (int(index), int(count))
         changed = set(stale(everything, stored)) if args.changed else set()
         chosen = [s for s in chosen if in_share(s, share) or s.name in changed]
