@@ -62,7 +62,7 @@ def test_a_stray_addopts_in_a_parent_directory_or_pytest_addopts_is_not_a_usage_
 
 
 def test_the_suite_s_own_configuration_ships_with_the_package() -> None:
-    command = suite.pytest_command(Path("/s"), Path("/r.json"))
+    command = suite.pytest_arguments(Path("/s"), Path("/r.json"))
     assert command[command.index("-c") + 1] == str(suite.OWN_CONFIG) and suite.OWN_CONFIG.is_file()
     assert "--rootdir=/s" in command and "--confcutdir=/s" in command
     assert suite.OWN_CONFIG.read_text().rstrip().endswith("[pytest]")  # pytest's defaults, nothing of ours added
@@ -71,9 +71,9 @@ def test_the_suite_s_own_configuration_ships_with_the_package() -> None:
 @pytest.mark.parametrize("off", [("-p", "no:cacheprovider"), ("-pno:cacheprovider",)])
 def test_a_run_with_pytest_s_cache_off_is_not_given_a_cache_directory(off: tuple[str, ...]) -> None:
     # pytest warned "Unknown config option: cache_dir" in every such run's log.
-    command = suite.pytest_command(Path("/s"), Path("/r.json"), pytest_args=off)
+    command = suite.pytest_arguments(Path("/s"), Path("/r.json"), pytest_args=off)
     assert not any(arg.startswith("cache_dir=") for arg in command), command
-    assert any(arg.startswith("cache_dir=") for arg in suite.pytest_command(Path("/s"), Path("/r.json")))
+    assert any(arg.startswith("cache_dir=") for arg in suite.pytest_arguments(Path("/s"), Path("/r.json")))
 
 
 def test_a_missing_pytest_config_is_a_one_line_usage_error(

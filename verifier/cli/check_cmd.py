@@ -228,7 +228,14 @@ def _check(
         )
     results = staging / "results.json"
     command = suite.pytest_command(
-        suite_dir, results, models=args.model, profile=args.hypothesis_profile, pytest_args=pytest_args, config=config
+        suite.pytest_arguments(
+            suite_dir,
+            results,
+            models=args.model,
+            profile=args.hypothesis_profile,
+            pytest_args=pytest_args,
+            config=config,
+        )
     )
     try:  # room for the one line that says why pytest could not write its results, on a file system that fills up
         collect.reserve_note(results)

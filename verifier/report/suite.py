@@ -133,18 +133,8 @@ def find_suite(option: str | None = None, environ: Mapping[str, str] | None = No
     return path.resolve()
 
 
-def pytest_command(
-    suite: Path,
-    results: Path,
-    *,
-    models: Sequence[str] = (),
-    profile: str | None = None,
-    pytest_args: Sequence[str] = (),
-    config: Path | None = None,
-) -> list[str]:
-    """The command line that runs the suite under pytest with the results collector loaded, configured
-    by `config` (a pytest.ini, pyproject.toml, tox.ini or setup.cfg) or else by the suite's own file."""
-    arguments = pytest_arguments(suite, results, models=models, profile=profile, pytest_args=pytest_args, config=config)
+def pytest_command(arguments: Sequence[str]) -> list[str]:
+    """The command line that runs pytest with `arguments` (`pytest_arguments`) in a process of its own."""
     return [sys.executable, "-m", "pytest", *arguments]
 
 
@@ -157,8 +147,9 @@ def pytest_arguments(
     pytest_args: Sequence[str] = (),
     config: Path | None = None,
 ) -> list[str]:
-    """pytest's arguments of `pytest_command`: what `pytest.main` takes for the same run in this process
-    (`verifier.report.inprocess`)."""
+    """pytest's arguments for a run of the suite with the results collector loaded, configured by `config` (a
+    pytest.ini, pyproject.toml, tox.ini or setup.cfg) or else by the suite's own file: what `pytest.main` takes
+    in this process (`verifier.report.inprocess`), and `pytest_command` in a process of its own."""
     arguments = [str(suite), "-p", "verifier.report.collect"]
     # The rootdir and the conftest.py files pytest reads stop at the suite: none from its parents.
     arguments += ["-c", str(config or OWN_CONFIG), f"--rootdir={suite}", f"--confcutdir={suite}"]
