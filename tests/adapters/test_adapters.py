@@ -102,6 +102,7 @@ def assert_as_expected(report: dict, selected: set[str] | None = None) -> None:
                     spec, name, r["detail"])  # fmt: skip
 
 
+@pytest.mark.slow  # every example and adapter in one `verifier check`: 8 s here
 def test_the_examples_and_adapters_get_their_verdicts(tmp_path: Path) -> None:
     # Pinned examples and three drawn ones (the slow tier runs the whole suite in the ci profile).
     done, report = check(tmp_path, "-k", " or ".join(QUICK), "-n", "0", "--hypothesis-profile", "checkpoint")
@@ -114,6 +115,7 @@ def test_the_examples_and_adapters_get_their_verdicts(tmp_path: Path) -> None:
     assert "tests.adapters.picogpt:build_124m_only: UNTESTED (0 properties run" in done.stdout, done
 
 
+@pytest.mark.slow  # a `verifier check` that imports PyTorch: 4 to 5 s here
 def test_the_erf_gelu_example_fails_at_the_mlp_activation_in_the_ci_profile(tmp_path: Path) -> None:
     done = run(ROOT, "-m", "verifier", "check", "--model", "examples.fixed_gpt2:build_erf_gelu", "--reports",
                str(tmp_path), "--hypothesis-profile", "ci", "--", "-p", "no:cacheprovider", "-k",
@@ -124,6 +126,7 @@ def test_the_erf_gelu_example_fails_at_the_mlp_activation_in_the_ci_profile(tmp_
     assert done.returncode == 1, done
 
 
+@pytest.mark.slow  # a pytest run that imports PyTorch for two examples: 7 s here
 def test_pytest_model_gives_the_examples_verdicts(tmp_path: Path) -> None:
     models = ("examples.fixed_gpt2:build", "examples.fixed_gpt2:build_erf_gelu", "examples.llama2c_style:build")
     done = run(ROOT, "-m", "pytest", "properties", "-p", "no:cacheprovider", "-k", "test_logits_agree_with_the_oracle",

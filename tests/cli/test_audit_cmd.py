@@ -17,6 +17,7 @@ from verifier.model.presets import preset
 from verifier.model.weights import init_weights
 
 
+@pytest.mark.slow  # every claim on GPT-2 small's seeded weights: 7 s here (tests/test_audit.py judges the rows)
 def test_audit_json_names_the_articles_and_gives_every_field(capsys) -> None:
     assert main(["audit", "--pad", "8", "--json"]) == 0
     captured = capsys.readouterr()

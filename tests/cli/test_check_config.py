@@ -40,6 +40,7 @@ def _check(project: Path, *args: str, env: dict[str, str] | None = None) -> subp
     return subprocess.run(command, cwd=project, env=environ | (env or {}), capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow  # two `verifier check` runs: 3 s here
 def test_the_users_filterwarnings_error_does_not_fail_the_model(tmp_path: Path) -> None:
     project = _project(tmp_path)
     (project / "pyproject.toml").write_text('[tool.pytest.ini_options]\nfilterwarnings = ["error"]\n')
@@ -52,6 +53,7 @@ def test_the_users_filterwarnings_error_does_not_fail_the_model(tmp_path: Path) 
     assert "DeprecationWarning: a library deprecates an argument" in asked.stdout, asked.stdout
 
 
+@pytest.mark.slow  # two `verifier check` runs: 3 s here
 def test_a_stray_addopts_in_a_parent_directory_or_pytest_addopts_is_not_a_usage_error(tmp_path: Path) -> None:
     project = _project(tmp_path)
     (tmp_path / "pytest.ini").write_text("[pytest]\naddopts = --no-such-option\n")

@@ -9,11 +9,14 @@ import shutil
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.plugin.project import ROOT, run
 
 SCRIPT = str(Path(sys.executable).parent / "verifier")
 
 
+@pytest.mark.slow  # `verifier kl` and `verifier matrix` as installed scripts: 7 s here
 def test_the_matrix_and_kl_find_a_model_in_the_current_directory(tmp_path: Path) -> None:
     (tmp_path / "mymodel").mkdir()
     (tmp_path / "mymodel" / "__init__.py").write_text("")

@@ -59,6 +59,7 @@ def test_its_logits_equal_the_oracle(programs: dict[str, Path], config) -> None:
     assert ratio <= 1, f"error / tolerance {ratio:.3g}"
 
 
+@pytest.mark.slow  # a `verifier check` of the compiled program: 3 to 4 s here
 def test_the_bug_fails_the_causal_masking_property_by_name(programs: dict[str, Path]) -> None:
     done = check(programs["llama_bug"], "-k", "causal_masking")
     assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]

@@ -41,6 +41,7 @@ def test_the_site_builds_in_strict_mode(site: Path) -> None:
     assert 'class="doc doc-object' in (site / "reference/api/index.html").read_text()  # mkdocstrings rendered
 
 
+@pytest.mark.slow  # a second mkdocs build: 5 s here
 def test_a_broken_link_fails_the_build(tmp_path: Path) -> None:
     """Strict mode is what CI relies on: a page linking to a page that does not exist stops the build."""
     pytest.importorskip("mkdocs", reason="the docs extra is not installed: pip install -e '.[docs]'")

@@ -325,6 +325,7 @@ EVERY_FAMILY_SUITE = """
 """
 
 
+@pytest.mark.slow  # transformers built on each family's probe config, in a subprocess: 8 s here
 def test_the_built_in_models_conform_on_every_family_and_a_port_ignoring_the_switches_fails(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:

@@ -79,6 +79,7 @@ def test_a_broken_model_fails_on_a_checkpoint(
     assert report.exit_status == 1
 
 
+@pytest.mark.slow  # `verifier check` on two models that probe every family: 5 s here
 def test_a_model_that_refuses_the_checkpoints_config_is_untested_not_conforming(
     llama_bin: Path, tmp_path: Path
 ) -> None:

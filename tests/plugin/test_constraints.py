@@ -204,6 +204,7 @@ def _generated(stdout: str) -> dict[str, tuple[int, int]]:
     return found
 
 
+@pytest.mark.slow  # seven properties' whole budget on two models at published shapes: 8 s here
 def test_a_published_shape_model_runs_every_property_s_full_budget(tmp_path: Path) -> None:
     # Two models that run the published shapes only: one declares them, the other is probed.
     names = ("published_only", "published_only_declared")

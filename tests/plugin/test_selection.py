@@ -81,6 +81,7 @@ def models_tested(project: Path, *args: str, **kwargs) -> dict[str, str]:
     return {case["model"]: case["outcome"] for name, case in cases.items() if name.startswith("test_selected")}
 
 
+@pytest.mark.slow  # a pytest run that probes the default models, transformers' among them: 6 to 7 s here
 def test_the_projects_own_run_never_tests_an_installed_model(project: Path, installed: Path) -> None:
     # The issue's case: a user's model installed beside a clone turned the clone's own pytest red.
     # Its pyproject.toml sets verifier_installed_models = false.
@@ -90,6 +91,7 @@ def test_the_projects_own_run_never_tests_an_installed_model(project: Path, inst
     assert tested == dict.fromkeys([s.name for s in registry.registered() if s.default and not s.unavailable], "passed")
 
 
+@pytest.mark.slow  # a pytest run that probes the default models, transformers' among them: 6 to 7 s here
 def test_without_a_choice_every_registered_and_installed_model_is_tested(project: Path, installed: Path) -> None:
     # What the installed suite does (no ini file of ours): `verifier check`, `pytest --pyargs verifier.properties`.
     tested = models_tested(project, "-o", "verifier_installed_models=true", pythonpath=(installed,))
@@ -107,6 +109,7 @@ def test_without_a_choice_every_registered_and_installed_model_is_tested(project
     assert tested == dict.fromkeys([*built_in, "my-installed", *already_installed], "passed")
 
 
+@pytest.mark.slow  # two pytest runs, one probing the default models: 7 s here
 def test_an_installed_model_that_cannot_load_fails_its_own_tests_and_stops_nothing(
     project: Path, tmp_path: Path
 ) -> None:

@@ -13,6 +13,8 @@ import pytest
 
 from verifier.fixtures.plugin import THREAD_POOLS
 
+pytestmark = pytest.mark.slow  # pytest runs with two xdist workers each: 3 to 5 s a test here
+
 SHOW = """
 import json
 import os

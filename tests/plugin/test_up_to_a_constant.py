@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from tests.plugin.project import ROOT, run
 from verifier.analysis.agreement import log_softmax
@@ -33,6 +34,7 @@ def test_log_softmax_removes_a_constant_per_position_and_keeps_the_oracle_s_boun
     assert as_probs.bound(with_neighbours=False) == expected.bound(with_neighbours=False)  # the same scale
 
 
+@pytest.mark.slow  # three models, three properties in the checkpoint profile: 9 s here
 def test_a_centred_model_conforms_only_when_it_declares_it_and_a_bug_still_fails(tmp_path: Path) -> None:
     names = ("centred", "centred_undeclared", "centred_with_a_bug")
     models = [a for name in names for a in ("--model", f"{MODELS}:{name}")]

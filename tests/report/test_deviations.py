@@ -70,6 +70,7 @@ def test_a_declared_deviation_that_did_not_happen_is_reported(checked: tuple[Run
     assert verdict["verdict"] == "conforms" and f"{LOGITS}: {NOT_SEEN}: {WHY}" in verdict["reason"], verdict
 
 
+@pytest.mark.slow  # a `verifier check` for its exit status alone: 4 s here (the verdicts are judged above)
 def test_a_model_that_only_deviates_as_declared_exits_0(tmp_path: Path) -> None:
     done = run(ROOT, "-m", "verifier", "check", "--model", f"{MODELS}:declared", "--reports", str(tmp_path),
                "--hypothesis-profile", "checkpoint", "--", "-p", "no:cacheprovider", "-k", "logits_agree",
