@@ -1,14 +1,17 @@
-"""RoPE, through the model's trace (q, k before and q_rope, k_rope after the rotation): it keeps
-the norm of every pair and head vector, is the identity at position 0, turns pair i at position p
-by p theta^(-2i/d_head), composes (R(m) R(n) = R(m+n)), makes layer-0 scores depend only on m - n,
-and gives the scores llama2.c's interleaved pairing gives on permuted q/k rows. Also: the
-reference's tables equal the ones llama2.c computes and stores (its model.py's computation,
-transcribed into NumPy float32; tests/test_reference.py checks them against torch's run of it).
+"""RoPE, through the model's trace (q, k before and q_rope, k_rope after the rotation), on every
+family that rotates (`ROTARY`: all but GPT-2, with their q/k norms, partial rotary, GLM's interleaved
+pairs, windows and soft-caps): it keeps the norm of every pair and head vector, is the identity at
+position 0, turns pair i at position p by p theta^(-2i/r) (r the rotated dims) and passes the other
+dims, composes (R(m) R(n) = R(m+n)), makes layer-0 scores depend only on m - n, and gives the scores
+llama2.c's interleaved pairing gives on permuted q/k rows. Also: the reference's tables equal the ones
+llama2.c computes and stores (its model.py's computation, transcribed into NumPy float32;
+tests/test_reference.py checks them against torch's run of it).
 
-Pairs are (i, i + d_head/2) of each head vector: the `transformers` (rotate-half) layout that
-`verifier.model.stages` documents for q and k. A model whose trace holds them interleaved declares
-`rope_layout = "interleaved"` and `CheckedModel.trace` reorders them; one that does not declare it
-fails here, and the failure's localization (the first divergent stage, layer 0 q) says what to declare.
+Pairs are (i, i + r/2) of each head vector's first r dims: the `transformers` (rotate-half) layout that
+`verifier.model.stages` documents for q and k; GLM's are (2i, 2i + 1), its own order. A model whose trace
+holds rotate-half pairs interleaved declares `rope_layout = "interleaved"` and `CheckedModel.trace`
+reorders them; one that does not declare it fails here, and the failure's localization (the first
+divergent stage, layer 0 q) says what to declare.
 """
 
 from __future__ import annotations
@@ -20,9 +23,10 @@ from hypothesis import given
 
 from verifier.analysis.divergence import Divergence
 from verifier.model import stages
-from verifier.model.config import ModelConfig
+from verifier.model.config import FAMILIES, ModelConfig
 from verifier.model.presets import preset
 from verifier.plugin.contract import CheckedModel
+from verifier.plugin.probes import PROBE_CONFIGS
 from verifier.plugin.registry import ModelSpec
 from verifier.properties import checks, models
 from verifier.properties.cases import Case, cases
@@ -39,22 +43,28 @@ from verifier.properties.pinned_cases import (
 )
 from verifier.reference.layers import rope_tables
 
+# The families whose q and k RoPE turns: every one whose configs use it (all but GPT-2).
+ROTARY = tuple(f for f in FAMILIES if any(c.family == f and c.uses_rope for c in PROBE_CONFIGS.values()))
 LLAMA_PINNED = (RICH_LLAMA, SMALL_ACTIVATIONS, SINGLE_HEAD, ONE_KV_HEAD)
-llama_cases = cases(("llama",), min_T=2, max_n_ctx=96)
+rotary_cases = cases(ROTARY, min_T=2, max_n_ctx=96)
 
 
-def _halves(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """[..., d_head] -> the two members of every pair, [..., d_head/2] each."""
-    half = x.shape[-1] // 2
-    return np.asarray(x[..., :half], np.float64), np.asarray(x[..., half:], np.float64)
+def _halves(x: np.ndarray, config: ModelConfig) -> tuple[np.ndarray, np.ndarray]:
+    """[..., d_head] -> the two members of every rotated pair, [..., r/2] each: (i, i + r/2) of the first
+    r = `config.rotated_dims` dims, or (2i, 2i + 1) where the family pairs them so (GLM)."""
+    r = config.rotated_dims
+    x = np.asarray(x, np.float64)
+    if config.rope_pairs == stages.INTERLEAVED:
+        return x[..., 0:r:2], x[..., 1:r:2]
+    return x[..., : r // 2], x[..., r // 2 : r]
 
 
 def _formula_angles(T: int, config: ModelConfig) -> np.ndarray:
-    """[T, d_head/2]: p * theta^(-2i/d_head), written from the formula, with the config's RoPE scaling:
+    """[T, r/2]: p * theta^(-2i/r), written from the formula, with the config's RoPE scaling:
     "linear" divides every frequency by the factor; "llama3" keeps the high band (wavelengths below
     original_n_ctx / high_freq_factor), divides the low band (above original_n_ctx / low_freq_factor)
     by the factor, and interpolates between them in original_n_ctx / wavelength."""
-    d = config.d_head
+    d = config.rotated_dims
     inv_freq = config.rope_theta ** (-np.arange(0, d, 2) / d)
     s = config.rope_scaling
     if s is not None and s.kind == "linear":
@@ -68,11 +78,16 @@ def _formula_angles(T: int, config: ModelConfig) -> np.ndarray:
     return np.arange(T)[:, None] * inv_freq[None, :]
 
 
-def _rotate(x: np.ndarray, angles: np.ndarray) -> np.ndarray:
-    """Rotate pairs (i, i + d_head/2) of x [heads, T, d_head] by angles [T, d_head/2]."""
-    x1, x2 = _halves(x)
+def _rotate(x: np.ndarray, angles: np.ndarray, config: ModelConfig) -> np.ndarray:
+    """Rotate the pairs (`_halves`) of x [heads, T, d_head] by angles [T, r/2]; the other dims pass."""
+    x1, x2 = _halves(x, config)
     cos, sin = np.cos(angles), np.sin(angles)
-    return np.concatenate([x1 * cos - x2 * sin, x1 * sin + x2 * cos], axis=-1)
+    r = config.rotated_dims
+    if config.rope_pairs == stages.INTERLEAVED:
+        rotated = np.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], axis=-1).reshape(*x.shape[:-1], r)
+    else:
+        rotated = np.concatenate([x1 * cos - x2 * sin, x1 * sin + x2 * cos], axis=-1)
+    return np.concatenate([rotated, np.asarray(x, np.float64)[..., r:]], axis=-1)
 
 
 def _traced(model_spec: ModelSpec, case: Case) -> tuple[CheckedModel, dict[str, np.ndarray]]:
@@ -98,14 +113,14 @@ def _rotated_pairs(trace: dict[str, np.ndarray], config: ModelConfig) -> Iterato
                 checks.nothing_compared(f"the trace has no {before} and {after} pair (layers.<i>.{before}, .{after})")
 
 
-@requires("trace", family="llama")
+@requires("trace", family=ROTARY)
 @pinned(*LLAMA_PINNED)
-@given(case=llama_cases)
+@given(case=rotary_cases)
 def test_rope_preserves_the_norm_of_every_pair_and_head_vector(model_spec: ModelSpec, case: Case) -> None:
     """RoPE keeps the norm of every rotated pair and of every head vector."""
     model, trace = _traced(model_spec, case)
     for name, before, after in _rotated_pairs(trace, case.config):
-        (b1, b2), (a1, a2) = _halves(before), _halves(after)
+        (b1, b2), (a1, a2) = _halves(before, case.config), _halves(after, case.config)
         pair_norms = exact(np.hypot(b1, b2), case.T)
         checks.agree(np.hypot(a1, a2), pair_norms, what=f"{name}: norm of every pair after RoPE", model=model,
                      localize=_localize(model, case))  # fmt: skip
@@ -115,9 +130,9 @@ def test_rope_preserves_the_norm_of_every_pair_and_head_vector(model_spec: Model
                      localize=_localize(model, case))  # fmt: skip
 
 
-@requires("trace", family="llama")
+@requires("trace", family=ROTARY)
 @pinned(*LLAMA_PINNED)
-@given(case=llama_cases)
+@given(case=rotary_cases)
 def test_rope_is_the_identity_at_position_0(model_spec: ModelSpec, case: Case) -> None:
     """RoPE is the identity at position 0."""
     model, trace = _traced(model_spec, case)
@@ -126,11 +141,11 @@ def test_rope_is_the_identity_at_position_0(model_spec: ModelSpec, case: Case) -
                      localize=_localize(model, case))  # fmt: skip
 
 
-@requires("trace", family="llama")
+@requires("trace", family=ROTARY)
 # Llama 3.1's scaled bands pinned (RICH_FAMILIES[0]: positions past original_n_ctx 32): a mutant scaling every
 # band passed the drawn cases once the draws changed.
 @pinned(*LLAMA_PINNED, RICH_FAMILIES[0])
-@given(case=llama_cases)
+@given(case=rotary_cases)
 def test_rope_turns_pair_i_at_position_p_by_p_times_theta_to_the_minus_2i_over_d_head(
     model_spec: ModelSpec, case: Case
 ) -> None:
@@ -139,14 +154,14 @@ def test_rope_turns_pair_i_at_position_p_by_p_times_theta_to_the_minus_2i_over_d
     c = case.config
     angles = _formula_angles(case.T, c)
     for name, before, after in _rotated_pairs(trace, c):
-        checks.agree(after, exact(_rotate(before, angles), case.T), what=f"{name} rotated by RoPE", model=model,
+        checks.agree(after, exact(_rotate(before, angles, c), case.T), what=f"{name} rotated by RoPE", model=model,
                      localize=_localize(model, case))  # fmt: skip
 
 
-def _measured_angles(before: np.ndarray, after: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _measured_angles(before: np.ndarray, after: np.ndarray, config: ModelConfig) -> tuple[np.ndarray, np.ndarray]:
     """The angle the model turned each pair by, [T, d_head/2], read from the head whose pair is
     longest, and that pair's length relative to the largest (how far the angle can be trusted)."""
-    (b1, b2), (a1, a2) = _halves(before), _halves(after)
+    (b1, b2), (a1, a2) = _halves(before, config), _halves(after, config)
     best = np.argmax(np.hypot(b1, b2), axis=0)[None]  # [1, T, d_head/2]: the longest pair over heads
     b1, b2, a1, a2 = (np.take_along_axis(x, best, axis=0)[0] for x in (b1, b2, a1, a2))
     angle = np.arctan2(b1 * a2 - b2 * a1, b1 * a1 + b2 * a2)
@@ -154,15 +169,15 @@ def _measured_angles(before: np.ndarray, after: np.ndarray) -> tuple[np.ndarray,
     return angle, length / max(float(length.max()), np.finfo(np.float64).tiny)
 
 
-@requires("trace", family="llama")
+@requires("trace", family=ROTARY)
 @pinned(*LLAMA_PINNED)
-@given(case=llama_cases)
+@given(case=rotary_cases)
 def test_rope_rotations_compose_r_m_times_r_n_is_r_m_plus_n(model_spec: ModelSpec, case: Case) -> None:
     """RoPE's rotations compose: R(m) R(n) = R(m + n)."""
     model, trace = _traced(model_spec, case)
     T = min(case.T, 48)  # every (m, n) with m + n < T: quadratic in T
     for name, before, after in _rotated_pairs(trace, case.config):
-        angle, trust = _measured_angles(before[:, :T], after[:, :T])
+        angle, trust = _measured_angles(before[:, :T], after[:, :T], case.config)
         m, n = np.triu_indices(T)
         keep = m + n < T
         m, n = m[keep], n[keep]
@@ -189,9 +204,9 @@ def test_rope_rotations_compose_r_m_times_r_n_is_r_m_plus_n(model_spec: ModelSpe
             )
 
 
-@requires("trace", family="llama")
+@requires("trace", family=ROTARY)
 @pinned(*LLAMA_PINNED, CANCELLING_SCORES)
-@given(case=cases(("llama",), min_T=3, max_n_ctx=96))
+@given(case=cases(ROTARY, min_T=3, max_n_ctx=96))
 def test_rope_layer_0_scores_depend_only_on_the_distance_m_minus_n(model_spec: ModelSpec, case: Case) -> None:
     # Tokens alternate a, b, a, b, ...: in layer 0, q and k depend on the token alone, so the score of
     # query m and key n equals that of m + 2 and n + 2 exactly when RoPE is relative.
@@ -203,7 +218,8 @@ def test_rope_layer_0_scores_depend_only_on_the_distance_m_minus_n(model_spec: M
     if scores is None:
         checks.nothing_compared("the trace has no layers.0.scores stage")
         return
-    later, earlier = np.tril(scores[:, 2:, 2:]), np.tril(scores[:, :-2, :-2])
+    visible = _visible(case.T - 2, case.config.window(0))  # the same distances on both sides
+    later, earlier = np.where(visible, scores[:, 2:, 2:], 0.0), np.where(visible, scores[:, :-2, :-2], 0.0)
     # Each side is a score rounded once and a sum of terms rounded each: the bound is relative to
     # |score| plus the terms' root-sum-square on both sides (sized on the oracle's q and k).
     q, k = stages.layer_stage(0, "q_rope"), stages.layer_stage(0, "k_rope")
@@ -222,43 +238,61 @@ def _term_sizes(q: np.ndarray, k: np.ndarray) -> np.ndarray:
     return np.sqrt(np.square(np.asarray(q, np.float64)) @ np.square(k).transpose(0, 2, 1)) / np.sqrt(q.shape[-1])
 
 
-def _interleaved_scores(q: np.ndarray, k: np.ndarray, config: ModelConfig) -> tuple[np.ndarray, np.ndarray]:
-    """llama2.c's way: q/k rows permuted to interleaved pairs (2i, 2i+1), each rotated as a complex
-    number by p theta^(-2i/d_head) (scaled as the config says: `_formula_angles`), then
-    q k^T / sqrt(d_head) with query head h on kv head h // group. Returns the scores [h, T, T]
-    (causal) and the root-sum-square of each one's terms (`_term_sizes`)."""
-    d_head = q.shape[-1]
-    perm = np.stack([np.arange(d_head // 2), np.arange(d_head // 2) + d_head // 2], axis=-1).reshape(-1)
-    freqs = np.exp(1j * _formula_angles(q.shape[1], config))  # [T, d_head/2]
+def _visible(T: int, window: int | None) -> np.ndarray:
+    """[T, T]: where query m may see key n (n <= m, and m - n < the window where the layer has one), the
+    entries of `scores` a trace defines."""
+    m, n = np.arange(T)[:, None], np.arange(T)[None, :]
+    return (n <= m) & (m - n < (window or T))
+
+
+def _interleaved_scores(q: np.ndarray, k: np.ndarray, config: ModelConfig, layer: int) -> tuple[np.ndarray, np.ndarray]:
+    """llama2.c's way: each head's first r = `config.rotated_dims` q/k dims permuted to interleaved pairs
+    (2i, 2i+1) (GLM's already are), each rotated as a complex number by p theta^(-2i/r) (scaled as the
+    config says: `_formula_angles`), the other dims passed; then q k^T times the config's attention scale
+    with query head h on kv head h // group, soft-capped where the family caps. Returns the scores [h, T, T]
+    and the root-sum-square of each one's terms (`_term_sizes`), both 0 where the query cannot see the key."""
+    r, T = config.rotated_dims, q.shape[1]
+    perm = np.arange(r)
+    if config.rope_pairs != stages.INTERLEAVED:
+        perm = np.stack([np.arange(r // 2), np.arange(r // 2) + r // 2], axis=-1).reshape(-1)
+    freqs = np.exp(1j * _formula_angles(T, config))  # [T, r/2]
 
     def rotate(x: np.ndarray) -> np.ndarray:
-        pairs = np.asarray(x, np.float64)[..., perm].reshape(*x.shape[:-1], d_head // 2, 2)
+        x = np.asarray(x, np.float64)
+        pairs = x[..., perm].reshape(*x.shape[:-1], r // 2, 2)
         z = (pairs[..., 0] + 1j * pairs[..., 1]) * freqs
-        return np.stack([z.real, z.imag], axis=-1).reshape(x.shape)
+        return np.concatenate([np.stack([z.real, z.imag], axis=-1).reshape(*x.shape[:-1], r), x[..., r:]], axis=-1)
 
     qr, kr = rotate(q), rotate(k)
-    scores = qr @ np.repeat(kr, q.shape[0] // k.shape[0], axis=0).transpose(0, 2, 1) / np.sqrt(d_head)
-    return np.tril(scores), np.tril(_term_sizes(qr, kr))
+    scores = qr @ np.repeat(kr, q.shape[0] // k.shape[0], axis=0).transpose(0, 2, 1) * config.attention_scale
+    if config.attn_softcap is not None:
+        scores = config.attn_softcap * np.tanh(scores / config.attn_softcap)
+    terms = _term_sizes(qr, kr) * config.attention_scale * np.sqrt(q.shape[-1])
+    visible = _visible(T, config.window(layer))
+    return np.where(visible, scores, 0.0), np.where(visible, terms, 0.0)
 
 
-@requires("trace", family="llama")
+@requires("trace", family=ROTARY)
 @pinned(*LLAMA_PINNED)
-@given(case=llama_cases)
+@given(case=rotary_cases)
 def test_rope_interleaved_and_rotate_half_pairings_give_the_same_scores(model_spec: ModelSpec, case: Case) -> None:
     """The interleaved pairing and the rotate-half pairing (with the q/k rows permuted) give the same scores."""
     model, trace = _traced(model_spec, case)
+    turned = ("q_norm", "k_norm") if case.config.qk_norm else ("q", "k")  # what RoPE turns (Qwen3: the norms)
     for layer in range(case.config.n_layers):
-        q, k, scores = (trace.get(stages.layer_stage(layer, op)) for op in ("q", "k", "scores"))
+        q, k, scores = (trace.get(stages.layer_stage(layer, op)) for op in (*turned, "scores"))
         if q is None or k is None or scores is None:
-            checks.nothing_compared("the trace has no q, k and scores stages (layers.<i>.q, .k, .scores)")
+            checks.nothing_compared(
+                f"the trace has no {', '.join(turned)} and scores stages (layers.<i>.{turned[0]}, ...)"
+            )
             continue
         # A score is rounded once (eps |score|) and sums terms rounded each (their root-sum-square):
         # where the terms cancel, the second is large against the score (measured: transformers in
         # bfloat16, 9% of a score of -0.0014, 1.09x a bound of 8 eps max |score|).
-        interleaved, terms = _interleaved_scores(q, k, case.config)
+        interleaved, terms = _interleaved_scores(q, k, case.config, layer)
         expected = exact(interleaved, case.T, scale=np.abs(interleaved) + terms)
         checks.agree(
-            np.tril(scores),
+            np.where(_visible(case.T, case.config.window(layer)), scores, 0.0),
             expected,
             what=f"layer {layer} scores against llama2.c's interleaved RoPE",
             model=model,

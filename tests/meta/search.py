@@ -4,7 +4,8 @@ budget; and the records (`tests/meta/records.py`) that keep what it found, repla
     python -m tests.meta.search                  # every search; exit 1 naming each hole
     python -m tests.meta.search --write          # ... and rewrite the records of the searches run
     python -m tests.meta.search --share 3/4      # the searches of share 3 of 4 (CI: a share a commit)
-    python -m tests.meta.search --changed        # ... plus those without a record or whose code changed
+    python -m tests.meta.search --changed        # those without a record or whose code changed, alone
+    python -m tests.meta.search --share 3/8 --changed  # ... and with a share (CI)
     python -m tests.meta.search --only ScaleByDHead RopeTheta1000 --kinds kill,stage
 
 Each search plugs its models in as a user does (`verifier check --model module:factory`, pytest
@@ -410,13 +411,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     everything, stored = searches(), records.load()
     chosen = [s for s in everything if (not args.only or s.mutant in args.only)
               and (not args.kinds or s.kind in args.kinds.split(","))]  # fmt: skip
+    changed = set(stale(everything, stored)) if args.changed else set()
     if args.share:
         index, _, count = args.share.partition("/")
         if not (index.isdigit() and count.isdigit() and 1 <= int(index) <= int(count)):
             parser.error(f"--share {args.share}: expected I/N with 1 <= I <= N, e.g. 3/8")
         share = (int(index), int(count))
-        changed = set(stale(everything, stored)) if args.changed else set()
         chosen = [s for s in chosen if in_share(s, share) or s.name in changed]
+    elif args.changed:  # alone, only those: what a change to a property or a mutant needs searched again
+        chosen = [s for s in chosen if s.name in changed]
     print(f"{len(chosen)} of {len(everything)} searches", file=sys.stderr)
     started = time.monotonic()
     results = search_all(chosen, args.workers)

@@ -139,3 +139,25 @@ def test_a_conforms_search_is_a_hole_where_the_correct_base_fails_or_skips_other
     assert "test_a: d" in search._conforms(constrained, report(("test_a", "fail"), *skips)).hole
     assert "skipped" in search._conforms(constrained, report(("test_a", "skip"), *skips)).hole
     assert "nothing ran" in search._conforms(constrained, report()).hole
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [(["--changed"], {"stale"}), (["--share", "1/1", "--changed"], "all"), (["--only", "ScaleByDHead"], "mutant")],
+)
+def test_changed_alone_searches_only_the_stale_and_with_a_share_adds_them(
+    monkeypatch: pytest.MonkeyPatch, args: list[str], expected: Any
+) -> None:
+    # `--changed` alone ran all 634 searches (45 minutes), though test_records' own message recommends it
+    # for the few a change leaves without a current record.
+    stale_name = next(s.name for s in SEARCHES if s.mutant == "RopeTheta1000")
+    chosen: list[str] = []
+    monkeypatch.setattr(search, "stale", lambda everything, stored: [stale_name])
+    monkeypatch.setattr(search, "search_all", lambda searches, workers: chosen.extend(s.name for s in searches) or [])
+    assert search.main(args) == 0
+    if expected == "all":
+        assert len(chosen) == len(SEARCHES)
+    elif expected == "mutant":
+        assert chosen and all(n.endswith("/ScaleByDHead") or "/ScaleByDHead/" in n for n in chosen), chosen
+    else:
+        assert chosen == [stale_name]
