@@ -253,7 +253,6 @@ def test_a_modelconfig_counts_as_before_with_the_stored_rope_tables() -> None:
         ({"model_type": "llama", "mlp_bias": True}, "mlp_bias"),
         ({"model_type": "qwen3", "use_qk_norm": True}, "use_qk_norm"),
         ({"model_type": "gemma2", "num_hidden_layer": 2}, "num_hidden_layer"),
-        ({**known_model("llama-3.1-8b").fields, "rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, "rope_scaling"),
         ({"model_type": "mistral", "hidden_size": 64}, "num_attention_heads"),
         ({"model_type": "qwen2", "hidden_size": "64", "num_attention_heads": 4}, "hidden_size"),
         ({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 0}, "num_attention_heads"),
@@ -267,6 +266,14 @@ def test_configs_the_formula_cannot_count_name_the_field(fields: dict, field: st
     with pytest.raises(ConfigError) as info:
         architecture_from_hf_dict(fields)
     assert info.value.field == field
+
+
+def test_a_rope_scaling_of_any_type_counts_as_none_no_rotation_adds_a_parameter() -> None:
+    # It was a config the formula could not count (issue 47): YaRN is not run by the reference, but counted.
+    fields = known_model("llama-3.1-8b").fields
+    yarn = {**fields, "rope_scaling": {"rope_type": "yarn", "factor": 4.0}}
+    plain = {k: v for k, v in fields.items() if k != "rope_scaling"}
+    assert count_parameters(architecture_from_hf_dict(yarn)) == count_parameters(architecture_from_hf_dict(plain))
 
 
 def test_an_unknown_name_lists_the_known_ones() -> None:

@@ -85,3 +85,14 @@ def test_the_audit_s_claims_file_is_package_data() -> None:
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
     claims = ROOT / "verifier" / "data" / "audit" / "claims.toml"
     assert claims.is_file() and any(claims.relative_to(ROOT / "verifier").match(p) for p in data["verifier"])
+
+
+def test_tox_s_docs_environment_has_what_the_docs_tests_import() -> None:
+    # `tox -e docs` failed on a fresh clone: its environment had the docs extra alone, no torch, and the
+    # PyTorch page's snippets failed (2 failed).
+    import configparser
+
+    tox = configparser.ConfigParser()
+    tox.read(ROOT / "tox.ini")
+    extras = {e.strip() for e in tox["testenv:docs"]["extras"].replace("\n", ",").split(",") if e.strip()}
+    assert {"docs", "dev"} <= extras, extras

@@ -1,4 +1,5 @@
-"""A verification suite for GPT-2 and Llama implementations.
+"""A verification suite for implementations of transformer language models (every family of
+`verifier.model.config.FAMILIES`: GPT-2, Llama and the families after them).
 
 The library: configs and presets, the canonical weight set, the independent NumPy reference,
 exact parameter counts; and what a factory under test declares (`Constraints`, `Unsupported`).

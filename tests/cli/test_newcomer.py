@@ -246,3 +246,29 @@ def test_params_of_a_checkpoint_with_truncated_weights_is_an_error_as_for_inspec
             capsys.readouterr().err
         )
     assert main(["params", str(tmp_path / "model" / "config.json")]) == 0  # a config named alone is counted
+
+
+def test_the_command_and_the_package_describe_every_family_not_two(capsys: pytest.CaptureFixture[str]) -> None:
+    # `verifier --help`, the package's description and `verifier`'s docstring said "GPT-2 and Llama".
+    import tomllib
+
+    import verifier
+    from verifier.cli import build_parser
+    from verifier.model.config import FAMILIES
+
+    build_parser().print_help()
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert all(family in help_text for family in FAMILIES), help_text
+    described = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"]["description"]
+    for text in (help_text, described, verifier.__doc__ or ""):
+        assert "GPT-2 and Llama" not in text and "transformer language models" in text, text
+
+
+def test_kl_help_names_the_tokenizer_each_family_uses(capsys: pytest.CaptureFixture[str]) -> None:
+    # It said "the family's real tokenizer", though every family but GPT-2 uses Llama 2's.
+    from verifier.cli import build_parser
+
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["kl", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "GPT-2's BPE for gpt2, llama2.c's Llama 2 vocabulary for the other families" in help_text

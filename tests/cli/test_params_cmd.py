@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+from tests import needs
 from verifier.cli import main
 from verifier.formats import save_checkpoint
 from verifier.model.known_models import known_model, known_models
@@ -85,3 +86,39 @@ def test_output_into_a_closed_pipe_is_not_a_traceback() -> None:
         os.close(write_end)
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr
+
+
+# Qwen3-0.6B's config.json with the YaRN scaling its model card gives for long contexts.
+_QWEN3_YARN = {
+    "model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"], "vocab_size": 151936, "hidden_size": 1024,
+    "intermediate_size": 3072, "num_hidden_layers": 28, "num_attention_heads": 16, "num_key_value_heads": 8,
+    "head_dim": 128, "max_position_embeddings": 40960, "rms_norm_eps": 1e-6, "rope_theta": 1000000,
+    "tie_word_embeddings": True,
+    "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768},
+}  # fmt: skip
+
+
+@needs.transformers
+def test_a_rope_scaling_the_reference_does_not_run_still_counts_as_transformers_counts(tmp_path, capsys) -> None:
+    # It was refused: "rope_type 'yarn' is not implemented", though no rotation adds a parameter.
+    from transformers import AutoConfig
+
+    from verifier.formats import hf
+
+    (tmp_path / "config.json").write_text(json.dumps(_QWEN3_YARN))
+    assert main(["params", str(tmp_path), "--json"]) == 0
+    total = json.loads(capsys.readouterr().out)["total"]
+    fields = {k: v for k, v in _QWEN3_YARN.items() if k != "model_type"}
+    assert total == hf.parameter_count(AutoConfig.for_model("qwen3", **fields)) == 596_049_920
+
+
+def test_a_folder_named_as_a_preset_is_the_folder(tmp_path, capsys, monkeypatch) -> None:
+    # `verifier params gpt2` counted the preset though ./gpt2 held a model, as from_pretrained("gpt2") reads it.
+    (tmp_path / "gpt2").mkdir()
+    (tmp_path / "gpt2" / "config.json").write_text(json.dumps(_QWEN3_YARN))
+    monkeypatch.chdir(tmp_path)
+    assert main(["params", "gpt2", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["total"] == 596_049_920
+    monkeypatch.chdir(tmp_path / "gpt2")  # elsewhere, the name is the preset
+    assert main(["params", "gpt2", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["total"] == 124_439_808

@@ -221,3 +221,17 @@ def test_a_published_shape_model_runs_every_property_s_full_budget(tmp_path: Pat
     generated = _generated((tmp_path / "pytest.log").read_text())  # pytest's whole output
     assert len(generated) == 14 and all(invalid < budget / 2 for _, invalid in generated.values()), generated
     assert report["verdict"] == "conforms" and done.returncode == 0, done
+
+
+def test_a_lambda_predicate_is_described_as_a_predicate_not_by_its_name() -> None:
+    # `verifier models` printed `supports=<lambda>`.
+    assert (
+        Constraints(families=("gpt2",), supports=lambda c: c.n_layers < 3)
+        .describe()
+        .endswith("a supports(config) predicate")
+    )
+
+    def small(config: ModelConfig) -> bool:
+        return config.n_layers < 3
+
+    assert Constraints(families=("gpt2",), supports=small).describe().endswith("supports=small")

@@ -16,7 +16,7 @@ from verifier.formats.errors import CheckpointError
 from verifier.formats.sources import SourceError
 from verifier.formats.tokenizer import TokenizerError
 from verifier.messages import bounded
-from verifier.model.config import ConfigError
+from verifier.model.config import FAMILIES, ConfigError
 from verifier.model.presets import UnknownPresetError
 from verifier.plugin.registry import PluginError
 from verifier.reference import InputError
@@ -46,7 +46,9 @@ USER_ERRORS = (
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="verifier", description="Verify GPT-2 and Llama implementations against an independent reference."
+        prog="verifier",
+        description=f"Verify implementations of transformer language models ({', '.join(FAMILIES)}) against an "
+        "independent NumPy reference.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

@@ -44,7 +44,8 @@ def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "kl",
         help="KL divergence and top-token statistics of a model against the oracle over a real text",
-        description="Run a model and the float64 oracle over a text tokenized by the family's real tokenizer and "
+        description="Run a model and the float64 oracle over a text tokenized by a real tokenizer (GPT-2's BPE for "
+        "gpt2, llama2.c's Llama 2 vocabulary for the other families) and "
         "print llama.cpp's KL-divergence statistics: mean, median, 99th percentile and max KL, how often the top "
         "token is the same, and the change in the next token's probability.",
     )

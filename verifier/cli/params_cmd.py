@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from verifier.formats.config_json import config_from_fields
@@ -47,7 +48,7 @@ class _Counted:
 
 
 def _counted(spec: str, *, download: bool) -> _Counted:
-    if spec not in PRESETS and spec in known_models():
+    if spec not in PRESETS and spec in known_models() and not Path(spec).exists():
         return _counted_known(known_models()[spec])
     found = hf_config_fields(spec, download=download)
     if found is not None:  # counted from config.json itself: Mistral, Qwen2, Mixtral, ... too

@@ -15,7 +15,7 @@ from verifier.analysis import trace, trace_plot
 from verifier.cli import arguments
 from verifier.formats import checkpoint_config, load_checkpoint
 from verifier.formats.data import DATA_DIR_ENV
-from verifier.formats.sources import locate
+from verifier.formats.sources import locate, names_preset
 from verifier.formats.tokenizer import Tokenizer, TokenizerNotFound, find_tokenizer
 from verifier.model.config import FAMILIES, ModelConfig
 from verifier.model.presets import PRESETS
@@ -84,7 +84,7 @@ def _model(args: argparse.Namespace) -> tuple[ModelConfig, WeightMap, str, Path 
     """
     seeded = f"seeded random (init_weights seed {args.seed}): the shapes and the flow are the model's; "
     seeded += "the next token is not a trained model's"
-    if args.model in PRESETS:
+    if names_preset(args.model):
         config = PRESETS[args.model]
         return config, init_weights(config, seed=args.seed), seeded, None
     path = locate(args.model, download=args.download)

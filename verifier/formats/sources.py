@@ -74,9 +74,16 @@ def locate(spec: str, *, download: bool = False, cache_dir: str | Path | None = 
     raise SourceError(f"{spec!r}: no such file or directory (and not the form of a Hugging Face repo id)")
 
 
+def names_preset(spec: str) -> bool:
+    """Whether `spec` is a preset's name and no file or directory of that name is here: a local `gpt2/`
+    folder is the folder, as `transformers`' from_pretrained("gpt2") reads it."""
+    return spec in PRESETS and not Path(spec).exists()
+
+
 def load_config(spec: str, *, download: bool = False) -> ModelConfig:
-    """The config named by `spec`: a preset, or the config of a checkpoint, directory or repo id."""
-    if spec in PRESETS:
+    """The config named by `spec`: a preset, or the config of a checkpoint, directory or repo id (a
+    path of a preset's name included: `names_preset`)."""
+    if names_preset(spec):
         return PRESETS[spec]
     try:
         path = locate(spec, download=download)
@@ -88,7 +95,7 @@ def load_config(spec: str, *, download: bool = False) -> ModelConfig:
 def hf_config_fields(spec: str, *, download: bool = False) -> tuple[Path, dict[str, Any]] | None:
     """(path, fields) of the `config.json` that `spec` names or holds (a file, an HF directory or a
     cached repo id), or None when `spec` is a preset or another kind of checkpoint."""
-    if spec in PRESETS:
+    if names_preset(spec):
         return None
     try:
         path = locate(spec, download=download)

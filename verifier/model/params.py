@@ -90,8 +90,10 @@ def from_config(c: ModelConfig, *, stores_rope_tables: bool | None = None) -> Ar
 def from_hf_dict(fields: dict[str, Any]) -> Architecture:
     """The counting view of a `config.json` of one of the suite's families, read by the suite's own config
     reader (`verifier.model.config.from_hf_dict`), so a config is counted exactly as it is run; its
-    ConfigError names the key that cannot be read."""
-    return from_config(config_from_hf_dict(fields), stores_rope_tables=False)
+    ConfigError names the key that cannot be read. RoPE's parameters (its type and scaling, YaRN's and
+    longrope's included, which the reference does not run) are left out: no rotation adds a parameter."""
+    counted = {k: v for k, v in fields.items() if k not in ("rope_scaling", "rope_parameters")}
+    return from_config(config_from_hf_dict(counted), stores_rope_tables=False)
 
 
 @dataclass(frozen=True)

@@ -264,7 +264,8 @@ class Constraints:
         if self.switches is not None and any(FAMILY_SWITCHES[f][1] for f in self.families):
             parts.append(f"switches {', '.join(self.switches)}" if self.switches else "no switches")
         if self.supports is not None:
-            parts.append(f"supports={getattr(self.supports, '__name__', 'a predicate')}")
+            name = getattr(self.supports, "__name__", "<lambda>")
+            parts.append(f"supports={name}" if name.isidentifier() else "a supports(config) predicate")
         return "; ".join(parts)
 
 
