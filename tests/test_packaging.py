@@ -96,3 +96,17 @@ def test_tox_s_docs_environment_has_what_the_docs_tests_import() -> None:
     tox.read(ROOT / "tox.ini")
     extras = {e.strip() for e in tox["testenv:docs"]["extras"].replace("\n", ",").split(",") if e.strip()}
     assert {"docs", "dev"} <= extras, extras
+
+
+def test_the_changelog_s_newest_release_is_the_package_s_version_and_says_what_changes_for_verdicts() -> None:
+    # There was no changelog: four implementations that conformed on one version failed on the next, and
+    # nothing in the project said why (issue 47).
+    import re
+    import tomllib
+
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    releases = re.findall(r"^## \[(\d+\.\d+\.\d+)\] - \d{4}-\d{2}-\d{2}$", changelog, flags=re.MULTILINE)
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert releases and releases[0] == version, (releases, version)
+    newest = changelog.split(f"## [{version}]", 1)[1].split("\n## [", 1)[0]
+    assert "### Verdicts that change, and what to declare" in newest
