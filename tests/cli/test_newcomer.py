@@ -272,3 +272,12 @@ def test_kl_help_names_the_tokenizer_each_family_uses(capsys: pytest.CaptureFixt
         build_parser().parse_args(["kl", "--help"])
     help_text = " ".join(capsys.readouterr().out.split())
     assert "GPT-2's BPE for gpt2, llama2.c's Llama 2 vocabulary for the other families" in help_text
+
+
+def test_check_help_says_a_model_can_be_named_on_one_family(capsys: pytest.CaptureFixture[str]) -> None:
+    # `MODEL@FAMILY` was documented on the engines page alone (issue 47).
+    from verifier.cli import build_parser
+
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["check", "--help"])
+    assert "NAME@FAMILY to test it on that family only" in " ".join(capsys.readouterr().out.split())

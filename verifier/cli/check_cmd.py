@@ -67,8 +67,8 @@ def add_parser(subparsers: Any) -> None:
         action="append",
         default=[],
         metavar="SPEC",
-        help=f"model under test: a registered name or module.path:factory; repeatable (default: ${ENV_VAR}, "
-        "else every registered model)",
+        help=f"model under test: a registered name or module.path:factory, or either as NAME@FAMILY to test it on "
+        f"that family only (its others are not built); repeatable (default: ${ENV_VAR}, else every registered model)",
     )
     p.add_argument(
         "--command",
