@@ -161,3 +161,14 @@ def test_changed_alone_searches_only_the_stale_and_with_a_share_adds_them(
         assert chosen and all(n.endswith("/ScaleByDHead") or "/ScaleByDHead/" in n for n in chosen), chosen
     else:
         assert chosen == [stale_name]
+
+
+def test_a_replay_leaves_the_precision_it_judged_at_behind_it() -> None:
+    # A q8_0 record's replay left q8_0 as the class every later oracle in the process was judged at: a test
+    # run after it in the same xdist worker compared a float64 oracle on dequantized weights (CI on 609e169).
+    from verifier.properties import oracle
+
+    record = next(r for r in RECORDS if r.name.startswith("kill/q8_0/"))
+    before = oracle.precision()
+    assert records.replay(record.property, load_spec(record.model), record.example).failure is not None
+    assert oracle.precision() == before
