@@ -34,7 +34,7 @@ from hypothesis import note, reject
 from verifier.model.config import FAMILIES, FAMILY_SWITCHES, Family, ModelConfig
 from verifier.plugin import checkpoint
 from verifier.plugin.contract import CheckedModel, build_checked
-from verifier.plugin.interface import Constraints, Unsupported, lacking, switches_on
+from verifier.plugin.interface import Constraints, Unsupported, lacking
 from verifier.plugin.probes import (
     FREE_SHAPE,
     MOE_SIZES,
@@ -65,17 +65,6 @@ class Support:
     broken: dict[str, str] = field(default_factory=dict)  # probe kind -> how building the model broke the contract
     precision: str = "float32"  # the class of the model built on the probes
     quantized: bool = False  # ... and whether it is a quantized one
-    otherwise: dict[str, str] = field(default_factory=dict)  # probe kind -> how it computed the kind's config
-    switches: dict[str, dict[str, str]] = field(default_factory=dict)  # family -> switch -> how it broke
-
-    def not_run(self, config: ModelConfig) -> str:
-        """What `config` has that the probes found the model accepts but does not run: its kind, or switches
-        of its family (`verifier.plugin.probes.probe_switches`); "" if nothing."""
-        kind = probe_kind(config)
-        if kind in self.otherwise:
-            return f"{kind} configs ({self.otherwise[kind]})"
-        broken = self.switches.get(config.family, {})
-        return "; ".join(f"{name} ({broken[name]})" for name in switches_on(config) if name in broken)
 
     def refusal(self, config: ModelConfig) -> str | None:
         """None if the model runs configs like this one, else why not (the probes, or the constraints)."""
@@ -177,10 +166,6 @@ def support(spec: ModelSpec) -> Support:
             quantized=built.quantized if built else False,
         )
         for p in probes:
-            if p.otherwise:
-                found.otherwise[p.kind] = p.otherwise
-            if p.switches:
-                found.switches.setdefault(PROBE_KINDS[p.kind][0], {}).update(p.switches)
             if p.unsupported is not None:
                 found.refused[p.kind] = p.unsupported
             else:
@@ -244,9 +229,6 @@ def build(spec: ModelSpec, case: Case, *capabilities: str) -> CheckedModel:
     if refusal is not None:
         checks.record_refusal(refusal, by_model=False)
         reject()
-    not_run = support(spec).not_run(case.config)
-    if not_run:  # said with a failing case, before its failure is read as a bug of its own
-        note(f"this case has what the start-up probes found the model does not run: {not_run}")
     try:
         model = (
             build_on_checkpoint(spec, case.checkpoint)

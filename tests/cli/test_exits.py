@@ -26,8 +26,6 @@ from verifier.report.results import Header, ModelCard, Report, Result
 # One quick property of the installed suite, at the profile with the fewest examples.
 _QUICK = ["--hypothesis-profile", "checkpoint", "--", "-k", "logits_agree", "-p", "no:cacheprovider"]
 _PROPERTY = "test_agreement.py::test_logits_agree_with_the_oracle"
-_QUICK_DECODE = [*_QUICK[:-4], "-k", "decoding_in_chunks_gives", "-p", "no:cacheprovider"]
-_DECODE_PROPERTY = "test_kv_cache.py::test_decoding_in_chunks_gives_the_logits_of_one_full_pass"
 
 
 def _check(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -62,8 +60,7 @@ def test_a_suite_file_that_fails_to_load_is_a_usage_error_not_ctrl_c(tmp_path: P
 
 
 # A model whose native code ends the process (C exit() or _exit(): no Python code runs after it, no
-# guard of the suite's can catch it), when it is built (`STEP` "build") or decodes (`STEP` "decode": a call the
-# start-up probes do not make, which build the model and compare its logits).
+# guard of the suite's can catch it), when it is built (`STEP` "build") or runs (`STEP` "logits").
 _EXITING_MODEL = """
 import ctypes
 
@@ -77,11 +74,8 @@ class Exiting:
         self.model = model
 
     def logits(self, tokens):
-        return self.model.logits(tokens)
-
-    def decode(self, tokens, cache=None):
         ctypes.CDLL(None).{call}
-        return self.model.decode(tokens, cache)
+        return self.model.logits(tokens)
 
 
 def build(config, weights):
@@ -95,8 +89,8 @@ _MODEL = "exiting_model:build"
 @pytest.mark.parametrize(
     ("step", "call", "status"),
     [
-        pytest.param("decode", "exit(0)", 0, id="exit-0-in-a-test"),
-        pytest.param("decode", "_exit(3)", 3, id="_exit-3-in-a-test"),
+        pytest.param("logits", "exit(0)", 0, id="exit-0-in-a-test"),
+        pytest.param("logits", "_exit(3)", 3, id="_exit-3-in-a-test"),
         pytest.param("build", "_exit(3)", 3, id="_exit-3-while-probed"),
     ],
 )
@@ -107,12 +101,12 @@ def test_a_model_that_ends_the_process_fails_naming_the_exit_status(
     # same with "exit status 0" (and plain pytest exits 0: a CI job passes).
     (tmp_path / "exiting_model.py").write_text(_EXITING_MODEL.format(step=step, call=call))
     reports = tmp_path / "reports"
-    done = _check(tmp_path, "--model", _MODEL, "--reports", str(reports), *_QUICK_DECODE)
+    done = _check(tmp_path, "--model", _MODEL, "--reports", str(reports), *_QUICK)
     assert done.returncode == 1 and "pytest stopped before the suite ran" not in done.stderr, done
     assert sorted(p.name for p in reports.iterdir()) == sorted([MARKDOWN, JSON, HTML, LOG]), done
     report = json.loads((reports / JSON).read_text())
     failed = [r for r in report["results"] if r["outcome"] == "fail"]
-    where = _DECODE_PROPERTY if step == "decode" else collect.PROBE
+    where = _PROPERTY if step == "logits" else collect.PROBE
     assert [(r["property"], r["model"]) for r in failed] == [(where, _MODEL)], report["results"]
     ended = f"ended the process (exit status {status}) while running {where} on {_MODEL}"
     assert ended in failed[0]["detail"], failed[0]["detail"]

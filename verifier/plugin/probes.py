@@ -9,29 +9,16 @@ import dataclasses
 import functools
 import itertools
 import math
-import re
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
-from verifier.analysis import tolerance
-from verifier.messages import bounded
 from verifier.model.config import FAMILY_SWITCHES, Family, ModelConfig, RopeScaling
 from verifier.model.presets import llama2c_hidden_dim
 from verifier.model.weights import init_weights
 from verifier.plugin import checkpoint
 from verifier.plugin.contract import CheckedModel, ContractViolation, build_checked
-from verifier.plugin.interface import (
-    CAPABILITIES,
-    GPT2_PUBLISHED,
-    LLAMA2C_PUBLISHED,
-    Constraints,
-    Unsupported,
-    switches_on,
-)
+from verifier.plugin.interface import CAPABILITIES, GPT2_PUBLISHED, LLAMA2C_PUBLISHED, Constraints, Unsupported
 from verifier.plugin.registry import ModelSpec
-from verifier.reference import NumpyModel
 
 # The kinds of config probed: each family; Llama plain, with grouped-query attention, and with Llama
 # 3's RoPE scaling (family, n_heads, n_kv_heads). Heads have d_head 4 (d_model = 4 n_heads) unless
@@ -83,27 +70,6 @@ PROBE_SWITCHES: dict[str, dict[str, Any]] = {
 }
 # The switches of a MoE kind every probe config has: without them it is not a config of its family.
 MOE_SIZES = ("n_experts", "top_k")
-# What turns each free switch on in a tiny config, where ignoring it changes the output (values as in
-# PROBE_SWITCHES): a model that does not say which switches it runs (`Constraints.switches` None) is built
-# on its families' probe configs with one switch on at a time (`switch_probes`), so that a switch it
-# raises on, refuses or computes otherwise is named before any property draws it. Attention biases are
-# one switch where a family sets q/k/v and o biases together (`attention_bias`), as the strategies draw them.
-SWITCH_PROBES: dict[str, dict[str, Any]] = {
-    "head_dim": {"head_dim": 6},
-    "rope_scaling": {"rope_scaling": "scaled"},
-    "qkv_bias": {"qkv_bias": True},
-    "o_bias": {"o_bias": True},
-    "sliding_window": {"sliding_window": "window"},
-    "layer_types": {"sliding_window": "window", "layer_types": ("sliding_attention", "full_attention")},
-    "attn_softcap": {"attn_softcap": 2.0},
-    "final_softcap": {"final_softcap": 3.0},
-    "query_scale": {"query_scale": 8},
-    "d_expert": {"d_expert": 12},
-    "norm_topk": {"norm_topk": True},
-    "d_shared_expert": {"d_shared_expert": 8},
-    "dense_layers": {"dense_layers": (0,)},
-    "rotary_dim": {"rotary_dim": 2},
-}
 
 FREE_SHAPE = Constraints()
 # The shapes probed, in order, for a factory that declares no Constraints: a model runs a kind if it
@@ -122,12 +88,12 @@ PROBE_SHAPES: dict[str, Constraints] = {
 }
 
 
-def _probe_switches(kind: str, n_ctx: int, shape: Constraints, extra: dict[str, Any]) -> dict[str, Any]:
+def _probe_switches(kind: str, n_ctx: int, shape: Constraints) -> dict[str, Any]:
     """The switches of `kind`'s probe config with `n_ctx` positions that `shape` admits (every one, if
-    it names none), and `extra` (a `SWITCH_PROBES` entry)."""
+    it names none)."""
     found: dict[str, Any] = {}
-    for name, value in {**PROBE_SWITCHES.get(kind, {}), **extra}.items():
-        if shape.switches is not None and name not in shape.switches and name not in MOE_SIZES and name not in extra:
+    for name, value in PROBE_SWITCHES.get(kind, {}).items():
+        if shape.switches is not None and name not in shape.switches and name not in MOE_SIZES:
             continue
         if value == "window":  # a window the probe's positions exceed
             value = max(1, min(4, n_ctx - 1))
@@ -139,11 +105,10 @@ def _probe_switches(kind: str, n_ctx: int, shape: Constraints, extra: dict[str, 
     return found
 
 
-def _tiny_config(kind: str, shape: Constraints, extra: dict[str, Any] | None = None) -> ModelConfig:
-    """The tiny config of `kind` (one layer, two for local/global alternation or a dense layer; d_head 4
-    unless the kind sets it, 32 tokens, 16 positions) with `shape`'s values, the switches it admits and
-    `extra`'s; under a `block`, each matrix input width (`ModelConfig.matrix_inputs`) rounded up to a
-    multiple of it."""
+def _tiny_config(kind: str, shape: Constraints) -> ModelConfig:
+    """The tiny config of `kind` (one layer, two for local/global alternation; d_head 4 unless the kind
+    sets it, 32 tokens, 16 positions) with `shape`'s values and the switches it admits; under a `block`,
+    each matrix input width (`ModelConfig.matrix_inputs`) rounded up to a multiple of it."""
     family, n_heads, n_kv_heads = PROBE_KINDS[kind]
     if not shape.grouped_query and family != "llama":  # Llama's grouped-query attention is a kind of its own
         n_kv_heads = n_heads
@@ -152,7 +117,7 @@ def _tiny_config(kind: str, shape: Constraints, extra: dict[str, Any] | None = N
     d_head = _round_up(PROBE_D_HEAD.get(kind, 4), step)
     d_model = d_head * n_heads
     n_ctx = min(16, shape.max_n_ctx or 16)
-    switches = _probe_switches(kind, n_ctx, shape, extra or {})
+    switches = _probe_switches(kind, n_ctx, shape)
     for name in ("d_expert", "d_shared_expert"):
         if name in switches:
             switches[name] = _round_up(switches[name], block)
@@ -164,7 +129,7 @@ def _tiny_config(kind: str, shape: Constraints, extra: dict[str, Any] | None = N
         vocab_size=32,
         n_ctx=n_ctx,
         d_model=d_model,
-        n_layers=len(switches.get("layer_types", ())) or (2 if switches.get("dense_layers") else 1),
+        n_layers=len(switches.get("layer_types", ())) or 1,
         n_heads=n_heads,
         n_kv_heads=n_kv_heads,
         d_ff=_round_up(24, block) if shape.d_ff is None else shape.d_ff(d_model),
@@ -194,93 +159,6 @@ def probe_config(kind: str, shape: Constraints) -> ModelConfig | None:
 PROBE_CONFIGS: dict[str, ModelConfig] = {kind: _tiny_config(kind, FREE_SHAPE) for kind in PROBE_KINDS}
 
 
-def switch_configs(kind: str, shape: Constraints) -> dict[str, ModelConfig]:
-    """Per free switch of `kind`'s family that `shape` does not declare (none if it names the switches it
-    runs) and `kind`'s probe config leaves off: that config with the switch on (`SWITCH_PROBES`). A family's
-    q/k/v and o biases are one switch, `qkv_bias`, where the family sets them together."""
-    if shape.switches is not None:
-        return {}
-    free = FAMILY_SWITCHES[PROBE_KINDS[kind][0]][1]
-    already = switches_on(_tiny_config(kind, shape))
-    found = {}
-    for name in free:
-        if name in MOE_SIZES or name in already or (name == "o_bias" and "qkv_bias" in free):
-            continue
-        extra = {**SWITCH_PROBES[name], **({"o_bias": True} if name == "qkv_bias" and "o_bias" in free else {})}
-        config = _tiny_config(kind, shape, extra)
-        if name in switches_on(config) and shape.refusal(config) is None:
-            found[name] = config
-    return found
-
-
-def probe_switches(spec: ModelSpec, kind: str, shape: Constraints) -> tuple[tuple[str, str], ...]:
-    """The switches of `switch_configs(kind, shape)` that `spec`'s model does not run, each with how: it
-    `refuses` the config (`Unsupported`), `raises` building or running it, or `computes otherwise`: its
-    last position's logits beyond its precision class's bound from the oracle's (the reference in float64,
-    on the class's weights). A model without logits is judged on building alone."""
-    found = []
-    for name, config in switch_configs(kind, shape).items():
-        outcome = _on_switch(spec, config)
-        if outcome is not None:
-            found += [(name, outcome), *([("o_bias", outcome)] if config.o_bias and name == "qkv_bias" else [])]
-    return tuple(found)
-
-
-def _one_line(message: str, width: int = 160) -> str:
-    """The first line of `message`, cut at `width` characters: what a probe's outcome quotes of an error; of
-    a program's failure (`CommandFailed`), how it ended and its stderr's last line, not its command line."""
-    head, program, stderr = message.partition("; stderr: ")
-    if program:
-        ended = re.search(r"exited with status -?\d+|crashed \(\w+\)|did not finish in \S+ s", head)
-        last = stderr.strip().splitlines()[-1] if stderr.strip() else ""
-        message = f"the program {ended.group(0) if ended else 'failed'}; its stderr's last line: {last}"
-    line = bounded(message).partition("\n")[0]
-    return line if len(line) <= width else line[: width - 1] + "…"
-
-
-def _otherwise(model: CheckedModel, config: ModelConfig, weights: dict[str, np.ndarray]) -> tuple[str, str]:
-    """(how `model` computed otherwise on a kind's probe config, why it declined the probe's input): "" where
-    it agreed, or has no logits. A contract broken in the call is left to the properties, which name the rule;
-    an input declined in the call (a program's exit status 77) to the cases, which draw others."""
-    try:
-        return computes_otherwise(model, config, weights) or "", ""
-    except ContractViolation:
-        return "", ""
-    except Unsupported as e:
-        return "", _one_line(str(e) or type(e).__name__)
-
-
-def _on_switch(spec: ModelSpec, config: ModelConfig) -> str | None:
-    weights = init_weights(config, seed=0)
-    try:
-        model = build_checked(spec, config, weights)
-        return computes_otherwise(model, config, weights)
-    except Unsupported as e:
-        return f"refuses: {_one_line(str(e) or type(e).__name__)}"
-    except ContractViolation as e:
-        return f"raises: {_one_line(e.detail)}"
-
-
-def computes_otherwise(model: CheckedModel, config: ModelConfig, weights: dict[str, np.ndarray]) -> str | None:
-    """`computes otherwise: ...` if `model`'s last-position logits on seeded tokens lie beyond its precision
-    class's bound from the oracle's, else None (also for a model without logits). ContractViolation from
-    the call."""
-    if model.lacks("logits"):
-        return None
-    tokens = np.random.default_rng(0).integers(0, config.vocab_size, config.n_ctx)
-    actual = model.last_logits(tokens)
-    precision = model.precision
-    expected = NumpyModel(config, precision.oracle_weights(weights), np.float64).logits(tokens)[-1]
-    neighbours = [m.logits(tokens)[-1] for m in precision.neighbours(config, weights)]
-    rope_positions = config.n_ctx - 1 if config.uses_rope else 0
-    limit = precision.bound(expected, neighbours, rope_positions=rope_positions, n_layers=config.n_layers)
-    error, _ = tolerance.worst(actual, expected)
-    if error <= limit:
-        return None
-    ratio = error / limit
-    return f"computes otherwise: {ratio:.3g}x its {precision.label} bound from the oracle (max |diff| {error:.3g})"
-
-
 @dataclass(frozen=True)
 class Probe:
     """What building a model on a kind's probe configs gave: its capabilities and the shape of the
@@ -294,19 +172,12 @@ class Probe:
     precision: str = ""  # the built model's precision class, and whether it declared it
     declared: bool = False
     quantized: bool = False  # the class compares next-token distributions with the original weights
-    otherwise: str = ""  # how its logits on the kind's probe config missed the oracle's (`computes_otherwise`)
-    declined: str = ""  # why it declined the probe config's input when run (a program's exit status 77)
-    switches: tuple[tuple[str, str], ...] = ()  # the family's switches it does not run, and how (`probe_switches`)
 
     @classmethod
-    def accepted(
-        cls, kind: str, model: CheckedModel, shape: Constraints | None = None, otherwise: str = "", declined: str = ""
-    ) -> Probe:
-        """The probe of `kind` on which `model` was built (in `shape`), how it computed otherwise, or why it
-        declined the probe's input."""
+    def accepted(cls, kind: str, model: CheckedModel, shape: Constraints | None = None) -> Probe:
+        """The probe of `kind` on which `model` was built (in `shape`)."""
         return cls(kind, model.capabilities, shape, precision=model.precision.label, declared=model.precision_declared,
-                   quantized=model.precision.distribution is not None, otherwise=otherwise,
-                   declined=declined)  # fmt: skip
+                   quantized=model.precision.distribution is not None)  # fmt: skip
 
     def summary(self) -> str:
         """`logits, decode, ...` (and the shape, unless free), `unsupported (reason)`, or `broken (message)`."""
@@ -315,10 +186,7 @@ class Probe:
         if self.unsupported is not None:
             return f"unsupported ({self.unsupported})"
         found = ", ".join(c for c in CAPABILITIES if c in self.capabilities)
-        found = found if self.shape in (None, FREE_SHAPE) else f"{found} (on {self.shape.describe()})"
-        if self.declined:
-            return f"{found}; it declined the probe's input: {self.declined}"
-        return f"{found}; it {self.otherwise}" if self.otherwise else found
+        return found if self.shape in (None, FREE_SHAPE) else f"{found} (on {self.shape.describe()})"
 
 
 def _refusals(reasons: dict[str, str], shown: int = 3) -> str:
@@ -390,7 +258,6 @@ def build_on_checkpoint(spec: ModelSpec, fixed: checkpoint.FixedCheckpoint) -> C
 def _tiny_probes(spec: ModelSpec) -> list[Probe]:
     shapes = {c.describe(): c for c in spec.constraints} if spec.constraints else PROBE_SHAPES
     probes = []
-    switches_probed: set[str] = set()
     for kind in PROBE_KINDS:
         unselected = spec.unselected(PROBE_KINDS[kind][0])
         if unselected is not None:
@@ -401,78 +268,18 @@ def _tiny_probes(spec: ModelSpec) -> list[Probe]:
             config = probe_config(kind, shape)
             if config is None:
                 continue
-            weights = init_weights(config, seed=0)
             try:
-                model = build_checked(spec, config, weights)
+                model = build_checked(spec, config, init_weights(config, seed=0))
             except Unsupported as e:
                 reasons[label] = str(e) or type(e).__name__
             except ContractViolation as e:
                 probes.append(Probe(kind, frozenset(), shape, error=str(e)))
                 break
             else:
-                accepted = Probe.accepted(kind, model, shape, *_otherwise(model, config, weights))
-                if PROBE_KINDS[kind][0] not in switches_probed:  # once a family, on its first kind
-                    switches_probed.add(PROBE_KINDS[kind][0])
-                    accepted = dataclasses.replace(accepted, switches=probe_switches(spec, kind, shape))
-                probes.append(accepted)
+                probes.append(Probe.accepted(kind, model, shape))
                 break
         else:
             if not reasons:
                 reasons["declared"] = f"not among its declared constraints ({' | '.join(shapes)})"
             probes.append(Probe(kind, frozenset(), unsupported=_refusals(reasons)))
     return probes
-
-
-def not_run(probes: list[Probe]) -> str:
-    """What the probes found a model does not run although it accepted it, for the verdict of a model that
-    fails: the kinds it computes otherwise, and per family the switches it raises on, refuses or computes
-    otherwise (`probe_switches`); "" if none."""
-    kinds = [p.kind for p in probes if p.otherwise]
-    parts = [f"it computes {', '.join(kinds)} otherwise"] if kinds else []
-    declined = [p for p in probes if p.declined]
-    if declined and len(declined) < sum(p.unsupported is p.error is None for p in probes):  # not every input
-        listed = ", ".join(p.kind for p in declined)
-        parts.append(f"it declines the inputs of {listed} when run (the first: {declined[0].declined})")
-    for p in probes:
-        if PROBE_KINDS[p.kind][0] in {PROBE_KINDS[k][0] for k in kinds if _first_of_family(probes, k)}:
-            continue  # the family itself is computed otherwise: its switches add nothing
-        by_outcome: dict[str, list[str]] = {}
-        for switch, how in p.switches:
-            by_outcome.setdefault(how, []).append(switch)
-        if by_outcome:
-            listed = "; ".join(f"{', '.join(names)} ({how})" for how, names in by_outcome.items())
-            parts.append(f"on {PROBE_KINDS[p.kind][0]} configs, the switches {listed}")
-    return "; ".join(parts)
-
-
-def _first_of_family(probes: list[Probe], kind: str) -> bool:
-    """Whether `kind` is the first kind of its family the model accepted (the one its switches are probed on)."""
-    family = PROBE_KINDS[kind][0]
-    accepted = [p.kind for p in probes if PROBE_KINDS[p.kind][0] == family and p.unsupported is p.error is None]
-    return bool(accepted) and accepted[0] == kind
-
-
-def declaration(probes: list[Probe], *, program: bool) -> str:
-    """The declaration of what the probes found a model runs correctly: the families whose first accepted
-    kind it computes as the oracle does, with grouped-query attention unless it computes llama-gqa
-    otherwise, and the switches of those families none of its switch probes found broken; for a factory
-    (`Constraints(...)`) or a `--command` program (its options). "" if the probes found nothing broken."""
-    if not not_run(probes):
-        return ""
-    ran = [p for p in probes if p.unsupported is None and p.error is None]
-    first: dict[Family, Probe] = {}
-    for p in ran:
-        first.setdefault(PROBE_KINDS[p.kind][0], p)
-    families = [f for f, p in first.items() if not p.otherwise and not p.declined]
-    broken = {switch for p in ran for switch, _ in p.switches}
-    switches = [s for s in dict.fromkeys(s for f in families for s in FAMILY_SWITCHES[f][1]) if s not in broken]
-    switches = [s for s in switches if s not in MOE_SIZES]
-    grouped = not any(p.kind == "llama-gqa" and p.otherwise for p in ran)
-    if program:
-        options = f"--families {','.join(families)} --switches {','.join(switches) or 'none'}"
-        return options + ("" if grouped else " --grouped-query false") + " (or the same keys in its .verifier.toml)"
-    args = [f"families=({', '.join(map(repr, families))}{',' if len(families) == 1 else ''})"]
-    args.append(f"switches=({', '.join(map(repr, switches))}{',' if len(switches) == 1 else ''})")
-    if not grouped:
-        args.append("grouped_query=False")
-    return f"factory.constraints = Constraints({', '.join(args)})"

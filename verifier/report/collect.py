@@ -58,7 +58,6 @@ import pytest
 
 from verifier.formats.fileio import atomic_write
 from verifier.plugin import checkpoint, registry
-from verifier.plugin.probes import declaration, not_run
 from verifier.plugin.probes import probe as probe_model
 from verifier.plugin.registry import PluginError
 from verifier.report import render
@@ -637,8 +636,6 @@ def _model_cards(specs: list[registry.ModelSpec], probing: Callable[[str], None]
         card = ModelCard(spec.name, spec.origin, {p.kind: p.summary() for p in probes})
         if built is not None:
             card.precision, card.declared = built.precision, built.declared
-        card.not_run = not_run(probes)
-        card.declare = declaration(probes, program=spec.origin.startswith("--command"))
         cards.append(card)
     return cards
 

@@ -127,8 +127,6 @@ class ModelCard:
     probes: dict[str, str]  # probe kind -> "logits, decode, ..." or "unsupported (...)" / "broken (...)"
     precision: str = "float32"  # the precision class the model declares (built on the probes)
     declared: bool = False
-    not_run: str = ""  # what it accepted but the probes found it does not run (`verifier.plugin.probes.not_run`)
-    declare: str = ""  # ... and the declaration of what it runs (`verifier.plugin.probes.declaration`)
 
 
 @dataclass
@@ -187,12 +185,6 @@ class Report:
         if verdict != "untested" and refused:  # what it conforms on is not every family: say which it was not tested on
             not_tested = f"not tested on {', '.join(refused)}: refused by the model (see the header)"
             reason = "; ".join(filter(None, [reason, not_tested]))
-        if verdict == "fails" and card is not None and card.not_run:  # first: the failures may all be this
-            hint = (
-                f"{card.not_run} (the start-up probes); if it is not meant to run them, declare what it runs "
-                f"({card.declare}) and it is tested on that, or implement them"
-            )
-            reason = "; ".join(filter(None, [hint, reason]))
         not_seen = [f"{property_short(r.property)}: {r.detail}" for r in mine if r.detail.startswith(NOT_SEEN)]
         if not_seen:
             reason = "; ".join(filter(None, [reason, *not_seen]))
