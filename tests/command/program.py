@@ -10,6 +10,8 @@ language-neutral proof is the C program in examples/c_llama/. Modes:
   gpt2-text MODEL TOKENS       as text, for GPT-2 models; fails (status 3) if given another family
   declines-llama MODEL TOKENS  as text for GPT-2 models; declines others (status 77, its reason on stderr)
   declines-long MODEL TOKENS   as text for up to 3 tokens; declines longer inputs (status 77)
+  llama2 MODEL TOKENS          as text, as a Llama 2 port: declines other families (status 77), fails on a
+                               head_dim or attention biases (a traceback), computes without RoPE scaling
   fail | hang | crash | short-npy MODEL TOKENS OUT | words   ways to break the protocol
 """
 
@@ -24,14 +26,20 @@ import time
 import numpy as np
 
 
-def _logits(model: str, tokens: str) -> np.ndarray:
+def _logits(model: str, tokens: str, *, llama2: bool = False) -> np.ndarray:
     from verifier.formats.load import load_checkpoint
     from verifier.reference import NumpyModel
 
     checkpoint = load_checkpoint(model)
+    config, weights = checkpoint.config, checkpoint.weights
+    if llama2:  # what a port written for Llama 2 reads of the file
+        config = config.replace(head_dim=None, rope_scaling=None, qkv_bias=False, o_bias=False)
+        unexpected = [name for name in weights if name.endswith(".bias")]
+        if unexpected:
+            raise KeyError(f"unexpected tensor {unexpected[0]}")
     with open(tokens) as f:
         ids = np.array([int(t) for t in f.read().split()])
-    return NumpyModel(checkpoint.config, checkpoint.weights).logits(ids)
+    return NumpyModel(config, weights).logits(ids)
 
 
 def _ids(tokens: str) -> list[int]:
@@ -66,14 +74,17 @@ def main(mode: str, *args: str) -> None:
     if mode == "declines-long" and len(_ids(args[1])) > 3:
         print("this program takes at most 3 tokens", file=sys.stderr)
         sys.exit(77)
-    logits = _logits(args[0], args[1])
+    if mode == "llama2" and _family(args[0]) != "llama":
+        print(f"a Llama 2 port: no {_family(args[0])}", file=sys.stderr)
+        sys.exit(77)
+    logits = _logits(args[0], args[1], llama2=mode == "llama2")
     if mode == "npy":
         np.save(args[2], logits)
     elif mode == "last-npy":
         np.save(args[2], logits[-1])
     elif mode == "short-npy":
         np.save(args[2], logits[:-1])
-    elif mode in ("text", "gpt2-text", "declines-llama", "declines-long"):
+    elif mode in ("text", "gpt2-text", "declines-llama", "declines-long", "llama2"):
         for row in logits:
             print(" ".join(f"{x:.9g}" for x in row))
     elif mode == "greedy-ids":

@@ -74,6 +74,7 @@ class ContractViolation(AssertionError):
         super().__init__(f"model {model!r} broke the contract rule {rule!r} ({RULES[rule]}) in {call}: {detail}")
         self.rule = rule
         self.call = call
+        self.detail = detail
 
 
 class MissingCapability(RuntimeError):

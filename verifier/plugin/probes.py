@@ -88,12 +88,12 @@ PROBE_SHAPES: dict[str, Constraints] = {
 }
 
 
-def _probe_switches(kind: str, n_ctx: int, shape: Constraints) -> dict[str, Any]:
+def _probe_switches(kind: str, n_ctx: int, shape: Constraints, extra: dict[str, Any]) -> dict[str, Any]:
     """The switches of `kind`'s probe config with `n_ctx` positions that `shape` admits (every one, if
-    it names none)."""
+    it names none), and `extra`'s (`verifier.plugin.diagnosis.SWITCH_PROBES`), admitted or not."""
     found: dict[str, Any] = {}
-    for name, value in PROBE_SWITCHES.get(kind, {}).items():
-        if shape.switches is not None and name not in shape.switches and name not in MOE_SIZES:
+    for name, value in {**PROBE_SWITCHES.get(kind, {}), **extra}.items():
+        if shape.switches is not None and name not in (*shape.switches, *MOE_SIZES, *extra):
             continue
         if value == "window":  # a window the probe's positions exceed
             value = max(1, min(4, n_ctx - 1))
@@ -105,10 +105,11 @@ def _probe_switches(kind: str, n_ctx: int, shape: Constraints) -> dict[str, Any]
     return found
 
 
-def _tiny_config(kind: str, shape: Constraints) -> ModelConfig:
-    """The tiny config of `kind` (one layer, two for local/global alternation; d_head 4 unless the kind
-    sets it, 32 tokens, 16 positions) with `shape`'s values and the switches it admits; under a `block`,
-    each matrix input width (`ModelConfig.matrix_inputs`) rounded up to a multiple of it."""
+def tiny_config(kind: str, shape: Constraints, extra: dict[str, Any] | None = None) -> ModelConfig:
+    """The tiny config of `kind` (one layer, two for local/global alternation or a dense layer; d_head 4
+    unless the kind sets it, 32 tokens, 16 positions) with `shape`'s values, the switches it admits and
+    `extra`'s; under a `block`, each matrix input width (`ModelConfig.matrix_inputs`) rounded up to a
+    multiple of it."""
     family, n_heads, n_kv_heads = PROBE_KINDS[kind]
     if not shape.grouped_query and family != "llama":  # Llama's grouped-query attention is a kind of its own
         n_kv_heads = n_heads
@@ -117,7 +118,7 @@ def _tiny_config(kind: str, shape: Constraints) -> ModelConfig:
     d_head = _round_up(PROBE_D_HEAD.get(kind, 4), step)
     d_model = d_head * n_heads
     n_ctx = min(16, shape.max_n_ctx or 16)
-    switches = _probe_switches(kind, n_ctx, shape)
+    switches = _probe_switches(kind, n_ctx, shape, extra or {})
     for name in ("d_expert", "d_shared_expert"):
         if name in switches:
             switches[name] = _round_up(switches[name], block)
@@ -129,7 +130,7 @@ def _tiny_config(kind: str, shape: Constraints) -> ModelConfig:
         vocab_size=32,
         n_ctx=n_ctx,
         d_model=d_model,
-        n_layers=len(switches.get("layer_types", ())) or 1,
+        n_layers=len(switches.get("layer_types", ())) or (2 if switches.get("dense_layers") else 1),
         n_heads=n_heads,
         n_kv_heads=n_kv_heads,
         d_ff=_round_up(24, block) if shape.d_ff is None else shape.d_ff(d_model),
@@ -151,12 +152,12 @@ def probe_config(kind: str, shape: Constraints) -> ModelConfig | None:
     family, n_heads, n_kv_heads = PROBE_KINDS[kind]
     if family not in shape.families or (family == "llama" and n_kv_heads < n_heads and not shape.grouped_query):
         return None
-    config = _tiny_config(kind, shape)
+    config = tiny_config(kind, shape)
     return config if probe_kind(config) == kind and shape.refusal(config) is None else None
 
 
 # The free-shape probe config of each kind (every model that runs a kind at all in a free shape runs it).
-PROBE_CONFIGS: dict[str, ModelConfig] = {kind: _tiny_config(kind, FREE_SHAPE) for kind in PROBE_KINDS}
+PROBE_CONFIGS: dict[str, ModelConfig] = {kind: tiny_config(kind, FREE_SHAPE) for kind in PROBE_KINDS}
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,8 @@ import pytest
 
 from verifier.formats.fileio import atomic_write
 from verifier.plugin import checkpoint, registry
+from verifier.plugin.command import Command
+from verifier.plugin.diagnosis import NOT_RUN_RULES, diagnose
 from verifier.plugin.probes import probe as probe_model
 from verifier.plugin.registry import PluginError
 from verifier.report import render
@@ -560,12 +562,32 @@ class Collector:
             results = sorted(self.results.values(), key=lambda r: self.order.get(r.nodeid, -1))
             stop = self.stop if exitstatus == INTERRUPTED else ""
             self._report = Report(self._header or header(self.config), results, int(exitstatus), stop)
+            self._diagnose(self._report)
             if stop:  # stopped: the test that ran is neither a pass nor a failure (nothing conforms)
                 for result in results:
                     if result.outcome == "error" and result.detail == _UNFINISHED:
                         result.outcome = "skip"
                         result.detail = f"the run was {self._report.stopped} while this test ran"
         return self._report
+
+    def _diagnose(self, report: Report) -> None:
+        """Put what each failing model does not run of what it accepts on its card, for its verdict
+        (`verifier.plugin.diagnosis`): a model that failed by raising or by its numbers, in a run that
+        ended, on drawn weights (a checkpoint's switches are its own)."""
+        if report.stopped or checkpoint.current() is not None:
+            return
+        try:
+            specs = {spec.name: spec for spec in _selection(self.config).models}
+        except PluginError:  # the run said so already
+            return
+        for card in report.header.models:
+            mine = [r for r in report.failures if r.model == card.name]
+            spec = specs.get(card.name)
+            if not mine or spec is None or any(r.contract_rule not in (None, *NOT_RUN_RULES) for r in mine):
+                continue
+            found = diagnose(spec)
+            card.not_run = found.not_run()
+            card.declare = found.declaration(program=isinstance(spec.factory, Command))
 
     def _tested_models(self) -> bool:
         return any(r.model for r in self.results.values())

@@ -176,6 +176,9 @@ def header_lines(report: Report) -> list[tuple[str, str]]:
         for kind, probe in card.probes.items():
             kinds_by_summary.setdefault(probe, []).append(kind)
         lines.extend(("", f"  {', '.join(kinds)}: {probe}") for probe, kinds in kinds_by_summary.items())
+        if card.not_run:  # found after it failed (`verifier.plugin.diagnosis`)
+            lines.append(("", f"  accepted but not run: {card.not_run}"))
+            lines.append(("", f"  what it runs, declared: {card.declare}"))
     return lines
 
 

@@ -127,6 +127,8 @@ class ModelCard:
     probes: dict[str, str]  # probe kind -> "logits, decode, ..." or "unsupported (...)" / "broken (...)"
     precision: str = "float32"  # the precision class the model declares (built on the probes)
     declared: bool = False
+    not_run: str = ""  # a failing model: what it accepts but does not run (`verifier.plugin.diagnosis`)
+    declare: str = ""  # ... and the declaration of what it runs
 
 
 @dataclass
@@ -185,6 +187,12 @@ class Report:
         if verdict != "untested" and refused:  # what it conforms on is not every family: say which it was not tested on
             not_tested = f"not tested on {', '.join(refused)}: refused by the model (see the header)"
             reason = "; ".join(filter(None, [reason, not_tested]))
+        if verdict == "fails" and card is not None and card.not_run:  # first: the failures may all be this
+            hint = (
+                f"it accepts but does not run as the oracle does: {card.not_run}; if it is not meant to run these, "
+                f"declare what it runs ({card.declare}) and it is tested on that; if it is, its failures are there"
+            )
+            reason = "; ".join(filter(None, [hint, reason]))
         not_seen = [f"{property_short(r.property)}: {r.detail}" for r in mine if r.detail.startswith(NOT_SEEN)]
         if not_seen:
             reason = "; ".join(filter(None, [reason, *not_seen]))
