@@ -44,3 +44,10 @@ def write_section(text: str, path: Path = RESULTS) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(new.rstrip("\n") + "\n")
     tmp.replace(path)
+
+
+def emit(section: str, *, write: bool) -> None:
+    """Print a benchmark's Markdown `section`, and with `write` put it into RESULTS.md (`write_section`)."""
+    print(section)
+    if write:
+        write_section(section)

@@ -105,6 +105,7 @@ class Record:
     last_ratio: float | None = None  # of the latest comparison: the size of a failure it raises
     deviated: dict[str, list[float]] = field(default_factory=dict)  # a declared deviation's reason -> [largest, n]
     families: dict[str, None] = field(default_factory=dict)  # the families of the models compared
+    case: str = ""  # the latest case a model was built for (`Case.describe`): a first failure's, before shrinking
 
     def deviation_note(self) -> str | None:
         """`deviates (declared): reason; measured up to 1.02x the bound in 3 examples`, if one happened."""
@@ -232,11 +233,13 @@ def reject_out_of_range(model: CheckedModel, case: Case, tokens: np.ndarray) -> 
         reject()
 
 
-def record_example() -> None:
-    """Count one case run on the model under test (called where a model is built for a case)."""
+def record_example(case: str = "") -> None:
+    """Count one case run on the model under test (called where a model is built for a case, `case` its
+    description)."""
     record = _current()
     if record is not None:
         record.examples += 1
+        record.case = case or record.case
 
 
 def record_refusal(reason: str, *, by_model: bool = True) -> None:

@@ -3,6 +3,7 @@ bodies are `verifier.properties.harness`'s, which a user's own test file runs to
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Generator
 
@@ -10,6 +11,7 @@ import pytest
 
 from verifier.plugin.registry import ModelSpec
 from verifier.properties import harness, models, profiles
+from verifier.report import collect
 
 # Loaded when the suite is collected: `ci` unless a profile was chosen; each property runs with the
 # profile loaded when it runs (`harness.judged`). Other Hypothesis tests of the same environment keep
@@ -55,5 +57,10 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     """Run the test as `verifier.properties.harness.judged` says: what it checked recorded, a test that
     compared nothing or whose every draw was refused a skip, declared deviations an xfail."""
     name = item.originalname if isinstance(item, pytest.Function) else item.name
-    with harness.judged(getattr(item, "obj", None), _model_under_test(item), name, item.user_properties):
+    # The collector of `verifier check` and of a run without pytest-xdist (whose workers have none) prints a
+    # first failure as it is found and keeps it in the journal, before Hypothesis shrinks it.
+    collector = item.config.pluginmanager.get_plugin(collect.PLUGIN_NAME)
+    told = None if collector is None else functools.partial(collector.first_failure, item.nodeid)
+    obj = getattr(item, "obj", None)
+    with harness.judged(obj, _model_under_test(item), name, item.user_properties, first_failure=told):
         return (yield)

@@ -33,6 +33,8 @@ from verifier.plugin.registry import ModelSpec
 from verifier.properties import checks, models, strategies
 
 UserProperties = list[tuple[str, Any]]  # pytest's `item.user_properties`
+# Told of a property's first failing example as it fails: (seconds since the test started, the error, its case).
+FirstFailure = Callable[[float, BaseException, str], None]
 
 
 def requirement_unmet(marker: pytest.Mark | None, spec: ModelSpec | None) -> str | None:
@@ -58,12 +60,14 @@ def judged(
     name: str,
     user_properties: UserProperties,
     hypothesis_settings: settings | None = None,
+    first_failure: FirstFailure | None = None,
 ) -> Iterator[None]:
     """Run the block (a call of the property `name`'s `test` function) recording what it checked into
     `user_properties`, drawing configs `spec`'s model runs (its declared or probed Constraints). On a
     model, a test that compared nothing, or whose every drawn case Hypothesis had to reject (the model
     declined each input), is a skip with the reason: it tested nothing. A Hypothesis test runs with
-    `hypothesis_settings`, by default the profile loaded now (`_run_with`)."""
+    `hypothesis_settings`, by default the profile loaded now (`_run_with`). `first_failure` is told of the
+    first example that fails, as it fails, before Hypothesis shrinks it (`_timing_first_failure`)."""
     model = None if spec is None else spec.name
     shapes = (strategies.FREE_SHAPE,) if spec is None else models.support(spec).constraints
     with checks.recording(name) as record:
@@ -72,7 +76,7 @@ def judged(
             with (
                 _run_with(test, hypothesis_settings),
                 _declined_inputs_rejected(test),
-                _timing_first_failure(test, user_properties),
+                _timing_first_failure(test, user_properties, first_failure, record),
                 strategies.drawing_for(shapes),
             ):
                 yield
@@ -154,8 +158,11 @@ def _declined_inputs_rejected(test: object) -> Iterator[None]:
 
 
 @contextmanager
-def _timing_first_failure(test: object, user_properties: UserProperties) -> Iterator[None]:
-    """Record ("first_failure_seconds", t): when the first example failed, before any shrinking.
+def _timing_first_failure(
+    test: object, user_properties: UserProperties, told: FirstFailure | None, record: checks.Record
+) -> Iterator[None]:
+    """Record ("first_failure_seconds", t): when the first example failed, before any shrinking, and tell
+    `told` at once (t, the error, the case `record` holds): Hypothesis may shrink it for minutes.
 
     Wraps the test's `hypothesis.inner_test`, the hook Hypothesis offers plugins for this.
     """
@@ -173,9 +180,11 @@ def _timing_first_failure(test: object, user_properties: UserProperties) -> Iter
             return inner(*args, **kwargs)
         except HypothesisException:  # a rejected draw, not a failure
             raise
-        except Exception:
+        except Exception as error:
             if not first:
                 first.append(time.perf_counter() - start)
+                if told is not None:
+                    told(first[0], error, record.case)
             raise
 
     hypothesis_attr.inner_test = timed

@@ -222,7 +222,8 @@ def build(spec: ModelSpec, case: Case, *capabilities: str) -> CheckedModel:
     """`spec`'s model for `case`, checked; rejects the case (Hypothesis draws another) when the
     model does not run its config, or when a fixed checkpoint is in use and `case` is not on it (a
     pinned case); skips when the built model lacks one of `capabilities`."""
-    note(f"model {spec.name!r}; case:\n{case.describe()}")
+    described = case.describe()
+    note(f"model {spec.name!r}; case:\n{described}")
     if case.checkpoint is not checkpoint.current():
         reject()
     refusal = support(spec).refusal(case.config)
@@ -244,5 +245,5 @@ def build(spec: ModelSpec, case: Case, *capabilities: str) -> CheckedModel:
         if reason is not None:
             pytest.skip(f"{reason}, for {case.config.family} configs")
     checks.judge_at(model, case)  # the model's precision class; rejects a case beyond its format's range
-    checks.record_example()
+    checks.record_example(f"model {spec.name!r}; case:\n{described}")
     return model

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -240,14 +241,20 @@ def test_never_reached(model_spec):
 """
 
 
-def test_an_interrupted_check_reports_what_ran_and_conforms_in_nothing(tmp_path: Path) -> None:
+def _check_suite(tmp_path: Path, files: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """`verifier check --model numpy` on a suite of `files` (name -> text) in tmp_path/suite, reports beside it."""
     (tmp_path / "suite").mkdir()
-    (tmp_path / "suite" / "test_suite.py").write_text(_INTERRUPTED_SUITE)
-    done = subprocess.run(
+    for name, text in files.items():
+        (tmp_path / "suite" / name).write_text(text)
+    return subprocess.run(
         [sys.executable, "-m", "verifier", "check", "--model", "numpy", "--suite", str(tmp_path / "suite"),
          "--reports", str(tmp_path / "reports"), "--", "-p", "no:cacheprovider"],
         cwd=tmp_path, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
+
+
+def test_an_interrupted_check_reports_what_ran_and_conforms_in_nothing(tmp_path: Path) -> None:
+    done = _check_suite(tmp_path, {"test_suite.py": _INTERRUPTED_SUITE})
     assert (done.returncode, done.stderr) == (130, "verifier check: interrupted (Ctrl-C)\n"), done
     report = json.loads((tmp_path / "reports" / "conformance.json").read_text())
     outcomes = {r["property"]: (r["outcome"], r["detail"]) for r in report["results"]}
@@ -257,3 +264,80 @@ def test_an_interrupted_check_reports_what_ran_and_conforms_in_nothing(tmp_path:
     }
     assert report["verdict"] == "untested" and report["models"][0]["verdict"] == "untested"
     assert done.stdout.rstrip().splitlines()[-1].startswith("interrupted (Ctrl-C): 1 pass, 1 skip: untested: not")
+
+
+# A property whose every example but the simplest fails, and whose process is stopped (`stop`) while
+# Hypothesis shrinks its first failure; the suite's own hooks (its conftest) wrap it as they wrap every property.
+_SUITE_HOOKS = "from verifier.properties.conftest import *  # noqa: F403\n"
+_SHRINKING_SUITE = """
+import os
+
+from hypothesis import given, strategies as st
+
+FAILED = []
+
+
+@given(st.integers(0, 1000))
+def test_shrinking(model_spec, n):
+    if FAILED:  # the first failure is being shrunk (the simplest example, 0, passes: it is not the first)
+        {stop}
+    if n > 0:
+        FAILED.append(n)
+    assert n == 0, f"every example but 0 fails, this one with n={{n}}"
+"""
+
+
+@pytest.mark.parametrize(
+    ("stop", "status", "detail"),
+    [
+        pytest.param(
+            "raise KeyboardInterrupt",  # what Ctrl-C raises in the code that runs
+            130,
+            "every example but 0 fails, this one with n=%d (its first failing example, as found: the run was "
+            "interrupted (Ctrl-C) while Hypothesis shrank it)",
+            id="ctrl-c",
+        ),
+        pytest.param(
+            "os._exit(3)",  # a model's native code ending the process: the report comes from the journal
+            1,
+            "crashed: the test ended the process (exit status 3) while running test_suite.py::test_shrinking on "
+            "numpy; the tests "
+            "after it did not run; it had failed before: every example but 0 fails, this one with n=%d",
+            id="exit",
+            marks=pytest.mark.slow,  # 3 s: the journal's path; the default run keeps Ctrl-C's
+        ),
+    ],
+)
+def test_a_run_stopped_while_a_failure_is_shrunk_reports_the_failure_as_found(
+    tmp_path: Path, stop: str, status: int, detail: str
+) -> None:
+    done = _check_suite(tmp_path, {"test_suite.py": _SHRINKING_SUITE.format(stop=stop), "conftest.py": _SUITE_HOOKS})
+    assert done.returncode == status, done
+    # Said on the terminal as found, before the test ended (its progress character comes after).
+    first = re.search(r"first failure of numpy, [\d.]+ s into test_shrinking: every example but 0 fails, this one "
+                      r"with n=(\d+) \(Hypothesis shrinks it for up to 300 s; an early verdict: verifier check "
+                      r"--first-failure\)", done.stdout)  # fmt: skip
+    assert first is not None, done.stdout
+    report = json.loads((tmp_path / "reports" / "conformance.json").read_text())
+    (result,) = [r for r in report["results"] if r["property"] == "test_suite.py::test_shrinking"]
+    assert (result["outcome"], result["detail"]) == ("fail", detail % int(first.group(1))), result
+    assert report["models"][0]["verdict"] == "fails"  # a failure found is a failure, shrunk or not
+
+
+@pytest.mark.slow  # 3 s: a pytest of its own
+def test_plain_pytest_says_the_first_failure_before_the_test_ends(tmp_path: Path) -> None:
+    (tmp_path / "suite").mkdir()
+    (tmp_path / "suite" / "test_suite.py").write_text(_SHRINKING_SUITE.format(stop="pass"))
+    (tmp_path / "suite" / "conftest.py").write_text(_SUITE_HOOKS)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "suite", "--model", "numpy", "-p", "no:cacheprovider",
+         "--shrink-seconds", "1"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout
+    lines = done.stdout.splitlines()
+    said = next(i for i, line in enumerate(lines) if line.startswith("first failure of numpy, "))
+    assert (
+        "(Hypothesis shrinks it for up to 1 s; an early verdict: --model-maxfail 1 --shrink-seconds 5)" in (lines[said])
+    )
+    assert lines[said - 1] == "suite/test_suite.py " and lines[said + 1].startswith("F"), lines  # then its `F`

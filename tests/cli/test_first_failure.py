@@ -16,13 +16,16 @@ from pathlib import Path
 
 import pytest
 
+from verifier.cli import check_cmd, main
+
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = "tests.meta.mutants.catalog:mutants.ScaleByDHead"
 # The output's budget: a fixed frame (the running line, progress, the profile and model header, the
-# table's head, the folded rows, the verdicts: 15 lines), per failure a paragraph of at most 4 lines and
-# its table row, and per skip note one line. Measured: 12 failures and 1 skip in 71 lines (15 + 5 x 12 + 1
-# = 76); 81 before Hypothesis's explanation of a generated failure was taken out of its paragraph.
-FRAME, PER_FAILURE, PER_SKIP = 15, 5, 1
+# table's head, the folded rows, the verdicts: 15 lines; the first failure's line as it is found, and the
+# progress line it splits: 2 more), per failure a paragraph of at most 4 lines and its table row, and per
+# skip note one line. Measured: 12 failures and 1 skip in 71 lines (15 + 5 x 12 + 1 = 76); 81 before
+# Hypothesis's explanation of a generated failure was taken out of its paragraph.
+FRAME, PER_FAILURE, PER_SKIP = 17, 5, 1
 _HYPOTHESIS_INTERNALS = (
     "Falsifying", "Failing explicit example", "Failing test case", "Verbosity", "reproduce_failure", "ModelSpec(",
     "Explanation:", "always and only run by failing test cases",
@@ -47,14 +50,16 @@ def test_the_first_failure_fits_on_a_screen_and_the_log_holds_the_rest(tmp_path:
     assert len([line for line in lines if re.match(r"\[\d+\] test_", line)]) <= len(skips)  # a line a note
     running = f"verifier check: running the property suite; pytest's whole output goes to {reports}/pytest.log"
     assert lines[0].startswith(f"{running} (while it runs: {reports}/.verifier-run-"), lines[0]
-    assert re.fullmatch(r"[.FEsxX]+ (\d+)/\1", lines[1]), lines[1]  # the progress line
+    # The progress line, and in it, as soon as it is found, the first failure (before Hypothesis shrinks it).
+    note = next(i for i, line in enumerate(lines) if line.startswith(f"first failure of {MODEL}, "))
+    assert re.fullmatch(r"[.FEsxX]+ (\d+)/\1", "".join([*lines[1:note], lines[note + 1]])), lines[: note + 2]
     assert "Traceback" not in done.stdout and "_ _ _" not in done.stdout
     assert not [word for word in _HYPOTHESIS_INTERNALS if word in done.stdout], done.stdout
 
     # One paragraph per failure: heading (property / model: worst error against the bound, first divergent
     # stage where the model traces), the message, the case that reproduces it.
     headings = [i for i, line in enumerate(lines) if re.match(r"\[\d+\] FAIL ", line)]
-    assert len(headings) == len(failures) and headings[0] == 3, lines
+    assert len(headings) == len(failures) and headings[0] == note + 3, lines
     for start, end in zip(headings, [*headings[1:], lines.index("", headings[-1])], strict=True):
         heading, *body = lines[start:end]
         assert re.fullmatch(rf"\[\d+\] FAIL test_\w+\.py::test_\w+ / {MODEL}: worst error \S+x the float32 bound.*",
@@ -76,3 +81,30 @@ def test_the_first_failure_fits_on_a_screen_and_the_log_holds_the_rest(tmp_path:
     log = (reports / "pytest.log").read_text()
     assert "= FAILURES =" in log and "Failing explicit example" in log and "short test summary info" in log
     assert log.count("PropertyFailure") >= len(failures)
+
+
+def test_first_failure_asks_the_plugin_for_an_early_verdict(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    ran: list[list[str]] = []
+
+    def check(args: object, suite_dir: Path, config: object, pytest_args: list[str], *_: object) -> int:
+        ran.append(pytest_args)
+        return 0
+
+    monkeypatch.setattr(check_cmd, "_check", check)
+    main(["check", "--first-failure", "--model", "numpy", "--reports", str(tmp_path), "--", "--shrink-seconds", "20"])
+    # The plugin's options first: a user's own, later, win.
+    assert ran == [["--model-maxfail", "1", "--shrink-seconds", "5", "--shrink-seconds", "20"]]
+
+
+@pytest.mark.slow  # 6 s: a verifier check of its own
+def test_an_early_verdict_stops_at_the_first_failing_property(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "verifier", "check", "--first-failure", "--model", MODEL, "--reports", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 1, done
+    results = json.loads((tmp_path / "conformance.json").read_text())["results"]
+    mine = [r for r in results if r["model"] == MODEL]
+    assert [r["outcome"] for r in mine].count("fail") == 1, mine
+    stopped = [r for r in mine if r["outcome"] == "skip" and "(--model-maxfail 1)" in r["detail"]]
+    assert len(stopped) >= len(mine) - 3, mine  # the others: a pass before it, a skip of its own

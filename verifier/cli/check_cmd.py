@@ -129,6 +129,12 @@ def add_parser(subparsers: Any) -> None:
         default="reports",
         help=f"where to write the report and pytest's whole output, {LOG} (default: reports)",
     )
+    p.add_argument(
+        "--first-failure",
+        action="store_true",
+        help=f"an early verdict: stop testing each model at its first failing property, shrunk for 5 s at most "
+        f"(the plugin's {collect.EARLY_OPTIONS})",
+    )
     p.add_argument("--plot", action="store_true", help="also write an error-per-stage SVG for each localized failure")
     p.add_argument(
         "--hypothesis-profile", choices=profiles.PROFILES, help="the suite's Hypothesis profile (default ci)"
@@ -206,6 +212,8 @@ def _run(args: argparse.Namespace) -> int:
     config = suite.pytest_config(args.pytest_config) if args.pytest_config else None
     suite.check_pytest_args(args.pytest_args)
     pytest_args = [*_command_options(args), *args.pytest_args]  # a bad --command is a usage error before the run
+    if args.first_failure:  # first: a user's own -- --shrink-seconds, later, wins
+        pytest_args[:0] = collect.EARLY_OPTIONS.split()
     if args.call_timeout is not None:
         pytest_args.insert(0, f"--call-timeout={args.call_timeout:g}")
     if args.llama2c_src is not None:

@@ -98,11 +98,13 @@ class Diagnosis:
         broken = {switch for switches in self.switches.values() for switch in switches} | self.refused
         free = dict.fromkeys(s for f in families for s in FAMILY_SWITCHES[f][1] if s not in MOE_SIZES)
         switches = [s for s in free if s not in broken]
+        every = len(switches) == len(free)  # no switch to leave out: the declaration names none (every one runs)
         grouped = "llama-gqa" not in self.kinds
         if program:
-            options = f"--families {','.join(families)} --switches {','.join(switches) or 'none'}"
+            options = f"--families {','.join(families)}"
+            options += "" if every else f" --switches {','.join(switches) or 'none'}"
             return options + ("" if grouped else " --grouped-query false") + " (or the same keys in its .verifier.toml)"
-        args = [f"families={_tuple(families)}", f"switches={_tuple(switches)}"]
+        args = [f"families={_tuple(families)}", *([] if every else [f"switches={_tuple(switches)}"])]
         return f"factory.constraints = Constraints({', '.join(args + ([] if grouped else ['grouped_query=False']))})"
 
 

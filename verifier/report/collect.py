@@ -57,6 +57,7 @@ from typing import Any, NoReturn, TextIO
 import pytest
 
 from verifier.formats.fileio import atomic_write
+from verifier.messages import bounded
 from verifier.plugin import checkpoint, registry
 from verifier.plugin.command import Command
 from verifier.plugin.diagnosis import NOT_RUN_RULES, diagnose
@@ -108,6 +109,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 PLUGIN_NAME = "verifier-results-collector"
 _UNFINISHED = "the test did not finish"
+# A first failure whose test did not end (`Collector.first_failure`): its case as found.
+FIRST_LINE = 300  # how much of a first failure's message its terminal line quotes
+EARLY_OPTIONS = "--model-maxfail 1 --shrink-seconds 5"  # an early verdict (`verifier check --first-failure`)
+UNSHRUNK = "its first failing example, as found: the run was {stopped} while Hypothesis shrank it"
 COLLECTION_FAILED = "collection failed"  # a suite file's result that failed to load (import, syntax)
 NOTE_BYTES = 4096  # the room a note is given: a line, and a block of any file system
 
@@ -226,6 +231,7 @@ def recover(results: Path, status: int, hung: str | None = None) -> Report | Non
     probed: list[str] = []  # the models built on the probe configs for the header, in order
     found: dict[str, dict[str, Any]] = {}
     running: dict[str, None] = {}  # started and not finished, in order
+    first: dict[str, tuple[str, str]] = {}  # a test's first failure before it finished (message, case)
     for line in journal.read_text(errors="replace").splitlines() if journal.exists() else []:
         try:
             record = json.loads(line)
@@ -237,6 +243,8 @@ def recover(results: Path, status: int, hung: str | None = None) -> Report | Non
             probed.append(record["probing"])
         elif "start" in record:
             running[record["start"]] = None
+        elif "first_failure" in record:
+            first[record["first_failure"]] = (record["detail"], record["case"])
         else:
             found[record["result"]["nodeid"]] = record["result"]
             if record["done"]:
@@ -257,6 +265,9 @@ def recover(results: Path, status: int, hung: str | None = None) -> Report | Non
                 f"process was ended (exit status {status}) while running {fields['property']} on {fields['model']}; "
                 f"it was at {hung}; the tests after it did not run"
             )
+        if nodeid in first:  # it had failed before: what failed, as found
+            detail = f"{detail}; it had failed before: {first[nodeid][0]}"
+            fields = {**fields, "case": first[nodeid][1]}
         found[nodeid] = {**fields, "outcome": "fail", "detail": detail}
     so_far = list(found.values())
     return Report.from_dict({"header": header, "results": so_far, "exit_status": status, "stop": stop_name(status)})
@@ -386,6 +397,11 @@ class Progress:
             self._count()
         self.stream.flush()
 
+    def note(self, line: str) -> None:
+        """`line` on a line of its own between the characters (a first failure, as it is found)."""
+        self.stream.write(f"{chr(10) if self.done % self.WIDTH else ''}{line}\n")
+        self.stream.flush()
+
     def finish(self) -> None:
         if self.done % self.WIDTH:
             self._count()
@@ -412,6 +428,8 @@ class Collector:
         self.stop = CTRL_C  # what interrupted the run, if something does
         self.workers_down: dict[str, int] = {}  # pytest-xdist's crashed workers -> their exit status
         self.unwritable = False  # a journal or report write failed: nothing more is written
+        self.first_failures: dict[str, tuple[str, str]] = {}  # nodeid -> a first failure's message, case
+        self.told: set[str | None] = set()  # the models whose first failure the terminal was told
 
     def sigterm(self, signum: int, frame: FrameType | None) -> None:
         self.stop = "SIGTERM"
@@ -457,6 +475,44 @@ class Collector:
             # Building each model to probe it may crash the process (a native engine): say which one.
             self._header = header(self.config, probing=lambda name: self._record({"probing": name}))
             self._record({"header": dataclasses.asdict(self._header)})
+
+    def first_failure(self, nodeid: str, seconds: float, error: BaseException, case: str) -> None:
+        """A property's first failing example as it fails (`verifier.properties.harness.judged`), before
+        Hypothesis shrinks it, maybe for minutes: kept for the test's result should the run stop before the
+        test ends (the journal too, should pytest die), and for each model's first, said on the terminal."""
+        from hypothesis.internal.conjecture import engine  # its shrink budget (--shrink-seconds)
+
+        detail = bounded(str(error) or type(error).__name__).partition("\n")[0]
+        self.first_failures[nodeid] = (detail, case)
+        self._record({"first_failure": nodeid, "detail": detail, "case": case})
+        model = _model_of(nodeid, self._model_names())
+        if model in self.told:
+            return
+        self.told.add(model)
+        test = nodeid.rsplit("::", 1)[-1].partition("[")[0]
+        detail = detail.removeprefix(f"{test}: ")  # an assertion's message names its test: said once
+        early = "verifier check --first-failure" if self.progress is not None else EARLY_OPTIONS
+        line = (
+            f"first failure{f' of {model}' if model else ''}, {seconds:.1f} s into {test}: "
+            f"{detail if len(detail) <= FIRST_LINE else detail[: FIRST_LINE - 1] + '…'} (Hypothesis shrinks it for "
+            f"up to {engine.MAX_SHRINKING_SECONDS:g} s; an early verdict: {early})"
+        )
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        capture = self.config.pluginmanager.get_plugin("capturemanager")
+        if self.progress is not None:
+            self.progress.note(line)
+        elif reporter is not None:  # in the middle of a test: around pytest's capture of its output
+            with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
+                reporter.write_line(line)
+
+    def _model_names(self) -> list[str]:
+        """The models under test, as the header names them (before it is made: as selected)."""
+        if self._header is not None:
+            return [card.name for card in self._header.models]
+        try:
+            return [spec.name for spec in _selection(self.config).models]
+        except PluginError:  # the run says so
+            return []
 
     def pytest_runtest_logstart(self, nodeid: str) -> None:
         self._record({"start": nodeid})
@@ -568,6 +624,10 @@ class Collector:
                     if result.outcome == "error" and result.detail == _UNFINISHED:
                         result.outcome = "skip"
                         result.detail = f"the run was {self._report.stopped} while this test ran"
+                        if result.nodeid in self.first_failures:  # it had failed: a failure, not shrunk
+                            detail, result.case = self.first_failures[result.nodeid]
+                            result.outcome = "fail"
+                            result.detail = f"{detail} ({UNSHRUNK.format(stopped=self._report.stopped)})"
         return self._report
 
     def _diagnose(self, report: Report) -> None:
