@@ -1,7 +1,7 @@
 """mkdocs hooks: the pages generated from the code when the site is built (never committed as Markdown,
-so they cannot go stale): the command-line reference, the property catalog, benchmarks/RESULTS.md
-(the measurements' tables, kept where the benchmarks write them) as a page of the site, and the plots
-drawn from the figures the benchmarks commit (benchmarks/data/)."""
+so they cannot go stale): the command-line reference, the property catalog, the family reference (config
+fields, weights, stages), benchmarks/RESULTS.md (the measurements' tables, kept where the benchmarks write
+them) as a page of the site, and the plots drawn from the figures the benchmarks commit (benchmarks/data/)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ sys.path.insert(0, str(Path(__file__).parent))  # mkdocs loads this file alone; 
 
 import benchmark_plots
 import cli_reference
+import family_reference
 import property_catalog
 from mkdocs.structure.files import File, Files
 
@@ -22,6 +23,7 @@ def generated_pages() -> dict[str, str]:
     return {
         "reference/cli.md": cli_reference.render(),
         "reference/properties.md": property_catalog.render(),
+        "reference/families.md": family_reference.render(),
         "benchmarks/results.md": property_catalog.RESULTS.read_text(encoding="utf-8"),
         **benchmark_plots.render(),
     }

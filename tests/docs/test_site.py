@@ -3,6 +3,7 @@ option and property, and the README stays a short entry whose links land on page
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import re
@@ -15,6 +16,10 @@ import pytest
 
 from tests.docs.conftest import ROOT, build_site
 from verifier.cli import build_parser
+from verifier.model import stages
+from verifier.model.config import FAMILIES, FAMILY_SWITCHES, ModelConfig
+from verifier.model.weights import weight_shapes
+from verifier.plugin.interface import switches_on
 
 GEN = ROOT / "docs" / "gen"
 
@@ -70,6 +75,35 @@ def test_the_cli_reference_names_every_subcommand_and_option() -> None:
                 continue
             for word in action.option_strings or [action.metavar or action.dest]:
                 assert f"`{word}" in section or f", {word}" in section, f"verifier {name}: {word} is missing"
+
+
+def test_the_family_reference_has_every_field_weight_and_stage_of_every_family() -> None:
+    reference = _generator("family_reference")
+    page = reference.render()
+    meanings = reference.field_meanings()
+    assert set(meanings) == {f.name for f in dataclasses.fields(ModelConfig)} - {"family"}  # each field says what it is
+    for family in FAMILIES:
+        section = page.split(f"\n## {family}\n")[1].split("\n## ")[0]
+        config = reference.example_config(family)
+        fixed, free = FAMILY_SWITCHES[family]
+        assert set(switches_on(config)) == set(free) - {"n_experts", "top_k"}, family  # every free switch on
+        for name in (*fixed, *free):
+            assert f"| `{name}` | " in section, (family, name)
+        weights = {re.sub(r"\.(h|layers)\.\d+\.", r".\1.{i}.", re.sub(r"\.experts\.\d+\.", ".experts.{j}.", w))
+                   for w in weight_shapes(config)}  # fmt: skip
+        assert {w for w in weights if f"| `{w}` | [" not in section} == set(), family
+        ops = {stages.split_stage(stage)[1] for stage in stages.stage_shapes(config, 3)}
+        assert {op for op in ops if f".{op}` | [" not in section and f"`{op}` | [" not in section} == set(), family
+        sizes = [part for shape in re.findall(r"\| \[([^]]*)\] \|", section) for part in shape.split(", ")]
+        assert sizes and {part for part in sizes if part.isdigit() and part != "1"} == set(), family  # each named
+
+
+def test_the_stage_table_says_what_every_stage_of_every_family_holds() -> None:
+    from verifier.plugin.probes import PROBE_CONFIGS
+
+    for config in PROBE_CONFIGS.values():
+        for stage in stages.stage_shapes(config, 3):
+            assert stages.split_stage(stage)[1] in stages.HOLDS, stage
 
 
 def test_the_property_catalog_has_every_property_with_its_docstring_and_rule() -> None:

@@ -94,18 +94,18 @@ class ModelConfig:
     """
 
     family: Family
-    vocab_size: int
-    n_ctx: int
-    d_model: int
-    n_layers: int
-    n_heads: int
-    n_kv_heads: int
-    d_ff: int
-    norm_eps: float
-    tie_embeddings: bool
-    rope_theta: float = 10000.0
+    vocab_size: int  # V: the tokens, the embedding's and the classifier's rows
+    n_ctx: int  # the longest sequence (GPT-2's learned positions; RoPE's positions are computed)
+    d_model: int  # the width of the residual stream
+    n_layers: int  # the blocks
+    n_heads: int  # query heads
+    n_kv_heads: int  # key/value heads (fewer: grouped-query attention, each shared by n_heads / n_kv_heads)
+    d_ff: int  # the MLP's hidden width (a MoE family's expert width where d_expert is unset)
+    norm_eps: float  # the epsilon inside every norm's square root
+    tie_embeddings: bool  # the classifier is the token embedding (no lm_head of its own)
+    rope_theta: float = 10000.0  # RoPE's base: frequency i is rope_theta ** (-2i / rotated dims)
     head_dim: int | None = None  # d_head when it is not d_model // n_heads (Qwen3, Gemma)
-    rope_scaling: RopeScaling | None = None
+    rope_scaling: RopeScaling | None = None  # longer contexts: Llama 3's bands or linear position scaling
     qkv_bias: bool = False  # q, k, v projections have biases (Qwen2; `attention_bias` elsewhere)
     o_bias: bool = False  # the output projection has a bias (`attention_bias` of Llama, Qwen3, Gemma)
     qk_norm: bool = False  # Qwen3: an RMSNorm over each head's q and k, before RoPE

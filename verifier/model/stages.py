@@ -45,6 +45,38 @@ _LLAMA_OPS = (
     "mlp_norm", "mlp_gate", "mlp_up", "mlp_act", "mlp_out", "resid_mlp",
 )  # fmt: skip
 
+# What each stage holds, for a port's trace (the reference computes it so: `verifier.reference.model`).
+HOLDS: dict[str, str] = {
+    EMBED: "the token embeddings (GPT-2: plus the position embeddings; Gemma: times sqrt(d_model))",
+    "attn_norm": "the residual stream normalised before attention (GPT-2: LayerNorm; else RMSNorm)",
+    "q": "each query head, x W_q (+ its bias), before RoPE",
+    "k": "each key head, x W_k (+ its bias), before RoPE",
+    "v": "each value head, x W_v (+ its bias)",
+    "q_norm": "each query head after its RMSNorm over d_head, before RoPE",
+    "k_norm": "each key head after its RMSNorm over d_head, before RoPE",
+    "q_rope": "each query head after RoPE (with partial rotary, the rotated dims and the passed ones, in order)",
+    "k_rope": "each key head after RoPE",
+    "scores": "q k^T times the attention scale, soft-capped where the family caps; defined where the query may "
+    "look (on or below the diagonal, within its window)",
+    "probs": "the softmax of the masked scores over the keys",
+    "attn": "probs v, the heads merged",
+    "attn_out": "attn W_o (+ its bias): the attention block's output",
+    "attn_post_norm": "attn_out after its RMSNorm, before it is added to the residual stream",
+    "resid_attn": "the residual stream after attention: its input plus attn_out (or attn_post_norm)",
+    "mlp_norm": "the residual stream normalised before the MLP",
+    "mlp_gate": "mlp_norm W_gate",
+    "mlp_up": "mlp_norm W_up (GPT-2: mlp_norm W_fc + b_fc)",
+    "mlp_act": "act(mlp_gate) * mlp_up, act SiLU or tanh-GELU (GPT-2: the tanh-GELU of mlp_up)",
+    "router_probs": "the softmax of the router's logits over the experts",
+    "experts": "the indices of the top_k experts each token used, in any order",
+    "mlp_out": "the MLP's output, mlp_act W_down (+ its bias); a MoE layer's: the chosen experts' outputs "
+    "weighted by their probabilities (plus the gated shared expert)",
+    "mlp_post_norm": "mlp_out after its RMSNorm, before it is added to the residual stream",
+    "resid_mlp": "the residual stream after the MLP: its input plus mlp_out (or mlp_post_norm)",
+    FINAL_NORM: "the residual stream after the last block, normalised",
+    LOGITS: "final_norm times the classifier (the token embedding when tied), soft-capped where the family caps",
+}
+
 # Stages whose entries above the diagonal are undefined: compare them on the lower triangle.
 CAUSAL_OPS = frozenset({"scores"})
 # Stages of integer indices, not values: never rounded, compared as a set per token (not by |diff|).
