@@ -46,6 +46,12 @@ def test_the_site_builds_in_strict_mode(site: Path) -> None:
     assert 'class="doc doc-object' in (site / "reference/api/index.html").read_text()  # mkdocstrings rendered
 
 
+def test_search_ranks_the_guides_above_the_measurements_tables(site: Path) -> None:
+    index = json.loads((site / "search" / "search_index.json").read_text())["docs"]
+    boosts = {entry["location"].split("#")[0]: entry.get("boost", 1) for entry in index}
+    assert boosts["benchmarks/results/"] < 1 and boosts["how-to/port-a-family/"] == 1, boosts
+
+
 @pytest.mark.slow  # a second mkdocs build: 5 s here
 def test_a_broken_link_fails_the_build(tmp_path: Path) -> None:
     """Strict mode is what CI relies on: a page linking to a page that does not exist stops the build."""

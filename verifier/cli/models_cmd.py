@@ -31,7 +31,12 @@ def add_parser(subparsers: Any) -> None:
         metavar="MODEL",
         help="probe only these: a listed name, or module.path:factory (default: every model listed)",
     )
-    p.add_argument("--no-probe", action="store_true", help="list the models without building them")
+    p.add_argument(
+        "--no-probe",
+        action="store_true",
+        help="list the models without building them (probing builds each on 13 kinds of config: with every "
+        "engine installed, a minute and more; each model's lines come as it is probed)",
+    )
     p.set_defaults(func=run)
 
 
