@@ -8,7 +8,7 @@ The property suite lives in `properties/` beside this package.
 
 from importlib import metadata
 
-from verifier.model.config import ConfigError, ModelConfig, from_hf_dict, from_transformers
+from verifier.model.config import ConfigError, ModelConfig, RopeScaling, from_hf_dict, from_transformers
 from verifier.model.params import count_parameters, parameter_table
 from verifier.model.presets import PRESETS, gpt2_d_ff, llama2c_hidden_dim, preset
 from verifier.model.weights import Weights, init_weights, weight_shapes
@@ -38,6 +38,7 @@ __all__ = [
     "KVCache",
     "ModelConfig",
     "NumpyModel",
+    "RopeScaling",
     "Unsupported",
     "Weights",
     "check",

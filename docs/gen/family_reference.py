@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 from verifier.model import stages
-from verifier.model.config import FAMILIES, FAMILY_SWITCHES, HF_KEYS, ModelConfig
+from verifier.model.config import FAMILIES, FAMILY_SWITCHES, HF_KEYS, ModelConfig, RopeScaling
 from verifier.model.weights import weight_shapes
 from verifier.plugin.diagnosis import SWITCH_PROBES
 from verifier.plugin.probes import FREE_SHAPE, MOE_SIZES, PROBE_KINDS, tiny_config
@@ -119,14 +119,16 @@ def _stages(config: ModelConfig, named: dict[int, str]) -> list[str]:
 def _fields(family: str, meanings: dict[str, str]) -> list[str]:
     fixed, free = FAMILY_SWITCHES[family]  # type: ignore[index]
     keys = HF_KEYS.get(family, HF_KEYS["llama"] if family != "gpt2" else HF_KEYS["gpt2"])
-    rows = ["| field | in this family | config.json | what it is |", "|---|---|---|---|"]
+    types = {f.name: str(f.type) for f in dataclasses.fields(ModelConfig)}
+    rows = ["| field | type | in this family | config.json | what it is |", "|---|---|---|---|---|"]
     for name in (*SIZE_FIELDS, *fixed, *free):
         if family == "gpt2" and name == "rope_theta":
             continue
         sized = name in SIZE_FIELDS or name in MOE_SIZES  # a MoE family's experts are its MLP's sizes
         state = "size" if sized else f"always `{fixed[name]!r}`" if name in fixed else "free switch"
         read = ", ".join(f"`{k}`" for k in keys.get(name, OTHER_KEYS.get(name, ()))) or "-"
-        rows.append(f"| `{name}` | {state} | {read} | {meanings.get(name, '')} |")
+        kind = types[name].replace("|", "or")
+        rows.append(f"| `{name}` | `{kind}` | {state} | {read} | {meanings.get(name, '')} |")
     return rows
 
 
@@ -141,6 +143,12 @@ def render() -> str:
         "what it holds. Shapes are in the sizes' names, for a config with every free switch of the family on;",
         "a switch that is off removes its weights and stages (no biases, no shared expert, ...). `T` is the",
         "traced sequence's length.",
+        "",
+        "A factory reads `config.d_head` for the head size (`head_dim` if set, else `d_model // n_heads`) and",
+        "`config.rotated_dims` for the dims RoPE rotates. A family's fixed fields are part of every config of it:",
+        'to build one by hand, give them to `ModelConfig(...)`, or let `verifier.from_hf_dict({"model_type":',
+        "\"qwen3\", ...})` read a `config.json`'s keys with `transformers`' defaults. `rope_scaling` is a",
+        f"`verifier.RopeScaling` ({' '.join((RopeScaling.__doc__ or '').split())})",
         "",
     ]
     for family in FAMILIES:

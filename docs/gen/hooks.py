@@ -17,7 +17,6 @@ import family_reference
 import property_catalog
 from mkdocs.structure.files import File, Files
 
-
 # The measurements' tables name every property, family and option: without this the site's search ranks
 # them above the guides that explain them (Material for MkDocs' search boost, front matter of the page).
 RANKED_LOW = "---\nsearch:\n  boost: 0.1\n---\n\n"

@@ -72,8 +72,9 @@ class RopeScaling:
     """How a RoPE family stretches its frequencies past the context it was trained at.
 
     "linear": every inverse frequency divided by `factor` (positions compressed). "llama3" (Llama
-    3.1/3.2): wavelengths shorter than `original_n_ctx / high_freq_factor` kept, longer than
-    `original_n_ctx / low_freq_factor` divided by `factor`, and the band between interpolated.
+    3.1/3.2), by each frequency's wavelength w = 2 pi / inv_freq: w < original_n_ctx / high_freq_factor
+    kept; w > original_n_ctx / low_freq_factor divided by `factor`; in between (1 - s) inv_freq / factor
+    + s inv_freq with s = (original_n_ctx / w - low_freq_factor) / (high_freq_factor - low_freq_factor).
     """
 
     kind: Literal["linear", "llama3"]
@@ -114,7 +115,7 @@ class ModelConfig:
     embed_scale: bool = False  # Gemma: embeddings times sqrt(d_model), rounded to the model's dtype
     sandwich_norm: bool = False  # Gemma 2: RMSNorms after attention and after the MLP too
     sliding_window: int | None = None  # W: a sliding layer's query at t sees keys t - W + 1 .. t
-    layer_types: tuple[LayerType, ...] = ()  # per layer; empty: every layer sliding if a window is set
+    layer_types: tuple[LayerType, ...] = ()  # per layer, "sliding_attention" or "full_attention"; (): as the window
     attn_softcap: float | None = None  # Gemma 2: scores -> cap * tanh(scores / cap), before the mask
     final_softcap: float | None = None  # Gemma 2: the same on the logits
     query_scale: int | None = None  # Gemma 2's query_pre_attn_scalar: scores scaled by its -1/2 power

@@ -56,8 +56,8 @@ HOLDS: dict[str, str] = {
     "k_norm": "each key head after its RMSNorm over d_head, before RoPE",
     "q_rope": "each query head after RoPE (with partial rotary, the rotated dims and the passed ones, in order)",
     "k_rope": "each key head after RoPE",
-    "scores": "q k^T times the attention scale, soft-capped where the family caps; defined where the query may "
-    "look (on or below the diagonal, within its window)",
+    "scores": "q k^T times the attention scale, soft-capped where the family caps; compared where the query may "
+    "look (on or below the diagonal, within its window): elsewhere it may hold anything (-inf, or unmasked)",
     "probs": "the softmax of the masked scores over the keys",
     "attn": "probs v, the heads merged",
     "attn_out": "attn W_o (+ its bias): the attention block's output",
