@@ -28,14 +28,23 @@ sys.path.insert(0, str(ROOT))  # run as a script from anywhere
 from benchmarks._machine import describe, worktree  # noqa: E402
 from benchmarks.results_file import emit  # noqa: E402
 
-# Three catalog mutants of three families, and a Llama 2 port (`tests/plugin/llama2_port.py`, copied beside
-# the runs so that both revisions import the same file) that does not run the switches `llama` draws.
+# Two catalog mutants of two families; a Llama 2 port (`tests/plugin/llama2_port.py`) that does not run the
+# switches `llama` draws; and the slip of the Qwen3 walk-through (examples/torch_qwen3.py with its q/k norms
+# after RoPE), whose first failure is a generated example that Hypothesis then shrinks. The ports are
+# written beside the runs, so that both revisions import the same files.
 MODELS = (
     "tests.meta.mutants.catalog:mutants.QKNormAfterRope",
     "tests.meta.mutants.catalog:mutants.WindowOffByOne",
-    "tests.meta.mutants.catalog:mutants.ScaleByDHead",
     "llama2_port:build",
+    "my_qwen3:build",
 )
+# The walk-through's slip, as docs/how-to/port-a-family.md shows it.
+SLIP = {
+    "q = rope(rms_norm(q, self.w[f\"{p}.q_norm.weight\"], c.norm_eps), c.rope_theta)":
+    "q = rms_norm(rope(q, c.rope_theta), self.w[f\"{p}.q_norm.weight\"], c.norm_eps)",
+    "k = rope(rms_norm(k, self.w[f\"{p}.k_norm.weight\"], c.norm_eps), c.rope_theta)":
+    "k = rms_norm(rope(k, c.rope_theta), self.w[f\"{p}.k_norm.weight\"], c.norm_eps)",
+}  # fmt: skip
 EARLY = ["--", "--model-maxfail", "1", "--shrink-seconds", "5"]
 PROGRESS = ".FEsxX"  # the progress line's characters
 
@@ -76,6 +85,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp, worktree(args.before, installed=True) as before:
         models_dir = Path(tmp)
         shutil.copy(ROOT / "tests" / "plugin" / "llama2_port.py", models_dir)
+        qwen3 = (ROOT / "examples" / "torch_qwen3.py").read_text()
+        for right, slip in SLIP.items():
+            qwen3 = qwen3.replace(right, slip)
+        (models_dir / "my_qwen3.py").write_text(qwen3)
         has_option = "--first-failure" in (before / "verifier" / "cli" / "check_cmd.py").read_text()
         for model in MODELS:
             for label, then, now in (("whole suite", [], []), ("early verdict", EARLY, ["--first-failure"])):
@@ -83,7 +96,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                 old = timed_check(before, model, then, models_dir, models_dir / "before")
                 new = timed_check(ROOT, model, now, models_dir, models_dir / "after")
                 cells = [f"{s:.1f} s" for s in (old[0], new[0], old[1], new[1])]
-                lines.append(f"| `{model.rsplit(':', 1)[-1]}` | {label} | {' | '.join(cells)} |")
+                name = model.rsplit(":", 1)[-1] if ":mutants." in model else model  # the catalog's, or a port
+                lines.append(f"| `{name}` | {label} | {' | '.join(cells)} |")
                 print(lines[-1], file=sys.stderr, flush=True)
     emit("\n".join(lines), write=args.write)
 
