@@ -18,7 +18,7 @@ import pytest
 import verifier
 from verifier import ModelConfig, NumpyModel, Unsupported, Weights
 from verifier.model.config import FAMILY_SWITCHES
-from verifier.plugin import registry
+from verifier.plugin import diagnosis, registry
 from verifier.plugin.command import Command
 from verifier.plugin.diagnosis import diagnose, switch_configs
 from verifier.plugin.interface import Constraints, switches_on
@@ -211,3 +211,18 @@ def test_a_model_whose_failures_broke_another_rule_is_not_called_again(monkeypat
 
     report = verifier.check(writes_tokens, pytest_args=["-p", "no:cacheprovider", "-k", "logits_agree"])
     assert [r.contract_rule for r in report.failures] == ["inputs-unchanged"], report.failures
+
+
+def test_the_diagnosis_stops_at_its_budget_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    # An engine that converts each config for seconds: the verdict does not wait for every kind and switch.
+    monkeypatch.setattr(diagnosis, "BUDGET_S", 0.0)
+    found = diagnose(ModelSpec("refuses", _refuses_head_dim_ignores_scaling, "test"))
+    assert found.cut and found.not_run() == ""  # nothing tried: nothing to say
+    monkeypatch.setattr(diagnosis, "BUDGET_S", 60.0)
+    assert not diagnose(ModelSpec("refuses", _refuses_head_dim_ignores_scaling, "test")).cut
+    # Cut after finding something: what it found, and that the rest was not tried.
+    partial = diagnosis.Diagnosis(kinds={"llama3": "computes otherwise: 5.8x"}, cut=True)
+    assert (
+        partial.not_run()
+        == "llama3 configs (computes otherwise: 5.8x); (the rest not tried: the diagnosis stops after 60 s)"
+    )

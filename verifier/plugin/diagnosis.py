@@ -16,6 +16,7 @@ say more than this would)."""
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,6 +52,9 @@ SWITCH_PROBES: dict[str, dict[str, Any]] = {
     "dense_layers": {"dense_layers": (0,)},
     "rotary_dim": {"rotary_dim": 2},
 }
+# How long the diagnosis may build and run a model, in all: an engine that exports or converts each config
+# (seconds each) would otherwise keep a failing run's verdict waiting for minutes; what is left is not tried.
+BUDGET_S = 60.0
 # The contract rules a model may break on a config it does not run (it raises, or its logits are
 # malformed): the diagnosis calls a model again only if its failures broke none but these.
 NOT_RUN_RULES = frozenset({"factory", "no-exception", "shape", "dtype", "finite"})
@@ -71,6 +75,7 @@ class Diagnosis:
     switches: dict[Family, dict[str, str]] = field(default_factory=dict)
     refused: set[str] = field(default_factory=set)  # the switches it refuses (Unsupported, exit status 77)
     accepted: list[Probe] = field(default_factory=list)  # the probes it was built on
+    cut: bool = False  # the budget ran out before every kind and switch was tried
 
     def not_run(self) -> str:
         """`llama3 configs (computes otherwise: ...); on llama configs, the switches head_dim (raises: ...)`;
@@ -82,6 +87,8 @@ class Diagnosis:
         for family, broken in self.switches.items():
             listed = "; ".join(f"{', '.join(names)} ({how})" for how, names in _by_outcome(broken).items())
             parts.append(f"on {family} configs, the switches {listed}")
+        if parts and self.cut:
+            parts.append(f"(the rest not tried: the diagnosis stops after {BUDGET_S:g} s)")
         return "; ".join(parts)
 
     def declaration(self, *, program: bool) -> str:
@@ -130,6 +137,7 @@ def diagnose(spec: ModelSpec) -> Diagnosis:
     names its switches, computes every kind otherwise, or breaks the contract otherwise than by raising)."""
     if not undeclared(spec):
         return Diagnosis()
+    deadline = time.monotonic() + BUDGET_S
     found = Diagnosis(accepted=[p for p in probe(spec) if p.unsupported is None and p.error is None])
     try:
         agreeing: dict[Family, Probe] = {}
@@ -137,6 +145,9 @@ def diagnose(spec: ModelSpec) -> Diagnosis:
             config = probe_config(p.kind, p.shape or Constraints())
             if config is None:
                 continue
+            if time.monotonic() > deadline:
+                found.cut = True
+                break
             outcome = _run(spec, config)
             if outcome.startswith("declines: "):
                 found.declined[p.kind] = outcome.removeprefix("declines: ")
@@ -144,11 +155,14 @@ def diagnose(spec: ModelSpec) -> Diagnosis:
                 found.kinds[p.kind] = outcome
             else:
                 agreeing.setdefault(PROBE_KINDS[p.kind][0], p)
-        if not agreeing:
-            return Diagnosis()
+        if not agreeing:  # wrong on every kind tried (or none tried in the budget): nothing to add
+            return Diagnosis(cut=found.cut)
         for family, p in agreeing.items():
             broken: dict[str, str] = {}
             for name, config in switch_configs(p.kind, p.shape or Constraints()).items():
+                if time.monotonic() > deadline:
+                    found.cut = True
+                    break
                 outcome = _run(spec, config, declined_as="refuses: ")
                 named = (name, "o_bias") if name == "qkv_bias" and config.o_bias else (name,)
                 if outcome.startswith("refuses: "):  # as a model says it does not run a switch: not drawn
