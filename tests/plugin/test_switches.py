@@ -22,7 +22,7 @@ from verifier.plugin import diagnosis, registry
 from verifier.plugin.command import Command
 from verifier.plugin.diagnosis import diagnose, switch_configs
 from verifier.plugin.interface import Constraints, switches_on
-from verifier.plugin.probes import FREE_SHAPE, MOE_SIZES, PROBE_KINDS, probe_config
+from verifier.plugin.probes import FREE_SHAPE, MOE_SIZES, PROBE_CONFIGS, PROBE_KINDS, probe_config
 from verifier.plugin.registry import ModelSpec
 from verifier.report import collect
 
@@ -64,12 +64,13 @@ def test_a_correct_model_runs_every_kind_and_every_switch_of_every_family(name: 
 def test_a_llama_2_port_is_told_which_switches_it_does_not_run_and_what_to_declare() -> None:
     found = diagnose(registry.load_spec(f"{PORT}:build"))
     assert [p.kind for p in found.accepted] == ["llama", "llama-gqa", "llama3"]
-    assert list(found.kinds) == ["llama3"] and found.kinds["llama3"].startswith("computes otherwise: ")
+    assert list(found.kinds) == ["llama3"] and found.kinds["llama3"].how == "computes otherwise"
     switches = found.switches["llama"]
     assert set(switches) == {"head_dim", "rope_scaling", "qkv_bias", "o_bias"}
-    assert switches["head_dim"].startswith("raises: raised RuntimeError: size mismatch for model.layers.0")
-    assert switches["qkv_bias"] == switches["o_bias"] and switches["qkv_bias"].startswith("raises: raised KeyError")
-    assert switches["rope_scaling"].startswith("computes otherwise: ")
+    assert str(switches["head_dim"]).startswith("raises: raised RuntimeError: size mismatch for model.layers.0")
+    assert switches["qkv_bias"] == switches["o_bias"]
+    assert str(switches["qkv_bias"]).startswith("raises: raised KeyError")
+    assert switches["rope_scaling"].how == "computes otherwise"
     assert found.declaration(program=False) == "factory.constraints = Constraints(families=('llama',), switches=())"
 
 
@@ -106,6 +107,21 @@ def test_a_switch_the_model_refuses_is_not_named_and_left_out_of_the_declaration
     assert "'head_dim'" not in declared and "'rope_scaling'" not in declared and "'qkv_bias'" in declared
 
 
+def test_the_diagnosis_reads_the_probes_the_run_made(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each probe config is built once for the run's header and the properties, and once more by the diagnosis
+    # to run it, not probed again (a program's probes start a process for each kind).
+    built: list[ModelConfig] = []
+
+    def counted(config: ModelConfig, weights: Weights) -> Any:
+        built.append(config)
+        return _Negated("gemma")(config, weights)
+
+    report = verifier.check(counted, pytest_args=QUICK)
+    assert [v.verdict for v in report.verdicts()] == ["fails"] and report.header.models[0].not_run.startswith("gemma")
+    for kind, config in PROBE_CONFIGS.items():
+        assert built.count(config) == 2, (kind, built.count(config))
+
+
 def _program(tmp_path: Path, mode: str, constraints: Constraints | None = None) -> ModelSpec:
     script = tmp_path / mode
     script.write_text(f"#!{sys.executable}\nimport os, sys\nos.execv(sys.executable, "
@@ -125,7 +141,7 @@ def test_a_program_is_told_the_options_to_declare(tmp_path: Path) -> None:
     assert set(found.switches["llama"]) == {"head_dim", "rope_scaling", "qkv_bias", "o_bias"}, found.switches
     assert (
         "its stderr's last line: KeyError: 'unexpected tensor model.layers.0.self_attn"
-        in (found.switches["llama"]["qkv_bias"])
+        in found.switches["llama"]["qkv_bias"].detail
     )
     assert found.declaration(program=True) == (
         "--families llama --switches none (or the same keys in its .verifier.toml)"
@@ -173,7 +189,7 @@ class _Negated:
 
 def test_a_model_wrong_on_one_family_is_told_that_family_and_one_wrong_on_every_kind_nothing() -> None:
     found = diagnose(ModelSpec("negated on gemma", _Negated("gemma"), "test"))
-    assert list(found.kinds) == ["gemma"] and found.kinds["gemma"].startswith("computes otherwise: ")
+    assert list(found.kinds) == ["gemma"] and found.kinds["gemma"].how == "computes otherwise"
     # No switch to leave out: the declaration names the families, and every switch stays drawn.
     others = tuple(f for f in FAMILY_SWITCHES if f != "gemma")
     assert found.declaration(program=False) == f"factory.constraints = Constraints(families={others!r})"
@@ -221,7 +237,7 @@ def test_the_diagnosis_stops_at_its_budget_and_says_so(monkeypatch: pytest.Monke
     monkeypatch.setattr(diagnosis, "BUDGET_S", 60.0)
     assert not diagnose(ModelSpec("refuses", _refuses_head_dim_ignores_scaling, "test")).cut
     # Cut after finding something: what it found, and that the rest was not tried.
-    partial = diagnosis.Diagnosis(kinds={"llama3": "computes otherwise: 5.8x"}, cut=True)
+    partial = diagnosis.Diagnosis(kinds={"llama3": diagnosis.Outcome("computes otherwise", "5.8x")}, cut=True)
     assert (
         partial.not_run()
         == "llama3 configs (computes otherwise: 5.8x); (the rest not tried: the diagnosis stops after 60 s)"

@@ -19,7 +19,7 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -60,6 +60,21 @@ BUDGET_S = 60.0
 NOT_RUN_RULES = frozenset({"factory", "no-exception", "shape", "dtype", "finite"})
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """How a model ran one config: as the oracle does (`agrees`), or not, and the detail (a message, or
+    the error against its bound). `refuses` it when built, `declines` it when run (both with its reason)."""
+
+    how: Literal["agrees", "refuses", "declines", "raises", "computes otherwise"]
+    detail: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.how}: {self.detail}"
+
+
+AGREES = Outcome("agrees")
+
+
 class _Hostile(Exception):
     """A call broke another rule of the contract: the diagnosis stops and says nothing."""
 
@@ -70,9 +85,9 @@ class Diagnosis:
     the kinds it declined when run (a program's exit status 77), and per family the switches, each with how;
     and the switches it refuses, as a model may (they are not drawn: no failure comes of them)."""
 
-    kinds: dict[str, str] = field(default_factory=dict)
+    kinds: dict[str, Outcome] = field(default_factory=dict)
     declined: dict[str, str] = field(default_factory=dict)
-    switches: dict[Family, dict[str, str]] = field(default_factory=dict)
+    switches: dict[Family, dict[str, Outcome]] = field(default_factory=dict)
     refused: set[str] = field(default_factory=set)  # the switches it refuses (Unsupported, exit status 77)
     accepted: list[Probe] = field(default_factory=list)  # the probes it was built on
     cut: bool = False  # the budget ran out before every kind and switch was tried
@@ -115,11 +130,11 @@ class Diagnosis:
         return f"factory.constraints = Constraints({', '.join(args + ([] if grouped else ['grouped_query=False']))})"
 
 
-def _by_outcome(found: dict[str, str]) -> dict[str, list[str]]:
+def _by_outcome(found: dict[str, Outcome]) -> dict[str, list[str]]:
     """The names of `found` (a kind or switch -> how it is not run) by how, in order."""
     by_outcome: dict[str, list[str]] = {}
-    for name, how in found.items():
-        by_outcome.setdefault(how, []).append(name)
+    for name, outcome in found.items():
+        by_outcome.setdefault(str(outcome), []).append(name)
     return by_outcome
 
 
@@ -149,25 +164,25 @@ def diagnose(spec: ModelSpec) -> Diagnosis:
                 found.cut = True
                 break
             outcome = _run(spec, config)
-            if outcome.startswith("declines: "):
-                found.declined[p.kind] = outcome.removeprefix("declines: ")
-            elif outcome:
+            if outcome.how == "declines":
+                found.declined[p.kind] = outcome.detail
+            elif outcome != AGREES:
                 found.kinds[p.kind] = outcome
             else:
                 agreeing.setdefault(PROBE_KINDS[p.kind][0], p)
         if not agreeing:  # wrong on every kind tried (or none tried in the budget): nothing to add
             return Diagnosis(cut=found.cut)
         for family, p in agreeing.items():
-            broken: dict[str, str] = {}
+            broken: dict[str, Outcome] = {}
             for name, config in switch_configs(p.kind, p.shape or Constraints()).items():
                 if time.monotonic() > deadline:
                     found.cut = True
                     break
-                outcome = _run(spec, config, declined_as="refuses: ")
+                outcome = _run(spec, config)
                 named = (name, "o_bias") if name == "qkv_bias" and config.o_bias else (name,)
-                if outcome.startswith("refuses: "):  # as a model says it does not run a switch: not drawn
+                if outcome.how in ("refuses", "declines"):  # as a model says it does not run a switch: not drawn
                     found.refused.update(named)
-                elif outcome:
+                elif outcome != AGREES:
                     broken |= dict.fromkeys(named, outcome)
             if broken:
                 found.switches[family] = broken
@@ -195,36 +210,35 @@ def switch_configs(kind: str, shape: Constraints) -> dict[str, ModelConfig]:
     return found
 
 
-def _run(spec: ModelSpec, config: ModelConfig, declined_as: str = "declines: ") -> str:
-    """ "" if `spec`'s model, built on `config` (seeded weights), computes its last position's logits as the
-    oracle does, else how not: `refuses: ...` when built, `raises: ...`, `computes otherwise: ...`, or
-    `declined_as` + why it declined the input when run. _Hostile for any other broken rule."""
+def _run(spec: ModelSpec, config: ModelConfig) -> Outcome:
+    """How `spec`'s model, built on `config` (seeded weights), computes its last position's logits against
+    the oracle's. _Hostile if it broke a rule of the contract other than raising or malformed logits."""
     weights = init_weights(config, seed=0)
     try:
         model = build_checked(spec, config, weights)
     except Unsupported as e:
-        return f"refuses: {_one_line(str(e) or type(e).__name__)}"
+        return Outcome("refuses", _one_line(str(e) or type(e).__name__))
     except ContractViolation as e:
         return _broken(e)
     try:
         return computes_otherwise(model, config, weights)
     except Unsupported as e:
-        return declined_as + _one_line(str(e) or type(e).__name__)
+        return Outcome("declines", _one_line(str(e) or type(e).__name__))
     except ContractViolation as e:
         return _broken(e)
 
 
-def _broken(e: ContractViolation) -> str:
+def _broken(e: ContractViolation) -> Outcome:
     if e.rule not in NOT_RUN_RULES:
         raise _Hostile from e
-    return f"raises: {_one_line(e.detail)}"
+    return Outcome("raises", _one_line(e.detail))
 
 
-def computes_otherwise(model: CheckedModel, config: ModelConfig, weights: dict[str, np.ndarray]) -> str:
-    """`computes otherwise: ...` if `model`'s last-position logits on seeded tokens lie beyond its precision
-    class's bound from the oracle's, else "" (also for a model without logits)."""
+def computes_otherwise(model: CheckedModel, config: ModelConfig, weights: dict[str, np.ndarray]) -> Outcome:
+    """Whether `model`'s last-position logits on seeded tokens lie within its precision class's bound from
+    the oracle's (`AGREES`, also for a model without logits) or beyond it (`computes otherwise`)."""
     if model.lacks("logits"):
-        return ""
+        return AGREES
     tokens = np.random.default_rng(0).integers(0, config.vocab_size, config.n_ctx)
     actual = model.last_logits(tokens)
     precision = model.precision
@@ -234,9 +248,9 @@ def computes_otherwise(model: CheckedModel, config: ModelConfig, weights: dict[s
     limit = precision.bound(expected, neighbours, rope_positions=rope_positions, n_layers=config.n_layers)
     error, _ = tolerance.worst(actual, expected)
     if error <= limit:
-        return ""
-    ratio = error / limit
-    return f"computes otherwise: {ratio:.3g}x its {precision.label} bound from the oracle (max |diff| {error:.3g})"
+        return AGREES
+    detail = f"{error / limit:.3g}x its {precision.label} bound from the oracle (max |diff| {error:.3g})"
+    return Outcome("computes otherwise", detail)
 
 
 def _one_line(message: str, width: int = 160) -> str:

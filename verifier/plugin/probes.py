@@ -213,16 +213,26 @@ def probe_kind(config: ModelConfig) -> str:
 
 def probe(spec: ModelSpec) -> list[Probe]:
     """Build `spec`'s model on each kind's probe configs (seeded weights), one per shape (its declared
-    Constraints, else PROBE_SHAPES) until one is accepted, and record what it offers. With a fixed
+    Constraints, else PROBE_SHAPES) until one is accepted, and record what it offers, once per run. With a fixed
     checkpoint (`--checkpoint`) whose kind every tiny probe was refused, the model is built on the
     checkpoint too: a model that runs only real sizes (llama.cpp's Q8_0 stores rows of 32) runs it."""
-    probes = _tiny_probes(spec)
     fixed = checkpoint.current()
-    if fixed is None:
-        return probes
-    kind = probe_kind(fixed.config)
-    retry = spec.unselected(fixed.config.family) is None  # a family not selected stays refused
-    return [_on_checkpoint(spec, p, fixed) if retry and p.kind == kind and p.unsupported else p for p in probes]
+    key = (spec.name, id(spec.factory), fixed)
+    if key not in _PROBED:
+        probes = _tiny_probes(spec)
+        if fixed is not None:
+            kind = probe_kind(fixed.config)
+            retry = spec.unselected(fixed.config.family) is None  # a family not selected stays refused
+            probes = [_on_checkpoint(spec, p, fixed) if retry and p.kind == kind and p.unsupported else p
+                      for p in probes]  # fmt: skip
+        _PROBED[key] = (spec.factory, probes)
+    return _PROBED[key][1]
+
+
+# Each model's probes, once per run: the header, the properties (in the same process, without pytest-xdist)
+# and the diagnosis of a failing model read the same (a program's probes start 13 or more processes). The
+# factory is kept with them: another, at its address once it is collected, is not told its probes.
+_PROBED: dict[tuple[str, int, checkpoint.FixedCheckpoint | None], tuple[object, list[Probe]]] = {}
 
 
 def _on_checkpoint(spec: ModelSpec, refused: Probe, fixed: checkpoint.FixedCheckpoint) -> Probe:
@@ -239,9 +249,11 @@ def _on_checkpoint(spec: ModelSpec, refused: Probe, fixed: checkpoint.FixedCheck
 _ON_CHECKPOINT: dict[tuple[str, int, checkpoint.FixedCheckpoint], CheckedModel] = {}
 
 
-def forget_built() -> None:
-    """Let go of the model `build_on_checkpoint` keeps (a full-size model's memory): the pytest plugin, as
-    each run ends, so that a run in a longer-lived process (`verifier.check`) leaves none behind."""
+def forget() -> None:
+    """Forget each model's probes, and let go of the model `build_on_checkpoint` keeps (a full-size model's
+    memory): the pytest plugin, as each run ends, so that a run in a longer-lived process (`verifier.check`)
+    leaves none behind, nor is told what an earlier factory at the same address ran."""
+    _PROBED.clear()
     _ON_CHECKPOINT.clear()
 
 
