@@ -39,7 +39,7 @@ metadata values are `verifier.formats.gguf_container`."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import gguf
 import numpy as np
@@ -264,18 +264,9 @@ _KEYS = {
 _EPS_KEYS = {arch: f"{arch}.attention.layer_norm_rms_epsilon" for arch in set(ARCHITECTURES.values())} | {
     "gpt2": "gpt2.attention.layer_norm_epsilon"
 }
-# llama.cpp's architecture -> the suite's family (a `llama` file with a sliding window is Mistral's).
-_FAMILY: dict[str, Family] = {
-    "gpt2": "gpt2",
-    "llama": "llama",
-    "qwen2": "qwen2",
-    "qwen3": "qwen3",
-    "gemma": "gemma",
-    "gemma2": "gemma2",
-    "qwen2moe": "qwen2_moe",
-    "phi3": "phi3",
-    "chatglm": "glm",
-}
+# llama.cpp's architecture -> the suite's family: the first of the families stored in it (a `llama` file with
+# a sliding window is Mistral's, one with experts Mixtral's: `_switches`).
+_FAMILY: dict[str, Family] = {arch: cast(Family, family) for family, arch in reversed(ARCHITECTURES.items())}
 # llama.cpp's gemma2 soft-caps with these where the file stores no cap (its hparams' defaults).
 _GEMMA2_DEFAULT_CAPS = {"attn_softcap": 50.0, "final_softcap": 30.0}
 _GEMMA2_27B_LAYERS = 46  # llama.cpp scales Gemma 2's queries by 1/sqrt(d_model / n_heads) at this depth only

@@ -8,6 +8,7 @@ import numpy as np
 
 from verifier.formats.llama2c import to_interleaved, to_rotate_half
 from verifier.model.config import ModelConfig
+from verifier.model.families import RECORDS
 from verifier.model.weights import CLASSIFIER, weight_shapes
 
 # How a canonical matrix is stored: as it is, transposed (GPT-2's Conv1D), or with its q / k rows
@@ -82,11 +83,9 @@ _GPT2_TOP = {
 }
 _ROPE_TOP = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight"}
 
-# The suite's family -> llama.cpp's architecture (Mistral is llama.cpp's `llama`, as its converter writes it).
-# Mixtral is `llama` with experts, as the converter writes it.
-ARCHITECTURES = {"gpt2": "gpt2", "llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3",
-                 "gemma": "gemma", "gemma2": "gemma2", "mixtral": "llama", "qwen2_moe": "qwen2moe",
-                 "phi3": "phi3", "glm": "chatglm"}  # fmt: skip
+# The suite's family -> llama.cpp's architecture (`FamilyRecord.gguf`; Mistral is llama.cpp's `llama`, and
+# Mixtral `llama` with experts, as its converter writes them).
+ARCHITECTURES = {family: record.gguf for family, record in RECORDS.items()}
 INTERLEAVED = ("llama", "mistral", "mixtral")  # the families whose q/k rows llama.cpp's RoPE wants interleaved
 EXPERT = "expert "  # how an expert's matrix is stored: "expert {e}", row e of the layer's stacked tensor
 ROPE_FREQS = "rope_freqs.weight"

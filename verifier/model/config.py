@@ -40,15 +40,16 @@ from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 from verifier.messages import BoundedMessage
+from verifier.model.families import RECORDS, FamilyRecord
 
+# The families' names, for the type checker: the records' names (`verifier.model.families.RECORDS`), as a
+# test checks.
 Family = Literal["gpt2", "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "mixtral", "qwen2_moe", "phi3", "glm"]
-FAMILIES: tuple[Family, ...] = (
-    "gpt2", "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "mixtral", "qwen2_moe", "phi3", "glm",
-)  # fmt: skip
+FAMILIES: tuple[Family, ...] = cast(tuple[Family, ...], tuple(RECORDS))
 # The families of the Llama layout (RMSNorm, RoPE, gated MLP): every family but GPT-2.
 ROPE_FAMILIES: tuple[Family, ...] = FAMILIES[1:]
 # The families whose MLPs are routed experts.
-MOE_FAMILIES: tuple[Family, ...] = ("mixtral", "qwen2_moe")
+MOE_FAMILIES: tuple[Family, ...] = tuple(f for f in FAMILIES if RECORDS[f].moe)
 Activation = Literal["silu", "gelu_tanh"]
 LayerType = Literal["full_attention", "sliding_attention"]
 LAYER_TYPES: tuple[LayerType, ...] = ("full_attention", "sliding_attention")
@@ -257,32 +258,27 @@ class ModelConfig:
             "bos_token_id": 1 if self.vocab_size > 1 else 0,
             "eos_token_id": 2 if self.vocab_size > 2 else 0,
         }
-        if family not in ("qwen2", "qwen2_moe", "phi3"):  # no head_dim key: hidden_size / num_attention_heads
+        record = RECORDS[family]
+        if record.head_dim_key:  # else it is hidden_size / num_attention_heads
             fields["head_dim"] = self.d_head
-        if family in ("llama", "qwen3", "gemma", "gemma2"):
+        if record.attention_bias == "both":
             fields["attention_bias"] = self.o_bias
-        if family == "glm":  # q, k and v biases only
+        elif record.attention_bias == "qkv":
             fields["attention_bias"] = self.qkv_bias
-        if family in PARTIAL_ROTARY_FAMILIES:  # Phi3Config's and GlmConfig's padding ids lie past small vocabularies
-            fields["pad_token_id"] = None
-        if family == "qwen2_moe":
-            fields["qkv_bias"] = True
-        if family == "llama":
-            fields["mlp_bias"] = False
-        activation = "silu" if self.mlp_act == "silu" else "gelu_pytorch_tanh"
-        fields["hidden_activation" if family == "gemma2" else "hidden_act"] = activation
-        if family in ("mistral", "mixtral", "phi3"):  # every layer
+        fields |= record.written
+        fields[record.activation_key] = "silu" if self.mlp_act == "silu" else "gelu_pytorch_tanh"
+        if record.windows == "every layer":
             fields["sliding_window"] = self.sliding_window
-        if family in MOE_FAMILIES:
+        if record.moe:
             fields |= self._expert_hf_fields()
-        if family in ("qwen2", "qwen3", "qwen2_moe"):
+        if record.windows in ("qwen", "qwen2_moe"):
             fields |= {
                 "use_sliding_window": self.sliding_window is not None,
                 "sliding_window": self.sliding_window,
                 "max_window_layers": self.n_layers,
                 "layer_types": [self.layer_type(i) for i in range(self.n_layers)],
             }
-        if family == "gemma2":
+        if record.windows == "gemma2":
             fields |= {
                 # Gemma2Model builds its sliding mask whether a layer uses it or not, and refuses a null
                 # window: without one, every layer is "full_attention" and n_ctx stands in, unused.
@@ -320,19 +316,7 @@ class ModelConfig:
 
 
 # Per family: the `transformers` config class and the model class a config.json names.
-HF_CLASSES: dict[Family, tuple[str, str]] = {
-    "gpt2": ("GPT2Config", "GPT2LMHeadModel"),
-    "llama": ("LlamaConfig", "LlamaForCausalLM"),
-    "mistral": ("MistralConfig", "MistralForCausalLM"),
-    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
-    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"),
-    "gemma": ("GemmaConfig", "GemmaForCausalLM"),
-    "gemma2": ("Gemma2Config", "Gemma2ForCausalLM"),
-    "mixtral": ("MixtralConfig", "MixtralForCausalLM"),
-    "qwen2_moe": ("Qwen2MoeConfig", "Qwen2MoeForCausalLM"),
-    "phi3": ("Phi3Config", "Phi3ForCausalLM"),
-    "glm": ("GlmConfig", "GlmForCausalLM"),
-}
+HF_CLASSES: dict[Family, tuple[str, str]] = {f: (RECORDS[f].hf_config, RECORDS[f].hf_model) for f in FAMILIES}
 
 
 def describe(config: ModelConfig) -> str:
@@ -460,101 +444,13 @@ _COMMON_KEYS = frozenset({
     "num_key_value_heads", "intermediate_size", "rms_norm_eps", "tie_word_embeddings", "rope_theta",
     "rope_scaling", "rope_parameters", "partial_rotary_factor", "hidden_act", "is_encoder_decoder",
 })  # fmt: skip
-_QWEN_WINDOW_KEYS = frozenset({"use_sliding_window", "sliding_window", "max_window_layers", "layer_types"})
-_GPT2_READ_KEYS = frozenset({
-    "vocab_size", "n_positions", "max_position_embeddings", "n_embd", "hidden_size", "n_layer",
-    "num_hidden_layers", "n_head", "num_attention_heads", "n_inner", "layer_norm_epsilon", "activation_function",
-    "tie_word_embeddings", "scale_attn_weights", "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn",
-    "add_cross_attention", "n_special", "is_encoder_decoder",
-    # GPT-2's training dropouts, its sequence-classification head, and keys transformers 5 no longer reads
-    "attn_pdrop", "embd_pdrop", "resid_pdrop", "summary_activation", "summary_first_dropout",
-    "summary_proj_to_labels", "summary_type", "summary_use_proj", "task_specific_params", "n_ctx",
-    "predict_special_tokens", "output_past",
-})  # fmt: skip
-_ROUTER_TRAINING_KEYS = frozenset({"output_router_logits", "router_aux_loss_coef"})  # the training loss only
 # Per family: the keys its reader understands beyond the common ones (each one read below).
-FAMILY_KEYS: dict[str, frozenset[str]] = {
-    "gpt2": _GPT2_READ_KEYS,
-    "llama": frozenset({"head_dim", "attention_bias", "mlp_bias", "pretraining_tp"}),
-    "mistral": frozenset({"head_dim", "sliding_window", "attention_bias", "mlp_bias"}),  # both false: no biases
-    "qwen2": frozenset({"head_dim", "use_mrope"}) | _QWEN_WINDOW_KEYS,
-    "qwen3": frozenset({"head_dim", "attention_bias"}) | _QWEN_WINDOW_KEYS,
-    "gemma": frozenset({"head_dim", "attention_bias", "hidden_activation", "use_bidirectional_attention"}),
-    "gemma2": frozenset(
-        {
-            "head_dim",
-            "attention_bias",
-            "hidden_activation",
-            "use_bidirectional_attention",
-            "sliding_window",
-            "sliding_window_size",
-            "layer_types",
-            "attn_logit_softcapping",
-            "final_logit_softcapping",
-            "query_pre_attn_scalar",
-        }
-    ),
-    # router_jitter_noise: MixtralSparseMoeBlock jitters its input in training only
-    "mixtral": _ROUTER_TRAINING_KEYS
-    | {"head_dim", "sliding_window", "num_local_experts", "num_experts", "num_experts_per_tok", "router_jitter_noise"},
-    "qwen2_moe": _ROUTER_TRAINING_KEYS
-    | _QWEN_WINDOW_KEYS
-    | {
-        "head_dim",
-        "qkv_bias",
-        "num_experts",
-        "num_experts_per_tok",
-        "moe_intermediate_size",
-        "norm_topk_prob",
-        "shared_expert_intermediate_size",
-        "decoder_sparse_step",
-        "mlp_only_layers",
-    },
-    # Phi-3: original_max_position_embeddings is read by longrope only; the dropouts are off at inference;
-    # auto_map names the repository's own code, which transformers 5 runs only with trust_remote_code (its
-    # built-in Phi3 otherwise), and every published Phi-3 config.json has it
-    "phi3": frozenset(
-        {
-            "auto_map",
-            "head_dim",
-            "sliding_window",
-            "attention_bias",
-            "original_max_position_embeddings",
-            "resid_pdrop",
-            "embd_pdrop",
-        }
-    ),
-    "glm": frozenset({"head_dim", "attention_bias"}),
-}
+FAMILY_KEYS: dict[str, frozenset[str]] = {f: RECORDS[f].keys for f in FAMILIES}
 # The families whose config reads partial_rotary_factor (top level, or in rope_parameters) as partial rotary.
-PARTIAL_ROTARY_FAMILIES = ("phi3", "glm")
+PARTIAL_ROTARY_FAMILIES = tuple(f for f in FAMILIES if RECORDS[f].partial_rotary)
 # Per family: `transformers`' default for a key absent from config.json (its config class's field
 # default; what `save_pretrained` may leave out). `None` for num_key_value_heads: as many as the query heads.
-HF_DEFAULTS: dict[str, dict[str, Any]] = {
-    "llama": {"num_key_value_heads": None, "head_dim": None, "tie_word_embeddings": False},
-    "mistral": {"num_key_value_heads": 8, "head_dim": None, "tie_word_embeddings": False, "sliding_window": 4096},
-    "qwen2": {"num_key_value_heads": 32, "head_dim": None, "tie_word_embeddings": False, "sliding_window": 4096},
-    "qwen3": {"num_key_value_heads": 32, "head_dim": 128, "tie_word_embeddings": False, "sliding_window": 4096},
-    "gemma": {"num_key_value_heads": 16, "head_dim": 256, "tie_word_embeddings": True},
-    "gemma2": {
-        "num_key_value_heads": 4,
-        "head_dim": 256,
-        "tie_word_embeddings": True,
-        "sliding_window": 4096,
-        "attn_logit_softcapping": 50.0,
-        "final_logit_softcapping": 30.0,
-        "query_pre_attn_scalar": 256,
-    },
-    "mixtral": {"num_key_value_heads": 8, "head_dim": None, "tie_word_embeddings": False, "sliding_window": None,
-                "rms_norm_eps": 1e-5, "rope_theta": 1e6, "num_local_experts": 8, "num_experts_per_tok": 2},
-    "qwen2_moe": {"num_key_value_heads": 16, "head_dim": None, "tie_word_embeddings": False, "sliding_window": 4096,
-                  "num_experts": 60, "num_experts_per_tok": 4, "moe_intermediate_size": 1408,
-                  "shared_expert_intermediate_size": 5632, "norm_topk_prob": False, "decoder_sparse_step": 1},
-    "phi3": {"num_key_value_heads": None, "head_dim": None, "tie_word_embeddings": False, "sliding_window": None,
-             "rms_norm_eps": 1e-5, "partial_rotary_factor": 1.0},
-    "glm": {"num_key_value_heads": 2, "head_dim": 128, "tie_word_embeddings": False, "rms_norm_eps": 1.5625e-7,
-            "partial_rotary_factor": 0.5, "attention_bias": True},
-}  # fmt: skip
+HF_DEFAULTS: dict[str, dict[str, Any]] = {f: dict(RECORDS[f].defaults) for f in ROPE_FAMILIES}
 # The `hidden_act` / `hidden_activation` values `transformers` maps to GELU's tanh approximation.
 _TANH_GELU = ("gelu_pytorch_tanh",)
 _LEGACY_LAYER_TYPES = {"attention": "full_attention"}  # transformers' remap_legacy_layer_types
@@ -705,7 +601,8 @@ def _rope(f: dict[str, Any], family: str) -> tuple[float, RopeScaling | None]:
 
 def _activation(family: str, f: dict[str, Any]) -> Activation:
     """The MLP gate's activation, from the key the family's `transformers` MLP reads."""
-    if family not in ("gemma", "gemma2"):
+    record = RECORDS[family]
+    if record.fixed.get("mlp_act", "silu") == "silu":
         act = f.get("hidden_act", "silu")
         if act != "silu":
             raise ConfigError("hidden_act", f"the suite implements SwiGLU with 'silu', found {quote(act)}")
@@ -713,9 +610,10 @@ def _activation(family: str, f: dict[str, Any]) -> Activation:
     # Gemma's MLP reads hidden_act ("gelu", the first releases' value, meant tanh GELU and GemmaConfig
     # maps it so); Gemma 2's reads hidden_activation. The other key is ignored by transformers 5, so it
     # is accepted only where it agrees.
-    used, other = ("hidden_act", "hidden_activation") if family == "gemma" else ("hidden_activation", "hidden_act")
+    used = record.activation_key
+    other = "hidden_activation" if used == "hidden_act" else "hidden_act"
     act = f.get(used, "gelu_pytorch_tanh")
-    allowed = (*_TANH_GELU, "gelu") if family == "gemma" else _TANH_GELU
+    allowed = (*_TANH_GELU, "gelu") if used == "hidden_act" else _TANH_GELU
     if act not in allowed:
         raise ConfigError(used, f"{family}'s GeGLU uses tanh GELU ({' or '.join(allowed)}), found {quote(act)}")
     if f.get(other) is not None and f[other] not in _TANH_GELU:
@@ -741,16 +639,17 @@ def _layer_types(f: dict[str, Any], n_layers: int) -> tuple[LayerType, ...] | No
 def _windows(family: str, f: dict[str, Any], n_layers: int) -> tuple[int | None, tuple[LayerType, ...]]:
     """sliding_window and layer_types as the family's `transformers` config derives them, in the reader's
     canonical form (see `canonical`)."""
-    if family not in ("mistral", "qwen2", "qwen3", "gemma2", "mixtral", "qwen2_moe", "phi3"):
+    rule = RECORDS[family].windows
+    if rule == "none":
         return None, ()
-    if family == "qwen2_moe":
+    if rule == "qwen2_moe":
         return _qwen2_moe_windows(f, n_layers)
     window = _optional_size(f, "sliding_window", HF_DEFAULTS[family]["sliding_window"], N_CTX_MAX)
-    if family in ("mistral", "mixtral", "phi3"):  # every layer
+    if rule == "every layer":
         return window, ()
     given = _layer_types(f, n_layers)
     kinds: tuple[LayerType, ...]
-    if family == "gemma2":
+    if rule == "gemma2":
         legacy = f.get("sliding_window_size")
         if legacy is not None and legacy != window:
             raise ConfigError("sliding_window_size", f"must equal sliding_window={window}, found {quote(legacy)}")
@@ -887,6 +786,21 @@ def canonical(config: ModelConfig) -> ModelConfig:
                           d_expert=d_expert, rotary_dim=rotary_dim)  # fmt: skip
 
 
+def _attention_bias(record: FamilyRecord, f: dict[str, Any]) -> tuple[bool, bool]:
+    """(qkv_bias, o_bias) as the family's attention reads `attention_bias` (`FamilyRecord.attention_bias`)."""
+    rule, default = record.attention_bias, record.defaults.get("attention_bias", False)
+    if rule == "both":
+        bias = flag_field(f, "attention_bias", default)
+        return bias, bias
+    if rule == "qkv":  # GlmAttention: attention_bias on q, k and v; o_proj never biased
+        return flag_field(f, "attention_bias", default), False
+    if "attention_bias" in record.keys and flag_field(f, "attention_bias", False):  # read, and ignored
+        raise ConfigError("attention_bias", f"{record.name}'s attention has no biases (transformers ignores this key)")
+    if rule == "qkv always" and "qkv_bias" in record.keys and not flag_field(f, "qkv_bias", True):
+        raise ConfigError("qkv_bias", f"{record.name} without q/k/v biases is not implemented")
+    return rule == "qkv always", False
+
+
 def _from_rope_family_fields(family: Family, f: dict[str, Any]) -> ModelConfig:
     _check_keys(family, f)
     keys, defaults = _ROPE_FAMILY_KEYS, HF_DEFAULTS[family]
@@ -901,17 +815,7 @@ def _from_rope_family_fields(family: Family, f: dict[str, Any]) -> ModelConfig:
     elif head_dim is not None and "head_dim" not in FAMILY_SWITCHES[family][1]:
         derived = f"hidden_size / num_attention_heads = {d_model}/{n_heads}"
         raise ConfigError("head_dim", f"{family}'s heads are {derived}; another head_dim is not implemented")
-    if family in ("llama", "qwen3", "gemma", "gemma2"):
-        bias = flag_field(f, "attention_bias", False)
-        qkv_bias, o_bias = bias, bias
-    elif family == "glm":  # GlmAttention: attention_bias on q, k and v; o_proj never biased
-        qkv_bias, o_bias = flag_field(f, "attention_bias", True), False
-    else:  # Qwen2 and Qwen2-MoE: q, k, v always biased; Mistral, Phi-3: none, whatever attention_bias says
-        qkv_bias, o_bias = family in ("qwen2", "qwen2_moe"), False
-        if family in ("mistral", "phi3") and flag_field(f, "attention_bias", False):
-            raise ConfigError("attention_bias", f"{family}'s attention has no biases (transformers ignores this key)")
-        if family == "qwen2_moe" and not flag_field(f, "qkv_bias", True):
-            raise ConfigError("qkv_bias", "Qwen2-MoE without q/k/v biases is not implemented")
+    qkv_bias, o_bias = _attention_bias(RECORDS[family], f)
     theta, scaling = _rope(f, family)
     if scaling is not None and "rope_scaling" not in FAMILY_SWITCHES[family][1]:
         raise ConfigError(_rope_key(f), f"{family} with rope_type {scaling.kind!r} is not implemented")
@@ -1042,29 +946,9 @@ SWITCH_DEFAULTS: dict[str, Any] = {
     "d_shared_expert": None,
     "dense_layers": (),
 }
-_GEMMA_FIXED = {"mlp_act": "gelu_tanh", "norm_plus_one": True, "embed_scale": True}
-_BIAS = ("qkv_bias", "o_bias")
-_WINDOW = ("sliding_window", "layer_types")
-_EXPERTS = ("n_experts", "top_k")
 # Per family: the switches it sets to another value than the default, and those it leaves free.
 FAMILY_SWITCHES: dict[Family, tuple[dict[str, Any], tuple[str, ...]]] = {
-    "gpt2": ({}, ()),
-    "llama": ({}, ("head_dim", "rope_scaling", *_BIAS)),
-    "mistral": ({}, ("head_dim", "rope_scaling", "sliding_window")),
-    "qwen2": ({"qkv_bias": True}, ("rope_scaling", *_WINDOW)),
-    "qwen3": ({"qk_norm": True}, ("head_dim", "rope_scaling", *_BIAS, *_WINDOW)),
-    "gemma": (_GEMMA_FIXED, ("head_dim", "rope_scaling", *_BIAS)),
-    "gemma2": (
-        {**_GEMMA_FIXED, "sandwich_norm": True},
-        ("head_dim", "rope_scaling", *_BIAS, *_WINDOW, "attn_softcap", "final_softcap", "query_scale"),
-    ),
-    "mixtral": ({"norm_topk": True}, ("head_dim", "rope_scaling", "sliding_window", *_EXPERTS)),
-    "qwen2_moe": (
-        {"qkv_bias": True},
-        ("rope_scaling", *_WINDOW, *_EXPERTS, "d_expert", "norm_topk", "d_shared_expert", "dense_layers"),
-    ),
-    "phi3": ({"fused_qkv": True, "fused_gate_up": True}, ("rotary_dim", "sliding_window")),
-    "glm": ({"fused_gate_up": True, "rope_pairs": "interleaved"}, ("head_dim", "qkv_bias", "rotary_dim")),
+    f: (dict(RECORDS[f].fixed), RECORDS[f].free) for f in FAMILIES
 }
 
 
@@ -1083,7 +967,7 @@ def _validate_switches(config: ModelConfig) -> None:
         expected = fixed.get(name, default)
         if name not in free and value != expected:
             raise ConfigError(name, f"the {config.family} family has {name}={expected!r}, found {value!r}")
-    if config.family in ("llama", "qwen3", "gemma", "gemma2") and config.qkv_bias != config.o_bias:
+    if RECORDS[config.family].attention_bias == "both" and config.qkv_bias != config.o_bias:
         raise ConfigError("o_bias", f"{config.family}'s attention_bias sets q/k/v and o biases together")
     if config.head_dim is not None:
         check_size("head_dim", config.head_dim, D_MODEL_MAX)

@@ -10,9 +10,10 @@ import functools
 import itertools
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
-from verifier.model.config import FAMILY_SWITCHES, Family, ModelConfig, RopeScaling
+from verifier.model.config import FAMILIES, FAMILY_SWITCHES, Family, ModelConfig, RopeScaling
+from verifier.model.families import RECORDS
 from verifier.model.presets import llama2c_hidden_dim
 from verifier.model.weights import init_weights
 from verifier.plugin import checkpoint
@@ -20,53 +21,22 @@ from verifier.plugin.contract import CheckedModel, ContractViolation, build_chec
 from verifier.plugin.interface import CAPABILITIES, GPT2_PUBLISHED, LLAMA2C_PUBLISHED, Constraints, Unsupported
 from verifier.plugin.registry import ModelSpec
 
-# The kinds of config probed: each family; Llama plain, with grouped-query attention, and with Llama
-# 3's RoPE scaling (family, n_heads, n_kv_heads). Heads have d_head 4 (d_model = 4 n_heads) unless
-# PROBE_D_HEAD or a kind's switches set head_dim.
+# The kinds of config probed: each family's (`verifier.model.families.ProbeKind`), Llama plain, with
+# grouped-query attention, and with Llama 3's RoPE scaling: kind -> (family, n_heads, n_kv_heads). Heads
+# have d_head 4 (d_model = 4 n_heads) unless PROBE_D_HEAD or a kind's switches set head_dim.
 PROBE_KINDS: dict[str, tuple[Family, int, int]] = {
-    "gpt2": ("gpt2", 2, 2),
-    "llama": ("llama", 2, 2),
-    "llama-gqa": ("llama", 4, 2),
-    "llama3": ("llama", 4, 2),
-    "mistral": ("mistral", 4, 2),
-    "qwen2": ("qwen2", 4, 2),
-    "qwen3": ("qwen3", 4, 2),
-    "gemma": ("gemma", 4, 1),
-    "gemma2": ("gemma2", 4, 2),
-    "mixtral": ("mixtral", 4, 2),
-    "qwen2_moe": ("qwen2_moe", 4, 2),
-    "phi3": ("phi3", 4, 2),
-    "glm": ("glm", 4, 2),
+    k.name: (cast(Family, f), k.n_heads, k.n_kv_heads) for f in FAMILIES for k in RECORDS[f].probes
 }
-# GLM's heads are 8 wide so that its interleaved pairs differ from rotate-half ones (a rotated part of 2
-# dims has one pair, the same in both); n_heads x d_head = d_model, as in its published checkpoints
-# (GLM-4-9B: 32 x 128 = 4096), which is all llama.cpp's chatglm holds.
-PROBE_D_HEAD = {"glm": 8}
+PROBE_D_HEAD = {k.name: k.d_head for f in FAMILIES for k in RECORDS[f].probes if k.d_head != 4}
 # What each kind turns on beyond its family's fixed switches (Qwen2's q/k/v biases, Qwen3's q/k norm,
 # Gemma's GeGLU, 1 + w norms and embedding scale come with the family): the switches its published
 # checkpoints use, each where ignoring it changes the output, so that a factory that cannot run them
 # refuses (or fails the properties) instead of passing as the plain Llama. "window" stands for the
 # window W: smaller than the probe's n_ctx. head_dim 6 is not d_model / n_heads = 4. A MoE kind always
 # has its experts (4, top-2: a router that chooses), whatever a declaration's switches: they are the
-# family's MLP, not a switch of it (`MOE_SIZES`). Qwen2-MoE's as Qwen1.5-MoE's: experts narrower than
-# the dense d_ff, a shared expert, no renormalisation. Partial rotary rotates half of each head.
+# family's MLP, not a switch of it (`MOE_SIZES`).
 PROBE_SWITCHES: dict[str, dict[str, Any]] = {
-    "llama3": {"rope_scaling": "llama3"},
-    "mistral": {"sliding_window": "window"},
-    "qwen3": {"head_dim": 6},
-    "gemma": {"head_dim": 6},
-    "gemma2": {
-        "head_dim": 6,
-        "sliding_window": "window",
-        "layer_types": ("sliding_attention", "full_attention"),
-        "attn_softcap": 2.0,
-        "final_softcap": 3.0,
-        "query_scale": 8,
-    },
-    "mixtral": {"n_experts": 4, "top_k": 2},
-    "qwen2_moe": {"n_experts": 4, "top_k": 2, "d_expert": 12, "d_shared_expert": 8},
-    "phi3": {"rotary_dim": 2},
-    "glm": {"rotary_dim": 4, "qkv_bias": True},
+    k.name: dict(k.switches) for f in FAMILIES for k in RECORDS[f].probes if k.switches
 }
 # The switches of a MoE kind every probe config has: without them it is not a config of its family.
 MOE_SIZES = ("n_experts", "top_k")
