@@ -11,7 +11,8 @@ cannot serve: every release asks for transformers < 4.58, and its exporter impor
 transformers 5 no longer has (`get_parameter_dtype`). torch's TorchScript exporter (`dynamo=False`)
 cannot export transformers 5's models (no ONNX op for `aten::diff`, which its mask code calls).
 
-- `logits`: one graph with a dynamic batch and sequence (`OnnxExporter.export`), input_ids -> logits.
+- `logits`: one graph with a dynamic batch and sequence (`OnnxExporter.export`), input_ids -> logits;
+  exported at the first `logits`, so that building the model (on each probe config) exports nothing.
 - `decode`: the `decode` graph of `OnnxExporter.export_for_generation` (multi-token, batch 1), which
   takes the KV cache as inputs and returns the extended cache; exported at the first `decode`. The
   cache handed back holds ONNX Runtime's own arrays, so it stays reusable however often it is continued.
@@ -101,9 +102,7 @@ class OnnxRuntimeModel:
         self._options = self._ort.SessionOptions()  # default graph optimisation level: ORT_ENABLE_ALL
         self._options.intra_op_num_threads = self._options.inter_op_num_threads = threads
         self._dir = tempfile.TemporaryDirectory(prefix="verifier-onnxruntime-")
-        self.model_path = self._export("logits", lambda exporter, onnx_config: exporter.export(
-            self._torch_model, {"input_ids": self._sample(2), "use_cache": False}, onnx_config))  # fmt: skip
-        self._session = self._open(self.model_path)
+        self._session: Any = None
         self._decoder: Any = None
         self._decoder_inputs: set[str] = set()
 
@@ -134,8 +133,17 @@ class OnnxRuntimeModel:
     def logits(self, tokens: np.ndarray) -> np.ndarray:
         """[T] -> [T, V] or [B, T] -> [B, T, V]."""
         array = np.asarray(tokens, dtype=np.int64)
-        (logits,) = self._session.run(["logits"], {"input_ids": array.reshape(-1, array.shape[-1])})
+        (logits,) = self._logits_session().run(["logits"], {"input_ids": array.reshape(-1, array.shape[-1])})
         return logits if array.ndim == 2 else logits[0]
+
+    def _logits_session(self) -> Any:
+        """The logits graph's session, exported at the first call: building the model on the probe
+        configs (13 kinds, a run's header and `verifier models`) exports nothing (4 to 25 s an export)."""
+        if self._session is None:
+            path = self._export("logits", lambda exporter, onnx_config: exporter.export(
+                self._torch_model, {"input_ids": self._sample(2), "use_cache": False}, onnx_config))  # fmt: skip
+            self._session = self._open(path)
+        return self._session
 
     def decode(self, tokens: np.ndarray, cache: Any = None) -> tuple[np.ndarray, Any]:
         """Logits of a chunk after `cache` (None, a Cache, or a tuple of them for [B, T]) and the new
