@@ -23,6 +23,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from verifier.model.config import MOE_FAMILIES, ModelConfig
+from verifier.model.families import RECORDS
 from verifier.model.weights import WeightMap, weight_shapes
 from verifier.plugin.contract import build_checked
 from verifier.plugin.registry import ModelSpec
@@ -31,8 +32,9 @@ from verifier.properties.cases import Case, cases
 from verifier.properties.models import requires
 from verifier.properties.oracle import Oracle, oracle, precision
 
-# The dense family whose layer is a MoE family's with one MLP (the same attention switches).
-DENSE_TWIN = {"mixtral": "mistral", "qwen2_moe": "qwen2"}
+# The dense family whose layer is a MoE family's with one MLP (the same attention switches): the family it
+# inherits from (Mixtral from Mistral, Qwen2-MoE from Qwen2, Qwen3-MoE from Qwen3).
+DENSE_TWIN = {family: RECORDS[family].parent for family in MOE_FAMILIES}
 moe_cases = cases(MOE_FAMILIES, scales=(0.3, 1.0, 0.02), max_n_ctx=32)
 
 

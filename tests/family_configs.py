@@ -24,15 +24,19 @@ def rope_scalings(draw: st.DrawFn, n_ctx: int) -> RopeScaling | None:
 
 @st.composite
 def expert_switches(draw: st.DrawFn, free: tuple[str, ...], n_layers: int) -> dict:
-    """A MoE family's routed experts, and Qwen2-MoE's expert size, renormalisation, shared expert and dense layers."""
+    """A MoE family's routed experts, and those of its expert size, renormalisation, shared expert and dense
+    layers it leaves free."""
     if "n_experts" not in free:
         return {}
     n_experts = draw(st.integers(1, 4), label="n_experts")
     switches: dict = {"n_experts": n_experts, "top_k": draw(st.integers(1, n_experts), label="top_k")}
     if "d_expert" in free:
         switches["d_expert"] = draw(st.none() | st.integers(1, 24), label="d_expert")
+    if "norm_topk" in free:
         switches["norm_topk"] = draw(st.booleans(), label="norm_topk")
+    if "d_shared_expert" in free:
         switches["d_shared_expert"] = draw(st.none() | st.integers(1, 24), label="d_shared_expert")
+    if "dense_layers" in free:
         layers = draw(st.sets(st.integers(0, n_layers - 1)), label="dense_layers")
         switches["dense_layers"] = tuple(sorted(layers))
     return switches

@@ -44,6 +44,7 @@ PUBLISHED_TOTALS = {
     "phi-3-mini-4k-instruct": 3_821_079_552,  # "3.8B"
     "phi-4-mini-instruct": 3_836_021_760,  # "3.8B"
     "glm-4-9b-chat-hf": 9_399_951_360,  # "9.4B"
+    "qwen3-30b-a3b": 30_532_122_624,  # "30.5B in total, 3.3B activated" (model card)
 }
 
 

@@ -21,6 +21,7 @@ from verifier.model.weights import init_weights
 from verifier.plugin import registry
 from verifier.plugin.command import GIVES, Command, CommandTemplateError
 from verifier.plugin.command.files import FORMATS
+from verifier.plugin.probes import PROBE_KINDS
 from verifier.plugin.registry import PluginError
 from verifier.properties import models as properties_models
 from verifier.report import suite
@@ -204,7 +205,7 @@ def test_models_lists_the_registered_models_with_their_origin_and_probes_one(
     assert {"numpy  (built-in)", "transformers  (built-in)", "llama2c  (built-in)"} <= set(lines), lines
     assert main(["models", "numpy"]) == 0
     out = capsys.readouterr().out
-    every_family = "gpt2, llama, llama-gqa, llama3, mistral, qwen2, qwen3, gemma, gemma2, mixtral, qwen2_moe, phi3, glm"
+    every_family = ", ".join(PROBE_KINDS)
     assert f"numpy  (built-in)\n  {every_family}: logits, decode, trace, attention_mask; precision float32" in out, out
     assert "llama2c" not in out  # named: the others are neither listed nor probed
     assert main(["models", "nope"]) == 2

@@ -187,7 +187,7 @@ def test_a_declaration_file_named_by_the_option_is_read(tmp_path: Path) -> None:
             ["families=gpt3"],
             None,
             "--command-families: expected one or more of gpt2, llama, mistral, qwen2, qwen3, "
-            "gemma, gemma2, mixtral, qwen2_moe, phi3, glm, found 'gpt3'",
+            "gemma, gemma2, mixtral, qwen2_moe, phi3, glm, qwen3_moe, found 'gpt3'",
         ),
         (["switches=window"], None, "--command-switches: expected none, or some of head_dim, rope_scaling, "),
         (["d_ff=4x"], None, "--command-d-ff: expected gpt2, llama2c or llama2c:M (M a positive whole number)"),

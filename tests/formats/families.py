@@ -48,13 +48,18 @@ FAMILY_EXAMPLES: dict[str, ModelConfig] = {
         family="glm", fused_gate_up=True, rope_pairs="interleaved", rotary_dim=8, qkv_bias=True, head_dim=32,
         norm_eps=1e-6,
     ),
+    "qwen3_moe": _BASE.replace(
+        family="qwen3_moe", qk_norm=True, head_dim=32, n_experts=4, top_k=2, d_expert=32, norm_topk=True,
+        dense_layers=(1,), norm_eps=1e-6, rope_theta=1e6,
+    ),
 }  # fmt: skip
-# The examples of the families issue 27 adds.
-NEW_FAMILIES = ("mixtral", "qwen2_moe", "phi3", "glm")
+# The examples of the families issue 27 added, and those added since: their config.json is written by hand too.
+NEW_FAMILIES = ("mixtral", "qwen2_moe", "phi3", "glm", "qwen3_moe")
 
 
 def published_config_json(config: ModelConfig) -> dict[str, Any]:
-    """The config.json of a mixtral, qwen2_moe, phi3 or glm config, keys as `transformers` 5.24 reads them."""
+    """The config.json of a mixtral, qwen2_moe, phi3, glm or qwen3_moe config, keys as `transformers` 5.24 reads
+    them."""
     fields: dict[str, Any] = {
         "architectures": [HF_CLASSES[config.family][1]],
         "model_type": config.family,
@@ -99,6 +104,19 @@ def published_config_json(config: ModelConfig) -> dict[str, Any]:
             "use_sliding_window": config.sliding_window is not None,
             "sliding_window": config.sliding_window,
             "layer_types": [config.layer_type(i) for i in range(config.n_layers)],
+        }
+    if config.family == "qwen3_moe":
+        fields |= {
+            "num_experts": config.n_experts,
+            "num_experts_per_tok": config.top_k,
+            "moe_intermediate_size": config.expert_d_ff,
+            "norm_topk_prob": config.norm_topk,
+            "mlp_only_layers": list(config.dense_layers),
+            "decoder_sparse_step": 1,
+            "head_dim": config.d_head,
+            "attention_bias": config.qkv_bias,
+            "use_sliding_window": config.sliding_window is not None,
+            "sliding_window": config.sliding_window,
         }
     if config.family == "phi3":
         fields["sliding_window"] = config.sliding_window

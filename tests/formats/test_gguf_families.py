@@ -27,6 +27,7 @@ from verifier.properties.strategies import configs
 # layer), GLM's with square attention (n_heads * d_head = d_model, as chatglm's attn_output is).
 GGUF_EXAMPLES = {name: c for name, c in FAMILY_EXAMPLES.items() if gguf_format.unsupported(c) is None} | {
     "qwen2_moe": FAMILY_EXAMPLES["qwen2_moe"].replace(dense_layers=()),
+    "qwen3_moe": FAMILY_EXAMPLES["qwen3_moe"].replace(dense_layers=()),
     "glm": FAMILY_EXAMPLES["glm"].replace(head_dim=None),
 }
 IDS = list(GGUF_EXAMPLES)

@@ -37,11 +37,15 @@ from verifier.model.weights import init_weights
 from verifier.properties.oracle import Oracle
 
 TOKENS = np.random.default_rng(0).integers(0, 96, size=100)
-RUNS = [name for name, config in FAMILY_EXAMPLES.items() if litgpt.unsupported(config) is None]
+# Qwen3-MoE's example routed on every layer too: litgpt's MoE has no dense layers but the first few.
+EXAMPLES = {**FAMILY_EXAMPLES, "qwen3_moe every layer routed": FAMILY_EXAMPLES["qwen3_moe"].replace(dense_layers=())}
+RUNS = [name for name, config in EXAMPLES.items() if litgpt.unsupported(config) is None]
 REFUSED = {
     "llama-linear-bias": FAMILY_EXAMPLES["llama-linear-bias"],
     "qwen2_moe": FAMILY_EXAMPLES["qwen2_moe"],
     "glm": FAMILY_EXAMPLES["glm"],
+    "qwen3_moe": FAMILY_EXAMPLES["qwen3_moe"],  # a dense layer (mlp_only_layers)
+    "qwen3_moe not renormalised": EXAMPLES["qwen3_moe every layer routed"].replace(norm_topk=False),
     "gpt2": preset("gpt2").replace(vocab_size=96, n_ctx=128, d_model=64, n_layers=2, n_heads=4, n_kv_heads=4),
 }
 
@@ -68,7 +72,7 @@ def decoded(model, tokens: np.ndarray, chunks: list[int]) -> np.ndarray:  # type
 @pytest.mark.slow  # litgpt's import: 4 to 5 s
 @pytest.mark.parametrize("name", RUNS)
 def test_every_family_s_logits_agree_with_the_oracle(name: str) -> None:
-    model, expected = built(FAMILY_EXAMPLES[name])
+    model, expected = built(EXAMPLES[name])
     comparison = expected.compare(model.logits(TOKENS))
     print(f"{name}: logits error / tolerance {comparison.ratio:.3g}")
     assert comparison.ok, f"logits: error / tolerance {comparison.ratio:.3g}"
@@ -86,7 +90,7 @@ def test_every_family_s_logits_agree_with_the_oracle(name: str) -> None:
 )  # fmt: skip
 def test_every_family_s_decode_agrees_with_the_oracle(name: str) -> None:
     """Two chunks (40, 60); with a window, W tokens and then one at a time (litgpt's `generate`)."""
-    config = FAMILY_EXAMPLES[name]
+    config = EXAMPLES[name]
     model, expected = built(config)
     window = config.sliding_window if has_window(config) else None
     comparison = expected.compare(decoded(model, TOKENS, [window] if window else [40, 60]))

@@ -1,7 +1,8 @@
 """llama.cpp on the issue-27 families it runs (Mixtral as `llama` with experts, Qwen2-MoE as
-`qwen2moe`, Phi-3 as `phi3`, GLM as `chatglm`), against `transformers` in float64: what agrees, and what llama.cpp
-computes otherwise, each difference measured (printed with -s) and pinned to its cause, never under
-a widened tolerance. The bound is test_families.py's: float32 against float64, 1e-5 * (1 + max |logit|).
+`qwen2moe`, Phi-3 as `phi3`, GLM as `chatglm`) and Qwen3-MoE (`qwen3moe`), against `transformers` in
+float64: what agrees, and what llama.cpp computes otherwise, each difference measured (printed with -s)
+and pinned to its cause, never under a widened tolerance. The bound is test_families.py's: float32 against
+float64, 1e-5 * (1 + max |logit|).
 
 `transformers` reads the weights from a directory of ours under a config.json of the published keys
 written by hand (`published_config_json`): it converts the experts to its stacked layout itself, so
@@ -23,6 +24,11 @@ Measured with llama-cpp-python 0.3.36 (this file's configs, seed 3, scale 0.2, 1
   from W on 8 to 8.7 off, and equal full causal attention.
 - Q8_0 files (routers F32): greedy continuations agree with transformers on the dequantized weights,
   mixtral 78 of 80 tokens, qwen2_moe 79 of 80, phi3 78 of 80, glm 78 of 80 (the rate test_families.py asks: 0.8).
+- qwen3_moe as llama.cpp's qwen3moe (q/k norms, head_dim apart from d_model / n_heads, top-2 of 4 renormalised;
+  tied and top-1 too): agrees, 4.4e-6 on logits up to 7 (bound 8e-5), no traced stage off. Refused: with a
+  dense layer (llama.cpp cannot load the file: no blk.1 router), without renormalisation (its MoE block
+  always renormalises: written without the refusal, 2.9e3x the float32 bound off), with attention biases
+  (llama.cpp cannot load the file). With a sliding window: llama.cpp ignores it (full causal attention).
 - Refused, with the reason: Qwen2-MoE with a dense layer (mlp_only_layers), without a shared expert
   or tied (llama.cpp itself refuses those files: "check_tensor_dims: tensor 'blk.1.ffn_gate_inp.weight'
   not found", and the same of ffn_gate_inp_shexp and output.weight), and GLM whose n_heads * head_dim is not d_model
@@ -58,6 +64,7 @@ T = 100
 TOKENS = np.random.default_rng(0).integers(0, F["mixtral"].vocab_size, size=T)
 W = 8
 QWEN2_MOE = F["qwen2_moe"].replace(dense_layers=())  # llama.cpp's qwen2moe routes every layer
+QWEN3_MOE = F["qwen3_moe"].replace(dense_layers=())  # ... and its qwen3moe
 
 
 def bound(reference: np.ndarray) -> float:
@@ -93,6 +100,8 @@ AGREEING = {
     "phi3 tied": F["phi3"].replace(tie_embeddings=True),
     "glm": F["glm"].replace(head_dim=None),  # interleaved pairs on a quarter of each head, q/k/v biases
     "glm whole head": F["glm"].replace(head_dim=None, rotary_dim=None),
+    "qwen3_moe": QWEN3_MOE,  # q/k norms, head_dim apart from d_model / n_heads, top-2 of 4 renormalised
+    "qwen3_moe tied, top-1": QWEN3_MOE.replace(tie_embeddings=True, top_k=1),
 }
 
 
@@ -137,10 +146,15 @@ def test_llama_cpp_s_qwen2moe_never_renormalises_the_top_k_probabilities(tmp_pat
 
 @pytest.mark.parametrize(
     "config",
-    [F["phi3"].replace(sliding_window=W), F["mixtral"].replace(sliding_window=W), QWEN2_MOE.replace(sliding_window=W)],
-    ids=["phi3", "mixtral", "qwen2_moe"],
+    [
+        F["phi3"].replace(sliding_window=W),
+        F["mixtral"].replace(sliding_window=W),
+        QWEN2_MOE.replace(sliding_window=W),
+        QWEN3_MOE.replace(sliding_window=W),
+    ],
+    ids=["phi3", "mixtral", "qwen2_moe", "qwen3_moe"],
 )
-def test_llama_cpp_ignores_the_sliding_window_of_phi3_mixtral_and_qwen2_moe(
+def test_llama_cpp_ignores_the_sliding_window_of_phi3_mixtral_qwen2_moe_and_qwen3_moe(
     config: ModelConfig, tmp_path: Path
 ) -> None:
     weights, model = run(config)
@@ -164,8 +178,19 @@ def test_llama_cpp_ignores_the_sliding_window_of_phi3_mixtral_and_qwen2_moe(
         (QWEN2_MOE.replace(d_shared_expert=None), "requires the shared expert"),
         (QWEN2_MOE.replace(tie_embeddings=True), "qwen2moe architecture requires output.weight"),
         (F["glm"], "chatglm architecture has n_heads \\* head_dim == d_model"),
+        (F["qwen3_moe"], "qwen3moe architecture routes every layer"),
+        (QWEN3_MOE.replace(norm_topk=False), "qwen3moe always renormalises the top k"),
+        (QWEN3_MOE.replace(qkv_bias=True, o_bias=True), "qwen3_moe architecture does not load every q/k/v/o bias"),
     ],
-    ids=["qwen2_moe dense layer", "qwen2_moe no shared expert", "qwen2_moe tied", "glm head_dim"],
+    ids=[
+        "qwen2_moe dense layer",
+        "qwen2_moe no shared expert",
+        "qwen2_moe tied",
+        "glm head_dim",
+        "qwen3_moe dense layer",
+        "qwen3_moe not renormalised",
+        "qwen3_moe biases",
+    ],
 )
 def test_what_llama_cpp_cannot_hold_among_the_new_families_is_unsupported_with_the_reason(
     config: ModelConfig, reason: str

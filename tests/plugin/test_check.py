@@ -90,7 +90,7 @@ def test_a_model_that_refuses_families_conforms_on_the_others_only_and_says_so(p
     assert done.returncode == 0, done
     not_tested = (
         "not tested on llama, llama-gqa, llama3, mistral, qwen2, qwen3, gemma, gemma2, mixtral, qwen2_moe, phi3, "
-        "glm: refused by the model"
+        "glm, qwen3_moe: refused by the model"
     )
     assert re.search(rf"\ngpt2_only:build: conforms \(.*\); {not_tested}", done.stdout), done
     (verdict,) = json.loads((out / "conformance.json").read_text())["models"]
@@ -128,7 +128,8 @@ def test_a_failing_model_gets_the_table_the_files_the_plot_and_exit_status_1(pro
     assert "hypothesis profile dev (max_examples=8" in done.stdout, done
     assert (
         "wrong_model:build (--model)" in done.stdout
-        and "gpt2, llama, llama-gqa, llama3, mistral, qwen2, qwen3, gemma, gemma2, mixtral, qwen2_moe, phi3, glm: "
+        and "gpt2, llama, llama-gqa, llama3, mistral, qwen2, qwen3, gemma, gemma2, mixtral, qwen2_moe, phi3, glm, "
+        "qwen3_moe: "
         "logits, decode, trace"
         in done.stdout
     )

@@ -43,6 +43,7 @@ def test_each_probe_turns_on_what_its_family_adds() -> None:
         "gemma2": ("head_dim", "sliding_window", "layer_types", "attn_softcap", "final_softcap", "query_scale"),
         "mixtral": (),  # its routed experts are the family's MLP, sizes not switches; its renormalisation fixed
         "qwen2_moe": ("d_expert", "d_shared_expert"),  # as Qwen1.5-MoE: no renormalisation
+        "qwen3_moe": ("head_dim", "d_expert", "norm_topk"),  # as Qwen3-30B-A3B: renormalised, no shared expert
         "phi3": ("rotary_dim",),  # its fused q/k/v and gate/up are the family's, fixed
         "glm": ("qkv_bias", "rotary_dim"),  # its fused gate/up and interleaved pairs fixed; n_heads x d_head = d_model
     }
@@ -184,10 +185,10 @@ def test_a_port_that_ignores_the_switches_fails_the_oracle_on_each_switched_prob
             "examples.fixed_gpt2:build",
             strategies.WINDOW_FAMILIES,
             "sliding_window",
-            "runs no mistral/qwen2/qwen3/gemma2/mixtral/qwen2_moe/phi3 config",
+            "runs no mistral/qwen2/qwen3/gemma2/mixtral/qwen2_moe/phi3/qwen3_moe config",
         ),
         ("examples.llama2c_style:build", strategies.SCALING_FAMILIES, "rope_scaling", "config with rope_scaling"),
-        ("examples.llama2c_style:build", strategies.QK_NORM_FAMILIES, None, "runs no qwen3 config"),
+        ("examples.llama2c_style:build", strategies.QK_NORM_FAMILIES, None, "runs no qwen3/qwen3_moe config"),
         ("numpy", strategies.WINDOW_FAMILIES, "sliding_window", None),
         ("numpy", strategies.SCALING_FAMILIES, "rope_scaling", None),
     ],

@@ -208,10 +208,21 @@ def test_models_probes_a_factory_of_your_own(capsys: pytest.CaptureFixture[str])
         + "  llama, llama-gqa, llama3: unsupported (this example implements GPT-2 only, not 'llama')\n"
         + "".join(
             f"  {kind}: unsupported (this example implements GPT-2 only, not {kind!r})\n"
-            for kind in ("mistral", "qwen2", "qwen3", "gemma", "gemma2", "mixtral", "qwen2_moe", "phi3", "glm")
+            for kind in (
+                "mistral",
+                "qwen2",
+                "qwen3",
+                "gemma",
+                "gemma2",
+                "mixtral",
+                "qwen2_moe",
+                "phi3",
+                "glm",
+                "qwen3_moe",
+            )
         )
         + "  runs: gpt2; not llama, llama-gqa, llama3, mistral, qwen2, qwen3, gemma, gemma2, mixtral, qwen2_moe, "
-        "phi3, glm\n"
+        "phi3, glm, qwen3_moe\n"
     ), out
 
 
@@ -230,11 +241,11 @@ def test_models_imports_a_factory_from_the_current_directory_as_check_does(
         "own_factory_in_cwd:build_bfloat16)\n"
         f"  declares: {shape}\n"
         f"  gpt2: logits (on {shape}); precision bfloat16\n"
-        + "  llama, llama-gqa, llama3, mistral, qwen2, qwen3, gemma, gemma2, mixtral, qwen2_moe, phi3, glm: "
+        + "  llama, llama-gqa, llama3, mistral, qwen2, qwen3, gemma, gemma2, mixtral, qwen2_moe, phi3, glm, qwen3_moe: "
         f"unsupported (not among its declared "
         f"constraints ({shape}))\n"
         + "  runs: gpt2; not llama, llama-gqa, llama3, mistral, qwen2, qwen3, gemma, gemma2, mixtral, qwen2_moe, "
-        "phi3, glm\n"
+        "phi3, glm, qwen3_moe\n"
     ), out
 
 

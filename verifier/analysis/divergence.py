@@ -8,9 +8,9 @@ beyond its bound is named with the error there and at the stages before it:
     before it, within tolerance: embed 1.2e-08; layer 0: attn_norm 3.0e-08, q 1.1e-08, ...
 
 A MoE layer's `experts` (indices: `stages.INDEX_OPS`) is compared as each token's set of experts: it
-diverges at the first token whose set is not the oracle's, unless the oracle met a near-tie there and the
-model took the other expert of it (`near_ties`); a divergent MoE layer's description says whether the
-model chose the oracle's experts there, and if not, at which token.
+diverges at the first token whose set is not the oracle's, unless the oracle met near-ties there and the
+model's set differs from its only among their experts (`near_ties`); a divergent MoE layer's description
+says whether the model chose the oracle's experts there, and if not, at which token.
 
 Stages a model does not trace are skipped; a stage of the wrong shape diverges there, and so does a
 Llama q or k stage that matches the oracle's only in the other RoPE layout (`_layout_problem`: the
@@ -45,8 +45,8 @@ GELU_FAMILIES = frozenset(
 _LISTED_BEFORE = 12
 
 Trace = Mapping[str, np.ndarray]
-# Near-ties of the oracle's routers: {(MoE layer, position): the two experts whose router probabilities
-# nearly tie there, the k-th and the (k+1)-th}; a token may use either.
+# Near-ties of the oracle's routers: {(MoE layer, position): the experts whose router probabilities nearly
+# tie there, chosen or left out}; a token may use any top_k of them with the rest of its choice.
 NearTies = Mapping[tuple[int, int], frozenset[int]]
 # A whole trace, or its groups of stages in compute order (e.g. `NumpyModel.trace_layers`).
 Stages = Trace | Iterable[Trace]
@@ -283,7 +283,7 @@ def _compare_experts(stage: str, got: np.ndarray, want: np.ndarray, near_ties: N
         problem = f"shape {list(got.shape)} where the oracle has {list(want.shape)}"
         return StageError(stage, float("inf"), 0.0, problem=problem)
     layer = stages.split_stage(stage)[0]
-    ties = {t: experts for (at, t), experts in near_ties.items() if at == layer}  # position -> the tied pair
+    ties = {t: experts for (at, t), experts in near_ties.items() if at == layer}  # position -> the tied experts
     differ = [t for t in range(len(want)) if not _same_choice(got[t], want[t], ties.get(t))]
     if not differ:
         return StageError(stage, 0.0, 0.0)
@@ -297,7 +297,7 @@ def _compare_experts(stage: str, got: np.ndarray, want: np.ndarray, near_ties: N
 
 def _same_choice(got: np.ndarray, want: np.ndarray, tie: frozenset[int] | None) -> bool:
     """Whether a token's experts got [k] are the oracle's want [top_k] in any order, or differ from them
-    only by the near-tie `tie`'s other expert in place of the one the oracle took."""
+    only among the experts of the token's near-ties `tie` (those the oracle took and those it left out)."""
     mine, oracle = set(got.tolist()), set(want.tolist())
     if len(mine) != len(got) or len(mine) != len(oracle):  # an expert used twice, or a count not top_k
         return False

@@ -3,7 +3,8 @@
 The architectures llama.cpp has for the suite's families: `gpt2` (learned positions, fused qkv,
 LayerNorm and GELU), `llama` (Llama, Mistral and Mixtral: RMSNorm, RoPE, SwiGLU, grouped-query
 attention, routed experts), `qwen2`, `qwen3`, `gemma`, `gemma2`, `qwen2moe` (routed experts and a
-shared expert), `phi3` (fused layouts, partial rotary) and `chatglm` (GLM: its RoPE pairs adjacent
+shared expert), `qwen3moe` (Qwen3's attention, routed experts that it always renormalises), `phi3` (fused
+layouts, partial rotary) and `chatglm` (GLM: its RoPE pairs adjacent
 dims of a partial rotary, as GLM computes on its stored rows). Tensors are named as llama.cpp names them
 (`blk.0.attn_q.weight`) and laid out as it reads them, which `convert_hf_to_gguf.py` does for the
 same `transformers` weights: GPT-2's `Conv1D` matrices are transposed to [d_out, d_in]; the q/k
@@ -93,7 +94,7 @@ DEFAULT_ROPE_THETA = 10000.0  # llama.cpp's default where rope.freq_base is abse
 # flips on small changes of its router logits.
 _KEPT_F32 = ("ffn_gate_inp.weight", "ffn_gate_inp_shexp.weight")
 # What each architecture has no tensor or key for (llama.cpp would refuse or ignore it): the writer refuses.
-_NO_BIAS = ("qwen3", "gemma", "gemma2")
+_NO_BIAS = ("qwen3", "gemma", "gemma2", "qwen3_moe")
 _TIED_ONLY = ("gemma", "gemma2")  # no output.weight: the classifier is always token_embd
 # Keys llama.cpp has none for, so it never reads them: what the suite needs to read its own files back.
 QUERY_SCALE_KEY = "lm_verifier.query_pre_attn_scalar"
@@ -110,6 +111,8 @@ def unsupported(config: ModelConfig) -> str | None:
         return f"llama.cpp's {ARCHITECTURES[family]} architecture routes every layer: it has no dense layers"
     if family == "qwen2_moe" and config.d_shared_expert is None:
         return "llama.cpp's qwen2moe architecture requires the shared expert (its ffn_*_shexp tensors)"
+    if family == "qwen3_moe" and not config.norm_topk:
+        return "llama.cpp's qwen3moe always renormalises the top k (its MoE block's norm_w is true)"
     if family == "qwen2_moe" and config.tie_embeddings:
         return "llama.cpp's qwen2moe architecture requires output.weight: it cannot tie the classifier"
     if family in _NO_BIAS and (config.qkv_bias or config.o_bias):  # measured: tests/llamacpp/test_families.py
@@ -240,8 +243,9 @@ def _write_rope_family_metadata(writer: Any, config: ModelConfig) -> None:
     if config.n_experts:
         writer.add_expert_count(config.n_experts)
         writer.add_expert_used_count(config.top_k)
-    if config.family == "qwen2_moe":
+    if "d_expert" in FAMILY_SWITCHES[config.family][1]:  # Qwen2-MoE's and Qwen3-MoE's experts have their own size
         writer.add_expert_feed_forward_length(config.expert_d_ff)
+    if config.family == "qwen2_moe":
         if config.d_shared_expert is not None:
             writer.add_expert_shared_feed_forward_length(config.d_shared_expert)
         writer.add_expert_weights_norm(config.norm_topk)  # llama.cpp's key for renormalising the top k
@@ -285,7 +289,7 @@ def _switches(path: Path, reader: Any, arch: str, fields: dict[str, Any], findin
     elif arch == "llama" and window_key in reader.fields:
         family = "mistral"
     switches: dict[str, Any] = {"family": family, **FAMILY_SWITCHES[family][0]}
-    if family in ("mixtral", "qwen2_moe"):
+    if "n_experts" in FAMILY_SWITCHES[family][1]:
         switches |= _expert_switches(path, reader, arch, fields, tensors, findings)
     if f"{arch}.attention.key_length" in reader.fields:  # absent: d_model / n_heads, which must divide
         key_length = int_field(path, reader, f"{arch}.attention.key_length")
@@ -360,7 +364,8 @@ def _switches(path: Path, reader: Any, arch: str, fields: dict[str, Any], findin
 def _expert_switches(
     path: Path, reader: Any, arch: str, fields: dict[str, Any], tensors: set[str], findings: list[str]
 ) -> dict[str, Any]:
-    """A MoE file's experts: their count, how many a token uses, Qwen2-MoE's sizes and renormalisation."""
+    """A MoE file's experts: their count, how many a token uses, Qwen2-MoE's and Qwen3-MoE's sizes and
+    renormalisation."""
     switches: dict[str, Any] = {
         "n_experts": int_field(path, reader, gguf.Keys.LLM.EXPERT_COUNT.format(arch=arch)),
         "top_k": int_field(path, reader, gguf.Keys.LLM.EXPERT_USED_COUNT.format(arch=arch)),
@@ -372,10 +377,12 @@ def _expert_switches(
     if held != switches["n_experts"]:
         raise CheckpointError(path, f"metadata {arch}.expert_count", "is not the number of experts blk.0's "
                               "ffn_gate_exps.weight stacks", expected=held, found=switches["n_experts"])  # fmt: skip
-    if arch != "qwen2moe":
+    if arch not in ("qwen2moe", "qwen3moe"):
         return switches
     d_expert = int_field(path, reader, gguf.Keys.LLM.EXPERT_FEED_FORWARD_LENGTH.format(arch=arch))
     switches["d_expert"] = None if d_expert == fields["d_ff"] else d_expert  # the config reader's one form
+    if arch == "qwen3moe":  # its MoE block always renormalises the top k
+        return switches | {"norm_topk": True}
     if "blk.0.ffn_gate_shexp.weight" in tensors:
         switches["d_shared_expert"] = int_field(
             path, reader, gguf.Keys.LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH.format(arch=arch)

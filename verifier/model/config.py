@@ -20,6 +20,7 @@ set of switches, each one piece of math a family adds:
 | qwen2_moe | fixed: qkv_bias; routed experts; free: d_expert, norm_topk, d_shared_expert, dense_layers, windows |
 | phi3    | fixed: fused_qkv, fused_gate_up; free: rotary_dim (partial rotary), sliding_window        |
 | glm     | fixed: fused_gate_up, interleaved rope_pairs; free: rotary_dim, head_dim, q/k/v bias       |
+| qwen3_moe | qwen3's attention; routed experts; free: d_expert, norm_topk, dense_layers, window, scaling |
 
 A mixture-of-experts family (`MOE_FAMILIES`) replaces each layer's MLP (but `dense_layers`) by a
 router [n_experts, d_model] and n_experts gated MLPs of size `d_expert` (d_ff when None): each token's
@@ -44,7 +45,9 @@ from verifier.model.families import RECORDS, FamilyRecord
 
 # The families' names, for the type checker: the records' names (`verifier.model.families.RECORDS`), as a
 # test checks.
-Family = Literal["gpt2", "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "mixtral", "qwen2_moe", "phi3", "glm"]
+Family = Literal[
+    "gpt2", "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "mixtral", "qwen2_moe", "phi3", "glm", "qwen3_moe"
+]
 FAMILIES: tuple[Family, ...] = cast(tuple[Family, ...], tuple(RECORDS))
 # The families of the Llama layout (RMSNorm, RoPE, gated MLP): every family but GPT-2.
 ROPE_FAMILIES: tuple[Family, ...] = FAMILIES[1:]
@@ -269,6 +272,8 @@ class ModelConfig:
         fields[record.activation_key] = "silu" if self.mlp_act == "silu" else "gelu_pytorch_tanh"
         if record.windows == "every layer":
             fields["sliding_window"] = self.sliding_window
+        if record.windows == "use_sliding_window":
+            fields |= {"use_sliding_window": self.sliding_window is not None, "sliding_window": self.sliding_window}
         if record.moe:
             fields |= self._expert_hf_fields()
         if record.windows in ("qwen", "qwen2_moe"):
@@ -292,18 +297,16 @@ class ModelConfig:
 
     def _expert_hf_fields(self) -> dict[str, Any]:
         """A MoE family's router and expert keys (Mixtral: the experts are intermediate_size wide)."""
-        if self.family == "mixtral":
-            return {"num_local_experts": self.n_experts, "num_experts_per_tok": self.top_k}
-        return {
-            "num_experts": self.n_experts,
-            "num_experts_per_tok": self.top_k,
-            "moe_intermediate_size": self.expert_d_ff,
-            "norm_topk_prob": self.norm_topk,
+        record = RECORDS[self.family]
+        fields: dict[str, Any] = {record.expert_keys[0]: self.n_experts, "num_experts_per_tok": self.top_k}
+        if "d_expert" in record.free:
+            fields |= {"moe_intermediate_size": self.expert_d_ff, "norm_topk_prob": self.norm_topk}
+        if "d_shared_expert" in record.free:
             # Qwen2MoeSparseMoeBlock always builds a shared expert: one of size 0 adds 0 times its gate
-            "shared_expert_intermediate_size": self.d_shared_expert or 0,
-            "decoder_sparse_step": 1,
-            "mlp_only_layers": list(self.dense_layers),
-        }
+            fields["shared_expert_intermediate_size"] = self.d_shared_expert or 0
+        if "dense_layers" in record.free:
+            fields |= {"decoder_sparse_step": 1, "mlp_only_layers": list(self.dense_layers)}
+        return fields
 
     def layer_type(self, layer: int) -> LayerType:
         """`transformers`' name of layer `layer`'s attention: "sliding_attention" or "full_attention"."""
@@ -404,6 +407,7 @@ HF_KEYS: dict[str, dict[str, tuple[str, ...]]] = {
     # MixtralConfig's attribute_map reads num_experts as num_local_experts
     "mixtral": _ROPE_FAMILY_KEYS | _EXPERT_KEYS | {"n_experts": ("num_local_experts", "num_experts")},
     "qwen2_moe": _ROPE_FAMILY_KEYS | _EXPERT_KEYS | {"n_experts": ("num_experts",)},
+    "qwen3_moe": _ROPE_FAMILY_KEYS | _EXPERT_KEYS | {"n_experts": ("num_experts", "num_local_experts")},
     "glm": _ROPE_FAMILY_KEYS | {"qkv_bias": ("attention_bias",)},
 }
 _GPT2 = HF_KEYS["gpt2"]
@@ -647,6 +651,8 @@ def _windows(family: str, f: dict[str, Any], n_layers: int) -> tuple[int | None,
     window = _optional_size(f, "sliding_window", HF_DEFAULTS[family]["sliding_window"], N_CTX_MAX)
     if rule == "every layer":
         return window, ()
+    if rule == "use_sliding_window":  # Qwen3MoeConfig.__post_init__: the window only if use_sliding_window
+        return (window if flag_field(f, "use_sliding_window", False) else None), ()
     given = _layer_types(f, n_layers)
     kinds: tuple[LayerType, ...]
     if rule == "gemma2":
@@ -722,7 +728,7 @@ def partial_rotary_factor(rotated: int, d_head: int) -> float:
 def _dense_layers(family: str, f: dict[str, Any], n_layers: int) -> tuple[int, ...]:
     """Qwen2-MoE's dense layers as Qwen2MoeDecoderLayer decides: listed in mlp_only_layers, or (i + 1) not a
     multiple of decoder_sparse_step. An index past the last layer (which transformers ignores) is refused."""
-    if family != "qwen2_moe":
+    if "dense_layers" not in FAMILY_SWITCHES[cast(Family, family)][1]:
         return ()
     step = check_size("decoder_sparse_step", f.get("decoder_sparse_step", 1), N_LAYERS_MAX)
     listed = f.get("mlp_only_layers")
@@ -734,31 +740,34 @@ def _dense_layers(family: str, f: dict[str, Any], n_layers: int) -> tuple[int, .
 
 
 def _experts(family: str, f: dict[str, Any], d_ff: int) -> dict[str, Any]:
-    """A MoE family's router and expert fields of ModelConfig, read from its config class's keys."""
-    if family not in MOE_FAMILIES:
+    """A MoE family's router and expert fields of ModelConfig, read from its config class's keys: the expert
+    count under either of its names (`FamilyRecord.expert_keys`: both present, they must agree), and the
+    expert size, renormalisation and shared expert where the family leaves them free (else Mixtral's:
+    experts d_ff wide, renormalised, none shared)."""
+    record = RECORDS[family]
+    if not record.moe:
         return {}
     defaults = HF_DEFAULTS[family]
-    if family == "mixtral":
-        keys = [k for k in ("num_local_experts", "num_experts") if f.get(k) is not None]
-        if len(keys) == 2 and f[keys[0]] != f[keys[1]]:
-            raise ConfigError("num_experts", f"is MixtralConfig's other name of num_local_experts={quote(f[keys[0]])}, "
-                                             f"found {quote(f[keys[1]])}")  # fmt: skip
-        key = keys[0] if keys else "num_local_experts"
-        n_experts = check_size(key, f[key] if keys else defaults[key], N_HEADS_MAX)
-        top_k = _size(defaults | f, N_HEADS_MAX, "num_experts_per_tok")
-        return {"n_experts": n_experts, "top_k": top_k, "norm_topk": True}
-    shared = f.get("shared_expert_intermediate_size", defaults["shared_expert_intermediate_size"])
-    d_expert = _size(defaults | f, D_FF_MAX, "moe_intermediate_size")
-    return {
-        "n_experts": _size(defaults | f, N_HEADS_MAX, "num_experts"),
+    keys = [k for k in record.expert_keys if f.get(k) is not None]
+    if len(keys) == 2 and not _same(f[keys[0]], f[keys[1]]):
+        raise ConfigError(keys[1], f"is {record.hf_config}'s other name of {keys[0]}={quote(f[keys[0]])}, "
+                                   f"found {quote(f[keys[1]])}")  # fmt: skip
+    key = keys[0] if keys else record.expert_keys[0]
+    found: dict[str, Any] = {
+        "n_experts": check_size(key, f[key] if keys else defaults[key], N_HEADS_MAX),
         "top_k": _size(defaults | f, N_HEADS_MAX, "num_experts_per_tok"),
-        "d_expert": None if d_expert == d_ff else d_expert,
-        "norm_topk": flag_field(f, "norm_topk_prob", False),
-        # 0: Qwen2MoeSparseMoeBlock's shared expert of size 0 adds nothing (what to_hf_dict writes for none)
-        "d_shared_expert": None
-        if _same(shared, 0)
-        else check_size("shared_expert_intermediate_size", shared, D_FF_MAX),
     }
+    if "d_expert" not in record.free:
+        return found | {"norm_topk": True}
+    d_expert = _size(defaults | f, D_FF_MAX, "moe_intermediate_size")
+    found |= {"d_expert": None if d_expert == d_ff else d_expert, "norm_topk": flag_field(f, "norm_topk_prob", False)}
+    if "d_shared_expert" in record.free:
+        shared = f.get("shared_expert_intermediate_size", defaults["shared_expert_intermediate_size"])
+        # 0: Qwen2MoeSparseMoeBlock's shared expert of size 0 adds nothing (what to_hf_dict writes for none)
+        found["d_shared_expert"] = (
+            None if _same(shared, 0) else check_size("shared_expert_intermediate_size", shared, D_FF_MAX)
+        )
+    return found
 
 
 def canonical_windows(window: int | None, kinds: tuple[LayerType, ...]) -> tuple[int | None, tuple[LayerType, ...]]:

@@ -21,8 +21,9 @@ AttentionBias = Literal["both", "qkv", "qkv always", "none"]
 # How its config.json says which layers slide, as its `transformers` config class derives it: no window
 # ("none"), one window on every layer ("every layer"), Qwen2's `use_sliding_window` and
 # `max_window_layers` (the layers from it on slide), Qwen2-MoE's (the even layers below it slide),
-# Gemma 2's `layer_types` (default: the even layers slide).
-Windows = Literal["none", "every layer", "qwen", "qwen2_moe", "gemma2"]
+# Gemma 2's `layer_types` (default: the even layers slide), or every layer if `use_sliding_window` (Qwen3-MoE:
+# its config class has no `max_window_layers` and transformers 5 reads none, whatever the file holds).
+Windows = Literal["none", "every layer", "qwen", "qwen2_moe", "gemma2", "use_sliding_window"]
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,7 @@ class FamilyRecord:
     activation_key: str = "hidden_act"  # the key its transformers MLP reads its activation from
     head_dim_key: bool = True  # its config class has a head_dim key (else d_head is hidden_size / heads)
     written: Mapping[str, Any] = field(default_factory=dict)  # keys written with a fixed value (`to_hf_dict`)
+    expert_keys: tuple[str, ...] = ("num_experts",)  # a MoE family's keys of its expert count (the first written)
     parent: str | None = None  # the family it inherits from, as transformers' modular file does
 
     def inherit(self, name: str, **changes: Any) -> FamilyRecord:
@@ -224,6 +226,7 @@ GEMMA2 = GEMMA.inherit(
 )
 MIXTRAL = MISTRAL.inherit(
     "mixtral",
+    expert_keys=("num_local_experts", "num_experts"),  # MixtralConfig's attribute_map: num_experts is the other
     hf_config="MixtralConfig",
     hf_model="MixtralForCausalLM",
     fixed={"norm_topk": True},
@@ -278,6 +281,50 @@ QWEN2_MOE = QWEN2.inherit(
     probes=(ProbeKind("qwen2_moe", 4, 2, {"n_experts": 4, "top_k": 2, "d_expert": 12, "d_shared_expert": 8}),),
     windows="qwen2_moe",
     written={"qkv_bias": True},
+)
+# Qwen3's attention with Qwen2-MoE's router and experts, without the shared expert.
+QWEN3_MOE = QWEN3.inherit(
+    "qwen3_moe",
+    hf_config="Qwen3MoeConfig",
+    hf_model="Qwen3MoeForCausalLM",
+    free=("head_dim", "rope_scaling", *_BIAS, "sliding_window", *_EXPERTS, "d_expert", "norm_topk", "dense_layers"),
+    # max_window_layers: its published config.json files hold it; Qwen3MoeConfig has no such field and
+    # transformers 5 reads it nowhere (a window, where use_sliding_window, is on every layer)
+    keys=_ROUTER_TRAINING_KEYS
+    | {
+        "head_dim",
+        "attention_bias",
+        "use_sliding_window",
+        "sliding_window",
+        "max_window_layers",
+        "num_experts",
+        "num_local_experts",
+        "num_experts_per_tok",
+        "moe_intermediate_size",
+        "norm_topk_prob",
+        "decoder_sparse_step",
+        "mlp_only_layers",
+    },
+    # Qwen3MoeConfig has no head_dim field: its attention reads hidden_size / num_attention_heads without one
+    defaults={
+        "num_key_value_heads": 4,
+        "head_dim": None,
+        "tie_word_embeddings": False,
+        "sliding_window": 4096,
+        "num_experts": 128,
+        "num_experts_per_tok": 8,
+        "moe_intermediate_size": 768,
+        "norm_topk_prob": False,
+        "decoder_sparse_step": 1,
+    },
+    gguf="qwen3moe",
+    probes=(
+        ProbeKind("qwen3_moe", 4, 2, {"head_dim": 6, "n_experts": 4, "top_k": 2, "d_expert": 12, "norm_topk": True}),
+    ),
+    windows="use_sliding_window",
+    # Qwen3MoeConfig's attribute_map reads num_experts as num_local_experts (which to_dict writes); the
+    # published config.json files write num_experts
+    expert_keys=("num_experts", "num_local_experts"),
 )
 PHI3 = MISTRAL.inherit(
     "phi3",
@@ -337,5 +384,5 @@ GLM = LLAMA.inherit(
 )
 
 RECORDS: dict[str, FamilyRecord] = {
-    r.name: r for r in (GPT2, LLAMA, MISTRAL, QWEN2, QWEN3, GEMMA, GEMMA2, MIXTRAL, QWEN2_MOE, PHI3, GLM)
+    r.name: r for r in (GPT2, LLAMA, MISTRAL, QWEN2, QWEN3, GEMMA, GEMMA2, MIXTRAL, QWEN2_MOE, PHI3, GLM, QWEN3_MOE)
 }

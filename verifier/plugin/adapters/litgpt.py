@@ -56,6 +56,7 @@ TEMPLATES: dict[Family, str] = {
     "gemma2": "Gemma-2-2b",
     "mixtral": "Mixtral-8x7B-v0.1",
     "phi3": "Phi-3-mini-4k-instruct",
+    "qwen3_moe": "Qwen3-30B-A3B",
 }
 # Phi-3's converter ties lm_head to the embedding for Phi-4 names only: a tied Phi-3 is Phi-4-mini's
 # config (Phi3ForCausalLM too).
@@ -95,6 +96,10 @@ def unsupported(config: ModelConfig) -> str | None:
     """Why litgpt cannot run `config` (no model or converter for it), or None when it can."""
     if config.family in NO_FAMILY:
         return NO_FAMILY[config.family]
+    if config.family == "qwen3_moe" and not config.norm_topk:
+        return "litgpt's LLaMAMoE has no routing without renormalisation: it takes a softmax over the top k logits"
+    if config.family == "qwen3_moe" and config.dense_layers:
+        return "litgpt's LLaMAMoE has no dense layers but the first first_k_dense_replace (no mlp_only_layers)"
     if config.family != "qwen2" and (config.qkv_bias or config.o_bias):
         return (
             f"litgpt's {config.family} converter maps no attention biases (only Qwen2's q/k/v biases), and its "
@@ -147,6 +152,7 @@ def litgpt_config(config: ModelConfig) -> Any:
         final_logit_softcapping=config.final_softcap,
         n_expert=config.n_experts,
         n_expert_per_token=config.top_k,
+        **({"moe_intermediate_size": config.expert_d_ff} if config.family == "qwen3_moe" else {}),
     )
 
 

@@ -23,7 +23,7 @@ nothing but llama.cpp's own arithmetic stands between it and the reference.
 
 The families run through llama.cpp's architectures as `verifier.formats.gguf` writes them (llama,
 mistral and mixtral as `llama`, qwen2, qwen3, gemma, gemma2, qwen2_moe as `qwen2moe`, phi3, glm as
-`chatglm`). What
+`chatglm`, qwen3_moe as `qwen3moe`). What
 llama.cpp cannot hold is refused
 (`Unsupported`, with the reason): attention biases in qwen3 and gemma (it leaves some unused and
 refuses the file), an
@@ -33,11 +33,13 @@ is run, so that the suite reports the difference (tests/llamacpp/test_families.p
 its `llama`, qwen2 and qwen3 ignore the sliding window (full causal attention); its Gemma GeGLU
 reads ggml's float16 GELU table, as its GPT-2 GELU does; its Gemma 2 scales queries by
 1/sqrt(d_head) unless the model has 46 layers (Gemma-2-27B), whatever `query_pre_attn_scalar` says;
-its phi3, qwen2moe and `llama` ignore Phi-3's, Qwen2-MoE's and Mixtral's windows; its qwen2moe never renormalises
+its phi3, qwen2moe, qwen3moe and `llama` ignore Phi-3's, Qwen2-MoE's, Qwen3-MoE's and Mixtral's windows;
+its qwen2moe never renormalises
 the top-k probabilities (it computes `norm_topk_prob` false whatever the file's expert_weights_norm
 says). Refused: Qwen2-MoE with dense layers (`mlp_only_layers`; qwen2moe routes every layer), without
 its shared expert or tied (qwen2moe requires those tensors), GLM whose n_heads * head_dim is not d_model
-(chatglm's attention output is square).
+(chatglm's attention output is square), Qwen3-MoE with dense layers, attention biases or without
+renormalising the top k (qwen3moe always renormalises).
 
 `build_q8_0` runs a file whose matrices are Q8_0 and declares the precision class `q8_0`
 (`verifier.analysis.precision`: llama.cpp's blocks of 32 with float16 scales, its matrix products'
@@ -477,7 +479,7 @@ def _runnable(config: ModelConfig) -> None:
 # the rest of what `verifier.formats.gguf.unsupported` refuses (biases of qwen3 and gemma, ...) filtered.
 SHAPES = (
     Constraints(
-        families=("gpt2", "llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "phi3", "glm"),
+        families=("gpt2", "llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "phi3", "glm", "qwen3_moe"),
         supports=lambda c: _unsupported(c) is None,
     ),
     Constraints(families=("gemma", "gemma2"), tie_embeddings=True, supports=lambda c: _unsupported(c) is None),

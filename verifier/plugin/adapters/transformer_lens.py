@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from verifier import extra
-from verifier.model.config import FAMILIES, ModelConfig
+from verifier.model.config import FAMILIES, HF_CLASSES, ModelConfig
 from verifier.model.weights import Weights
 from verifier.plugin.adapters.hf_transformers import TransformersModel
 from verifier.plugin.interface import Constraints, Unsupported
@@ -87,6 +87,9 @@ class TransformerLensModel:
         self._torch = torch
         self.config = config
         hf_model = TransformersModel(config, weights).model
+        # TransformerLens picks its adapter by the config's architectures (a config.json's), and by the model
+        # type only for some: a config built in memory names none (Qwen3-MoE's was not found without it).
+        hf_model.config.architectures = [HF_CLASSES[config.family][1]]
         self.bridge = bridge_class.boot_transformers(
             f"lm-verifier/{config.family}",
             hf_model=hf_model,
@@ -115,7 +118,7 @@ class TransformerLensModel:
 
 
 # Every family: TransformerLens 4.3 has an adapter for each (GPT-2, Llama, Mistral, Qwen2, Qwen3, Gemma,
-# Gemma 2, Mixtral, Qwen2-MoE, Phi-3, GLM), and the default bridge's logits agree with the oracle
+# Gemma 2, Mixtral, Qwen2-MoE, Phi-3, GLM, Qwen3-MoE), and the default bridge's logits agree with the oracle
 # (tests/transformer_lens). No `trace` (the hooks' names and shapes are TransformerLens's), no
 # `attention_mask`.
 SHAPES = Constraints(families=FAMILIES)
