@@ -25,6 +25,7 @@ weights. Outside a property (or before a model is built) the class is float32.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property, partial
@@ -235,6 +236,9 @@ class Expected:
             scale=self.scale[index],
             ties=self.ties,
             choices=None if choices is None else lambda: [(name, e[index]) for name, e in choices()],
+            # the choices followed position by position need every position: kept where `index` selects all
+            # (a decode's positions, every one), else lost
+            follow=self._follow if _selects_all(self.value.shape, index) else None,
             logits=self.logits and value.shape[-1:] == self.value.shape[-1:],
         )
 
@@ -269,6 +273,17 @@ def exact(value: np.ndarray, rope_positions: int = 0, *, scale: np.ndarray | Non
     with its terms, not with its result, which they may cancel to nearly 0)."""
     value = np.asarray(value, np.float64)
     return Expected(value, lambda p: (), rope_positions, precision=precision(), identity=True, scale=scale)
+
+
+def _selects_all(shape: tuple[int, ...], index: Any) -> bool:
+    """Whether `index` takes every element of an array of `shape` [..., V] in order: probed on the leading
+    axes only (a vocabulary axis indexed otherwise than whole is not everything)."""
+    marker = np.arange(math.prod(shape[:-1])).reshape(*shape[:-1], 1)
+    try:
+        taken = marker[index]
+    except IndexError:
+        return False
+    return taken.shape == marker.shape and bool(np.array_equal(taken, marker))
 
 
 def _tie_subsets(ties: Sequence[NearTie]) -> list[tuple[NearTie, ...]]:

@@ -80,6 +80,21 @@ def test_a_value_is_accepted_against_the_oracle_of_another_choice_and_only_that(
     assert expected[1:].compare(other[1:]).ok  # a slice keeps its choices
 
 
+def test_the_choices_followed_position_by_position_survive_a_slice_of_every_position() -> None:
+    # A decode property compares the decoded positions, a slice of the oracle's logits: where they are every
+    # position, the choices the model's output follows are still found (llama.cpp's Q6_K Qwen3-MoE took the
+    # other expert at two near-ties, more than the subsets tried alone: its full pass was accepted, its decode not).
+    base, other = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]), np.array([[1.0, 2.0], [3.0, 4.5], [5.0, 6.5]])
+    tie = NearTie(0, None, 1, 1, 2, 0.0, 0.1)
+    followed = Expected(other, lambda p: (), 0)
+    expected = Expected(base, lambda p: (), 0, ties=(tie,), choices=lambda: [],
+                        follow=lambda actual: ("the choices it follows", followed))  # fmt: skip
+    assert expected.compare(other).ok
+    assert expected[[0, 1, 2]].compare(other).ok and expected[:].compare(other).ok
+    assert not expected[[0, 2]].compare(other[[0, 2]]).ok  # a subset of the positions: nothing to follow
+    assert not expected[[2, 1, 0]].compare(other[[2, 1, 0]]).ok  # nor in another order
+
+
 class OtherChoiceAtTies(Transformer):
     """A correct model that breaks near-ties the other way: at a gap within a bfloat16 step it takes
     the (k+1)-th expert (a real bfloat16 model's rounding may)."""
