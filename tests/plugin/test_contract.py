@@ -268,8 +268,7 @@ def test_probe_reports_capabilities_unsupported_kinds_and_broken_factories() -> 
             if kind != "gpt2"
         },
     }
-    assert list(probes) == ["gpt2", "llama", "llama-gqa", "llama3", "mistral", "qwen2", "qwen3", "gemma", "gemma2",
-                            "mixtral", "qwen2_moe", "phi3", "glm", "qwen3_moe"]  # fmt: skip
+    assert list(probes) == list(PROBE_KINDS)  # every kind, in order
     broken_probe = probe(ModelSpec("raises", broken.factory_raises, "test"))[0].summary()
     assert broken_probe.startswith("broken (model 'raises' broke the contract rule 'factory'")
 

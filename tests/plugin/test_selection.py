@@ -21,7 +21,7 @@ from verifier.model.weights import init_weights
 from verifier.plugin import registry
 from verifier.plugin.contract import RULES, ContractViolation, build_checked
 from verifier.plugin.interface import Constraints
-from verifier.plugin.probes import PROBE_CONFIGS
+from verifier.plugin.probes import PROBE_CONFIGS, PROBE_KINDS
 from verifier.plugin.registry import ModelSpec, PluginError
 
 THROWAWAY_PROPERTY = """
@@ -186,6 +186,8 @@ def test_the_properties_checking_multi_call_rules_fail_broken_factories_by_the_r
 
 
 # `verifier models MODULE:FACTORY`: a factory of the user's, probed as `verifier check --model` would test it.
+# Every probe kind but GPT-2's, as `verifier models` lists them.
+OTHER_KINDS = ", ".join(kind for kind in PROBE_KINDS if kind != "gpt2")
 OWN_FACTORY = """
     from examples.numpy_gpt2 import build
     from verifier.plugin.interface import Constraints
@@ -208,21 +210,10 @@ def test_models_probes_a_factory_of_your_own(capsys: pytest.CaptureFixture[str])
         + "  llama, llama-gqa, llama3: unsupported (this example implements GPT-2 only, not 'llama')\n"
         + "".join(
             f"  {kind}: unsupported (this example implements GPT-2 only, not {kind!r})\n"
-            for kind in (
-                "mistral",
-                "qwen2",
-                "qwen3",
-                "gemma",
-                "gemma2",
-                "mixtral",
-                "qwen2_moe",
-                "phi3",
-                "glm",
-                "qwen3_moe",
-            )
+            for kind, (family, _, _) in PROBE_KINDS.items()
+            if family not in ("gpt2", "llama")
         )
-        + "  runs: gpt2; not llama, llama-gqa, llama3, mistral, qwen2, qwen3, gemma, gemma2, mixtral, qwen2_moe, "
-        "phi3, glm, qwen3_moe\n"
+        + f"  runs: gpt2; not {OTHER_KINDS}\n"
     ), out
 
 
@@ -240,12 +231,9 @@ def test_models_imports_a_factory_from_the_current_directory_as_check_does(
         "own_factory_in_cwd:build_bfloat16  (from own_factory_in_cwd.py; test it with: verifier check --model "
         "own_factory_in_cwd:build_bfloat16)\n"
         f"  declares: {shape}\n"
-        f"  gpt2: logits (on {shape}); precision bfloat16\n"
-        + "  llama, llama-gqa, llama3, mistral, qwen2, qwen3, gemma, gemma2, mixtral, qwen2_moe, phi3, glm, qwen3_moe: "
+        f"  gpt2: logits (on {shape}); precision bfloat16\n" + f"  {OTHER_KINDS}: "
         f"unsupported (not among its declared "
-        f"constraints ({shape}))\n"
-        + "  runs: gpt2; not llama, llama-gqa, llama3, mistral, qwen2, qwen3, gemma, gemma2, mixtral, qwen2_moe, "
-        "phi3, glm, qwen3_moe\n"
+        f"constraints ({shape}))\n" + f"  runs: gpt2; not {OTHER_KINDS}\n"
     ), out
 
 
