@@ -404,11 +404,8 @@ HF_KEYS: dict[str, dict[str, tuple[str, ...]]] = {
         "norm_eps": ("layer_norm_epsilon",),
     },
     **{family: _ROPE_FAMILY_KEYS for family in ROPE_FAMILIES},
-    # MixtralConfig's attribute_map reads num_experts as num_local_experts
-    "mixtral": _ROPE_FAMILY_KEYS | _EXPERT_KEYS | {"n_experts": ("num_local_experts", "num_experts")},
-    "qwen2_moe": _ROPE_FAMILY_KEYS | _EXPERT_KEYS | {"n_experts": ("num_experts",)},
-    "qwen3_moe": _ROPE_FAMILY_KEYS | _EXPERT_KEYS | {"n_experts": ("num_experts", "num_local_experts")},
-    "glm": _ROPE_FAMILY_KEYS | {"qkv_bias": ("attention_bias",)},
+    # the expert count under the names its config class reads (`FamilyRecord.expert_keys`)
+    **{f: _ROPE_FAMILY_KEYS | _EXPERT_KEYS | {"n_experts": RECORDS[f].expert_keys} for f in MOE_FAMILIES},
 }
 _GPT2 = HF_KEYS["gpt2"]
 
