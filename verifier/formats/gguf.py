@@ -69,6 +69,7 @@ from verifier.model.config import (
     RopeScaling,
     check_size,
 )
+from verifier.model.families import RECORDS
 from verifier.model.weights import Weights, weight_shapes
 
 TENSOR_TYPES = {
@@ -289,7 +290,7 @@ def _switches(path: Path, reader: Any, arch: str, fields: dict[str, Any], findin
     elif arch == "llama" and window_key in reader.fields:
         family = "mistral"
     switches: dict[str, Any] = {"family": family, **FAMILY_SWITCHES[family][0]}
-    if "n_experts" in FAMILY_SWITCHES[family][1]:
+    if RECORDS[family].moe:
         switches |= _expert_switches(path, reader, arch, fields, tensors, findings)
     if f"{arch}.attention.key_length" in reader.fields:  # absent: d_model / n_heads, which must divide
         key_length = int_field(path, reader, f"{arch}.attention.key_length")

@@ -96,9 +96,9 @@ def unsupported(config: ModelConfig) -> str | None:
     """Why litgpt cannot run `config` (no model or converter for it), or None when it can."""
     if config.family in NO_FAMILY:
         return NO_FAMILY[config.family]
-    if config.family == "qwen3_moe" and not config.norm_topk:
+    if config.n_experts and not config.norm_topk:
         return "litgpt's LLaMAMoE has no routing without renormalisation: it takes a softmax over the top k logits"
-    if config.family == "qwen3_moe" and config.dense_layers:
+    if config.dense_layers:
         return "litgpt's LLaMAMoE has no dense layers but the first first_k_dense_replace (no mlp_only_layers)"
     if config.family != "qwen2" and (config.qkv_bias or config.o_bias):
         return (
@@ -152,7 +152,7 @@ def litgpt_config(config: ModelConfig) -> Any:
         final_logit_softcapping=config.final_softcap,
         n_expert=config.n_experts,
         n_expert_per_token=config.top_k,
-        **({"moe_intermediate_size": config.expert_d_ff} if config.family == "qwen3_moe" else {}),
+        moe_intermediate_size=config.expert_d_ff if config.n_experts else None,
     )
 
 
