@@ -98,6 +98,9 @@ RICH_FAMILIES = (
                dense_layers=(1,)),
     small_case("phi3", 24, norm_eps=1e-5, n_kv_heads=2, rotary_dim=4),
     small_case("glm", 24, norm_eps=1e-5, n_kv_heads=2, head_dim=12, qkv_bias=True, rotary_dim=6),
+    # SmolLM3: layer 0 without RoPE, and sliding, as SmolLM3Config's default makes its NoPE layers
+    small_case("smollm3", 24, norm_eps=1e-6, n_kv_heads=2, nope_layers=(0,), sliding_window=4,
+               layer_types=("sliding_attention", "full_attention")),
 )  # fmt: skip
 
 # Pinned on every property that takes a generated case, in this order.

@@ -38,6 +38,7 @@ from verifier.model.config import (
     FAMILY_SWITCHES,
     LAYER_TYPES,
     MOE_FAMILIES,
+    TIED_FAMILIES,
     Family,
     ModelConfig,
     RopeScaling,
@@ -160,9 +161,7 @@ def configs(
     if shape.tie_embeddings is not None:
         tie_embeddings = shape.tie_embeddings
     else:
-        tie_embeddings = (published and family in ("gpt2", "gemma", "gemma2")) or draw(
-            st.booleans(), label="tie_embeddings"
-        )
+        tie_embeddings = (published and family in TIED_FAMILIES) or draw(st.booleans(), label="tie_embeddings")
     published_eps = 1e-5 if family in ("gpt2", "llama") else 1e-6
     norm_eps = shape.norm_eps or (published_eps if published else draw(st.sampled_from([1e-5, 1e-6]), label="norm_eps"))
     rope_theta = 10000.0
@@ -246,6 +245,13 @@ def drawn_switches(draw: st.DrawFn, free: tuple[str, ...], n_ctx: int, n_layers:
     if "rotary_dim" in free and d_head >= 4 and draw(st.booleans(), label="partial rotary"):
         # strictly partial: at least one pair rotated and one passed (Phi-4-mini's 0.75, GLM's 0.5)
         found["rotary_dim"] = 2 * draw(st.integers(1, d_head // 2 - 1), label="rotary_dim / 2")
+    if "nope_layers" in free and draw(st.booleans(), label="layers without RoPE"):
+        # SmolLM3's pattern (every fourth layer: none below 4 layers), or any layers
+        if draw(st.booleans(), label="every fourth layer without RoPE"):
+            found["nope_layers"] = tuple(i for i in range(n_layers) if (i + 1) % 4 == 0)
+        else:
+            found["nope_layers"] = tuple(sorted(draw(st.sets(st.integers(0, n_layers - 1), min_size=1),
+                                                     label="nope_layers")))  # fmt: skip
     return found
 
 
@@ -280,3 +286,4 @@ WINDOW_FAMILIES = tuple(f for f in FAMILIES if "sliding_window" in FAMILY_SWITCH
 SCALING_FAMILIES = tuple(f for f in FAMILIES if "rope_scaling" in FAMILY_SWITCHES[f][1])
 SOFTCAP_FAMILIES = tuple(f for f in FAMILIES if "attn_softcap" in FAMILY_SWITCHES[f][1])
 QK_NORM_FAMILIES = tuple(f for f in FAMILIES if FAMILY_SWITCHES[f][0].get("qk_norm"))
+NOPE_FAMILIES = tuple(f for f in FAMILIES if "nope_layers" in FAMILY_SWITCHES[f][1])

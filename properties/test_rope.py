@@ -102,7 +102,7 @@ def _localize(model: CheckedModel, case: Case) -> Callable[[], Divergence | None
 
 
 def _rotated_pairs(trace: dict[str, np.ndarray], config: ModelConfig) -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
-    for layer in range(config.n_layers):
+    for layer in filter(config.rotates, range(config.n_layers)):  # not a NoPE layer (test_nope.py)
         # what RoPE turns: q and k, or their q/k norms (Qwen3)
         pairs = (("q_norm", "q_rope"), ("k_norm", "k_rope")) if config.qk_norm else (("q", "q_rope"), ("k", "k_rope"))
         for before, after in pairs:
@@ -279,7 +279,7 @@ def test_rope_interleaved_and_rotate_half_pairings_give_the_same_scores(model_sp
     """The interleaved pairing and the rotate-half pairing (with the q/k rows permuted) give the same scores."""
     model, trace = _traced(model_spec, case)
     turned = ("q_norm", "k_norm") if case.config.qk_norm else ("q", "k")  # what RoPE turns (Qwen3: the norms)
-    for layer in range(case.config.n_layers):
+    for layer in filter(case.config.rotates, range(case.config.n_layers)):  # not a NoPE layer
         q, k, scores = (trace.get(stages.layer_stage(layer, op)) for op in (*turned, "scores"))
         if q is None or k is None or scores is None:
             checks.nothing_compared(

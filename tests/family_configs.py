@@ -1,6 +1,6 @@
 """Small configs of every RoPE family with their free switches drawn (head_dim, RoPE scaling, attention
 biases, sliding windows with layer_types, Gemma 2's caps and query scale, routed experts with their
-sizes, renormalisation, shared expert and dense layers, partial rotary), for the config reader's and the
+sizes, renormalisation, shared expert and dense layers, partial rotary, NoPE layers), for the config reader's and the
 parameter formula's tests. The fixed switches are the family's (FAMILY_SWITCHES)."""
 
 from __future__ import annotations
@@ -73,6 +73,8 @@ def family_configs(draw: st.DrawFn, families: tuple[str, ...] = ROPE_FAMILIES) -
     if "rotary_dim" in free:
         d_head = switches.get("head_dim", d_model // n_heads)
         switches["rotary_dim"] = draw(st.none() | st.integers(1, d_head // 2).map(lambda h: 2 * h), label="rotary_dim")
+    if "nope_layers" in free:
+        switches["nope_layers"] = tuple(sorted(draw(st.sets(st.integers(0, n_layers - 1)), label="nope_layers")))
     switches |= draw(expert_switches(free, n_layers))
     return ModelConfig(
         family=family,  # type: ignore[arg-type]

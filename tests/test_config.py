@@ -654,3 +654,63 @@ def test_a_rule_across_fields_is_named_by_the_file_s_key_even_where_a_generation
     with pytest.raises(ConfigError) as caught:
         from_hf_dict(_hf_dict("mixtral") | {"num_experts_per_tok": 5, "top_k": 50})
     assert caught.value.field == "num_experts_per_tok"
+
+
+_SMOLLM3 = {"model_type": "smollm3", "num_hidden_layers": 6, "vocab_size": 8, "hidden_size": 8, "intermediate_size": 8,
+            "num_attention_heads": 2, "num_key_value_heads": 2, "max_position_embeddings": 64, "pad_token_id": None,
+            "bos_token_id": None, "eos_token_id": None}  # fmt: skip
+
+
+@needs.transformers
+@settings(max_examples=30, deadline=None)
+@given(
+    listed=st.none() | st.lists(st.sampled_from([0, 1]), min_size=6, max_size=8),
+    interval=st.none() | st.integers(1, 7),
+    window=st.none() | st.integers(2, 8),
+    use_window=st.booleans(),
+)
+def test_smollm3_s_nope_layers_and_windows_are_the_ones_transformers_builds(
+    listed: list[int] | None, interval: int | None, window: int | None, use_window: bool
+) -> None:
+    """no_rope_layers (1: the layer rotates), no_rope_layer_interval, and the windows SmolLM3Config derives: a
+    layer has no RoPE where its attention's use_rope is false, and a window where its sliding_window is set."""
+    import torch
+    import transformers
+
+    fields = dict(_SMOLLM3, use_sliding_window=use_window, sliding_window=window)
+    fields |= {} if listed is None else {"no_rope_layers": listed}
+    fields |= {} if interval is None else {"no_rope_layer_interval": interval}
+    hf_config = transformers.SmolLM3Config(**{k: v for k, v in fields.items() if k != "model_type"})
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(hf_config)
+    config = from_hf_dict(fields)
+    attention = [layer.self_attn for layer in model.model.layers]
+    assert config.nope_layers == tuple(i for i, a in enumerate(attention) if not a.use_rope)
+    assert [config.window(i) for i in range(6)] == [a.sliding_window for a in attention]
+    assert from_hf_dict(config.to_hf_dict()) == config
+
+
+@pytest.mark.parametrize(
+    ("changes", "key"),
+    [
+        ({"no_rope_layers": [1, 1, 1, 0, 1]}, "no_rope_layers"),  # shorter than the layers
+        ({"no_rope_layers": [1, 1, 2, 0, 1, 1]}, "no_rope_layers"),
+        ({"no_rope_layers": [True] * 6}, "no_rope_layers"),  # a flag is not 1
+        ({"no_rope_layer_interval": 0}, "no_rope_layer_interval"),
+        ({"layer_types": ["sliding_attention"] + ["full_attention"] * 5}, "layer_types"),  # no use_sliding_window
+        ({"use_sliding_window": True, "layer_types": ["sliding_attention"] * 6}, "sliding_window"),  # no window
+    ],
+)
+def test_a_smollm3_config_transformers_would_misread_is_refused_by_its_key(changes: dict, key: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        from_hf_dict(_SMOLLM3 | changes)
+    assert raised.value.field == key
+
+
+def test_keys_smollm3_s_transformers_code_never_reads_take_any_value_there_only() -> None:
+    """pretraining_tp 2 is in SmolLM3-3B's config.json, and SmolLM3's code reads no pretraining_tp; Llama's is
+    refused at any value but 1 (its tensor-parallel slicing)."""
+    assert from_hf_dict(_SMOLLM3 | {"pretraining_tp": 2, "max_window_layers": 28}).family == "smollm3"
+    llama = {**_SMOLLM3, "model_type": "llama", "pretraining_tp": 2}
+    with pytest.raises(ConfigError, match="pretraining_tp"):
+        from_hf_dict(llama)

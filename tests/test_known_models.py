@@ -45,6 +45,9 @@ PUBLISHED_TOTALS = {
     "phi-4-mini-instruct": 3_836_021_760,  # "3.8B"
     "glm-4-9b-chat-hf": 9_399_951_360,  # "9.4B"
     "qwen3-30b-a3b": 30_532_122_624,  # "30.5B in total, 3.3B activated" (model card)
+    # by hand: 128256 x 2048 embedding (tied) + 36 x (2 x 2048 x 2048 + 2 x 2048 x 512 + 3 x 2048 x 11008 + 2 x 2048)
+    # + 2048: "3B" on the model card
+    "smollm3-3b": 3_075_098_624,
 }
 
 

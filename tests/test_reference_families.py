@@ -95,8 +95,8 @@ def family_configs(draw: st.DrawFn, family: str, T: int) -> ModelConfig:
 
 @st.composite
 def _issue27_switches(draw: st.DrawFn, free: tuple[str, ...], n_layers: int, d_head: int) -> dict[str, Any]:
-    """Routed experts (several, top_k of them, renormalised or not, a shared expert, dense layers) and
-    partial rotary, where the family leaves them free."""
+    """Routed experts (several, top_k of them, renormalised or not, a shared expert, dense layers),
+    partial rotary and layers without RoPE, where the family leaves them free."""
     switches: dict[str, Any] = {}
     if "n_experts" in free:
         switches["n_experts"] = draw(st.integers(2, 6), label="n_experts")
@@ -111,6 +111,8 @@ def _issue27_switches(draw: st.DrawFn, free: tuple[str, ...], n_layers: int, d_h
         switches["dense_layers"] = tuple(draw(st.lists(st.sampled_from(range(n_layers)), unique=True, max_size=1)))
     if "rotary_dim" in free and draw(st.booleans(), label="partial rotary"):
         switches["rotary_dim"] = draw(st.sampled_from(range(2, d_head, 2)), label="rotary_dim")
+    if "nope_layers" in free:
+        switches["nope_layers"] = tuple(sorted(draw(st.sets(st.sampled_from(range(n_layers))), label="nope_layers")))
     return switches
 
 
@@ -145,6 +147,13 @@ def _hf_fields(config: ModelConfig) -> dict[str, Any]:
         fields |= {"pad_token_id": None, "sliding_window": c.sliding_window}
     if family == "glm":
         fields |= {"attention_bias": c.qkv_bias, "head_dim": c.d_head}
+    if family == "smollm3":  # SmolLM3Config: no_rope_layers[i] is 1 where layer i uses RoPE
+        fields |= {
+            "no_rope_layers": [0 if i in c.nope_layers else 1 for i in range(c.n_layers)],
+            "use_sliding_window": c.sliding_window is not None,
+            "sliding_window": c.sliding_window,
+            "layer_types": [c.layer_type(i) for i in range(c.n_layers)],
+        }
     return fields
 
 
@@ -366,6 +375,7 @@ _ATTENTION_SWITCHES = {"qkv_bias": True, "o_bias": True, "head_dim": 10, "slidin
     ("qwen2_moe", {"n_experts": 3, "top_k": 2, "d_expert": 8, "d_shared_expert": 12, "dense_layers": (0,)}),
     ("phi3", {"rotary_dim": 4, "sliding_window": 3}),
     ("glm", {"rotary_dim": 6, "qkv_bias": True, "head_dim": 10}),
+    ("smollm3", {"nope_layers": (1,), "sliding_window": 3, "layer_types": ("full_attention", "sliding_attention")}),
 ])  # fmt: skip
 def test_a_streamed_pass_of_a_family_equals_the_resident_one_bit_for_bit(family: str, switches: dict[str, Any]) -> None:
     config = family_configs_example(family, **{"n_layers": 2, **switches})
@@ -395,6 +405,7 @@ _BIASED_HEADS = {"head_dim": 12, "qkv_bias": True, "o_bias": True}
     ("qwen2_moe", {"n_experts": 4, "top_k": 2, "d_expert": 16, "d_shared_expert": 24}),
     ("phi3", {"rotary_dim": 4}),
     ("glm", {"rotary_dim": 6, "qkv_bias": True}),
+    ("smollm3", {"nope_layers": (0,), "qkv_bias": True, "o_bias": True}),
 ])  # fmt: skip
 def test_transformers_in_bfloat16_agrees_with_the_oracle_within_the_bfloat16_class(
     family: str, switches: dict[str, Any]

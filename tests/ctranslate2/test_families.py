@@ -25,13 +25,15 @@ from verifier.properties.oracle import Oracle
 
 TOKENS = np.random.default_rng(0).integers(0, 96, size=100)
 
-# The converter has no loader (Mixtral, Qwen2-MoE, GLM), or its loader fails under transformers 5 (Phi-3).
+# The converter has no loader (Mixtral, Qwen2-MoE, GLM, Qwen3-MoE, SmolLM3), or its loader fails under
+# transformers 5 (Phi-3).
 UNSUPPORTED = {
     "mixtral": "No conversion is registered for the model configuration MixtralConfig",
     "qwen2_moe": "No conversion is registered for the model configuration Qwen2MoeConfig",
     "glm": "No conversion is registered for the model configuration GlmConfig",
     "phi3": "KeyError: 'type'",
     "qwen3_moe": "No conversion is registered for the model configuration Qwen3MoeConfig",
+    "smollm3": "No conversion is registered for the model configuration SmolLM3Config",
 }
 # Converted, but computed differently: the measured error / float32 bound on TOKENS, and why.
 DEVIATES = {

@@ -6,8 +6,8 @@ shorter than the context, Gemma 2 alternates sliding and global layers as its ch
 The MoE examples route 2 of 4 experts (Qwen2-MoE with its shared expert, a smaller expert size and a
 dense layer), Phi-3 and GLM rotate half of each head (GLM's pairs interleaved).
 
-`published_config_json` writes the config.json of the issue-27 families by hand, under the keys
-their `transformers` config classes read (MixtralConfig, Qwen2MoeConfig, Phi3Config, GlmConfig),
+`published_config_json` writes the config.json of the issue-27 families and those added since by hand,
+under the keys their `transformers` config classes read (MixtralConfig, Qwen2MoeConfig, ..., SmolLM3Config),
 so that a test can build `transformers`' own model of an example without the suite's config writer.
 """
 
@@ -52,14 +52,16 @@ FAMILY_EXAMPLES: dict[str, ModelConfig] = {
         family="qwen3_moe", qk_norm=True, head_dim=32, n_experts=4, top_k=2, d_expert=32, norm_topk=True,
         dense_layers=(1,), norm_eps=1e-6, rope_theta=1e6,
     ),
+    # as SmolLM3-3B: RoPE off on every fourth layer (llama.cpp's smollm3 holds no other pattern, nor windows)
+    "smollm3": _BASE.replace(family="smollm3", n_layers=4, nope_layers=(3,), tie_embeddings=True, norm_eps=1e-6,
+                             rope_theta=5e6),
 }  # fmt: skip
 # The examples of the families issue 27 added, and those added since: their config.json is written by hand too.
-NEW_FAMILIES = ("mixtral", "qwen2_moe", "phi3", "glm", "qwen3_moe")
+NEW_FAMILIES = ("mixtral", "qwen2_moe", "phi3", "glm", "qwen3_moe", "smollm3")
 
 
 def published_config_json(config: ModelConfig) -> dict[str, Any]:
-    """The config.json of a mixtral, qwen2_moe, phi3, glm or qwen3_moe config, keys as `transformers` 5.24 reads
-    them."""
+    """The config.json of a config of one of `NEW_FAMILIES`, keys as `transformers` 5.24 reads them."""
     fields: dict[str, Any] = {
         "architectures": [HF_CLASSES[config.family][1]],
         "model_type": config.family,
@@ -117,6 +119,18 @@ def published_config_json(config: ModelConfig) -> dict[str, Any]:
             "attention_bias": config.qkv_bias,
             "use_sliding_window": config.sliding_window is not None,
             "sliding_window": config.sliding_window,
+        }
+    if config.family == "smollm3":  # SmolLM3-3B's keys; pretraining_tp and max_window_layers read by nothing
+        fields |= {
+            "no_rope_layers": [0 if i in config.nope_layers else 1 for i in range(config.n_layers)],
+            "no_rope_layer_interval": 4,
+            "use_sliding_window": config.sliding_window is not None,
+            "sliding_window": config.sliding_window,
+            "layer_types": [config.layer_type(i) for i in range(config.n_layers)],
+            "attention_bias": config.o_bias,
+            "mlp_bias": False,
+            "pretraining_tp": 2,
+            "max_window_layers": 28,
         }
     if config.family == "phi3":
         fields["sliding_window"] = config.sliding_window

@@ -44,6 +44,7 @@ REFUSED = {
     "llama-linear-bias": FAMILY_EXAMPLES["llama-linear-bias"],
     "qwen2_moe": FAMILY_EXAMPLES["qwen2_moe"],
     "glm": FAMILY_EXAMPLES["glm"],
+    "smollm3": FAMILY_EXAMPLES["smollm3"],
     "qwen3_moe": FAMILY_EXAMPLES["qwen3_moe"],  # a dense layer (mlp_only_layers)
     "qwen3_moe not renormalised": EXAMPLES["qwen3_moe every layer routed"].replace(norm_topk=False),
     "gpt2": preset("gpt2").replace(vocab_size=96, n_ctx=128, d_model=64, n_layers=2, n_heads=4, n_kv_heads=4),

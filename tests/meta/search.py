@@ -158,6 +158,8 @@ STAGES = {
     "FusedQKSwapped": "layers.0.q",
     "PartialRotaryWholeHead": "layers.0.q_rope",
     "InterleavedPairsAsRotateHalf": "layers.0.q_rope",
+    "NopeLayersRotated": "layers.0.q_rope",  # drawn NoPE layers shrink to layer 0
+    "NopeLayersInverted": "layers.0.q_rope",
 }
 TRACED = "test_agreement.py::test_every_traced_stage_agrees_with_the_oracle"
 # Mutants whose full pass is right and whose KV-cached decode is not, and the property that catches
@@ -203,6 +205,8 @@ CATCHES = [
     ("test_agreement.py::test_logits_agree_with_the_oracle", "FusedQKSwapped"),
     ("test_agreement.py::test_logits_agree_with_the_oracle", "InterleavedPairsAsRotateHalf"),
     ("test_agreement.py::test_logits_agree_with_the_oracle", "TopKLogitsThenSoftmax"),
+    ("test_nope.py::test_a_nope_layer_leaves_q_and_k_unrotated", "NopeLayersRotated"),
+    ("test_nope.py::test_a_nope_layer_0_score_depends_on_the_tokens_alone", "NopeLayersRotated"),
 ]  # fmt: skip
 # The properties that localize (compare with `localize=`): only their failures can carry a precision
 # hint. Read from the suite's source, so that a new localizing property is searched too.

@@ -134,8 +134,10 @@ def test_the_supports_predicate_filters_what_the_fields_cannot_say(data: st.Data
 def test_one_draw_in_two_is_a_published_shape_when_the_model_runs_any() -> None:
     drawn: list[ModelConfig] = []
 
+    # the two families with a published shape only: drawn among every family, a new one left too few of
+    # either to measure a share (11 Llama configs of 400 once SmolLM3 was added)
     @settings(max_examples=400, database=None, derandomize=True)
-    @given(config=configs())
+    @given(config=configs(("gpt2", "llama")))
     def draw(config: ModelConfig) -> None:
         drawn.append(config)
 

@@ -46,6 +46,7 @@ def test_each_probe_turns_on_what_its_family_adds() -> None:
         "qwen3_moe": ("head_dim", "d_expert", "norm_topk"),  # as Qwen3-30B-A3B: renormalised, no shared expert
         "phi3": ("rotary_dim",),  # its fused q/k/v and gate/up are the family's, fixed
         "glm": ("qkv_bias", "rotary_dim"),  # its fused gate/up and interleaved pairs fixed; n_heads x d_head = d_model
+        "smollm3": ("nope_layers",),  # four layers, the last without RoPE
     }
     c = PROBE_CONFIGS
     # Each switch where ignoring it changes the output: a window the probe's positions pass, a head_dim
@@ -58,6 +59,7 @@ def test_each_probe_turns_on_what_its_family_adds() -> None:
     g2 = c["gemma2"]
     assert g2.sandwich_norm and [g2.window(i) for i in range(g2.n_layers)] == [g2.sliding_window, None]
     assert g2.sliding_window < g2.n_ctx and g2.query_scale != g2.d_head
+    assert [c["smollm3"].rotates(i) for i in range(c["smollm3"].n_layers)] == [True, True, True, False]
     assert all(c[k].n_kv_heads < c[k].n_heads for k in ("llama-gqa", "llama3", "mistral", "qwen2", "qwen3", "gemma2"))
     # A router that chooses (top-2 of 4 experts); Qwen2-MoE's experts narrower than its dense d_ff.
     for k in ("mixtral", "qwen2_moe"):
@@ -185,7 +187,7 @@ def test_a_port_that_ignores_the_switches_fails_the_oracle_on_each_switched_prob
             "examples.fixed_gpt2:build",
             strategies.WINDOW_FAMILIES,
             "sliding_window",
-            "runs no mistral/qwen2/qwen3/gemma2/mixtral/qwen2_moe/phi3/qwen3_moe config",
+            "runs no mistral/qwen2/qwen3/gemma2/mixtral/qwen2_moe/phi3/qwen3_moe/smollm3 config",
         ),
         ("examples.llama2c_style:build", strategies.SCALING_FAMILIES, "rope_scaling", "config with rope_scaling"),
         ("examples.llama2c_style:build", strategies.QK_NORM_FAMILIES, None, "runs no qwen3/qwen3_moe config"),

@@ -483,9 +483,10 @@ def _render_rope(rope: RopeView, c: ModelConfig) -> list[str]:
     r = c.rotated_dims
     pair = "(2i, 2i + 1)" if c.rope_pairs == "interleaved" else f"(i, i + {r // 2})"
     passing = f" (its last {c.d_head - r} dims pass unrotated)" if r < c.d_head else ""
+    nope = f"; layers {', '.join(map(str, c.nope_layers))} apply none (NoPE)" if c.nope_layers else ""
     return [
         f"RoPE (theta {rope.theta:g}): cos, sin tables 2 x {format_shape(rope.table_shape)}; pair "
-        f"{pair} of each head vector{passing} turns by position * theta^(-2i/{r}){scaled}",
+        f"{pair} of each head vector{passing} turns by position * theta^(-2i/{r}){scaled}{nope}",
         f"  cos at position {last}: {_values(rope.cos)}",
         f"  sin at position {last}: {_values(rope.sin)}",
         f"  the rotation keeps each q, k head vector's length (layer 0: max change {rope.length_change:.2g}) "

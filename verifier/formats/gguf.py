@@ -4,11 +4,12 @@ The architectures llama.cpp has for the suite's families: `gpt2` (learned positi
 LayerNorm and GELU), `llama` (Llama, Mistral and Mixtral: RMSNorm, RoPE, SwiGLU, grouped-query
 attention, routed experts), `qwen2`, `qwen3`, `gemma`, `gemma2`, `qwen2moe` (routed experts and a
 shared expert), `qwen3moe` (Qwen3's attention, routed experts that it always renormalises), `phi3` (fused
-layouts, partial rotary) and `chatglm` (GLM: its RoPE pairs adjacent
-dims of a partial rotary, as GLM computes on its stored rows). Tensors are named as llama.cpp names them
+layouts, partial rotary), `chatglm` (GLM: its RoPE pairs adjacent
+dims of a partial rotary, as GLM computes on its stored rows) and `smollm3` (Llama with RoPE off on every
+fourth layer, which no key says: its reader sets them). Tensors are named as llama.cpp names them
 (`blk.0.attn_q.weight`) and laid out as it reads them, which `convert_hf_to_gguf.py` does for the
 same `transformers` weights: GPT-2's `Conv1D` matrices are transposed to [d_out, d_in]; the q/k
-rows (and biases) of `llama` go from rotate-half to the interleaved pairs its RoPE rotates (the
+rows (and biases) of `llama` and `smollm3` go from rotate-half to the interleaved pairs its RoPE rotates (the
 other architectures rotate halves, as HF does); Gemma's norm weights are stored as 1 + w, which is
 what llama.cpp multiplies by (read back as w: 1 + the weight read is the stored value exactly).
 
@@ -53,7 +54,6 @@ from verifier.formats.gguf_layout import (
     ARCHITECTURES,
     CONV1D,
     EXPERT,
-    INTERLEAVED,
     ROPE_FREQS,
     llama3_rope_factors,
     store,
@@ -95,7 +95,7 @@ DEFAULT_ROPE_THETA = 10000.0  # llama.cpp's default where rope.freq_base is abse
 # flips on small changes of its router logits.
 _KEPT_F32 = ("ffn_gate_inp.weight", "ffn_gate_inp_shexp.weight")
 # What each architecture has no tensor or key for (llama.cpp would refuse or ignore it): the writer refuses.
-_NO_BIAS = ("qwen3", "gemma", "gemma2", "qwen3_moe")
+_NO_BIAS = ("qwen3", "gemma", "gemma2", "qwen3_moe", "smollm3")
 _TIED_ONLY = ("gemma", "gemma2")  # no output.weight: the classifier is always token_embd
 # Keys llama.cpp has none for, so it never reads them: what the suite needs to read its own files back.
 QUERY_SCALE_KEY = "lm_verifier.query_pre_attn_scalar"
@@ -123,13 +123,29 @@ def unsupported(config: ModelConfig) -> str | None:
         )
     if family in _TIED_ONLY and not config.tie_embeddings:
         return f"llama.cpp's {family} architecture has no output.weight: its classifier is the embedding"
-    if config.rope_scaling is not None and config.rope_scaling.kind == "llama3" and family not in INTERLEAVED:
-        return f"llama.cpp reads Llama 3's rope_freqs in its llama architecture, not in {family}"
+    if config.rope_scaling is not None and config.rope_scaling.kind == "llama3" and ARCHITECTURES[family] != "llama":
+        return f"llama.cpp reads Llama 3's rope_freqs in its llama architecture, not in {ARCHITECTURES[family]}"
+    if family == "smollm3":
+        return _smollm3_unsupported(config)
     if family == "gemma2" and (config.attn_softcap is None or config.final_softcap is None):
         return (
             "llama.cpp's gemma2 always soft-caps (50 and 30 when no cap is stored): it cannot run Gemma 2 without them"
         )
     return None
+
+
+def _smollm3_unsupported(config: ModelConfig) -> str | None:
+    """What llama.cpp's smollm3 cannot hold: it has no window, and RoPE off on every fourth layer only."""
+    if config.sliding_window is not None:
+        return "llama.cpp's smollm3 architecture has no sliding window"
+    if config.nope_layers != smollm3_nope_layers(config.n_layers):
+        return "llama.cpp's smollm3 architecture turns RoPE off on every fourth layer (layers 3, 7, ...) and no other"
+    return None
+
+
+def smollm3_nope_layers(n_layers: int) -> tuple[int, ...]:
+    """The layers llama.cpp's smollm3 runs without RoPE: (i + 1) a multiple of 4 (its n_no_rope_layer_step)."""
+    return tuple(i for i in range(n_layers) if (i + 1) % 4 == 0)
 
 
 def placeholder_vocabulary(vocab_size: int) -> list[str]:
@@ -345,6 +361,8 @@ def _switches(path: Path, reader: Any, arch: str, fields: dict[str, Any], findin
         switches["sliding_window"], switches["layer_types"] = None, ()
     elif kinds and all(kind == "sliding_attention" for kind in kinds):  # no layer_types when all slide
         switches["layer_types"] = ()
+    if family == "smollm3":  # llama.cpp's rule: no key says which layers rotate
+        switches["nope_layers"] = smollm3_nope_layers(fields["n_layers"])
     if family == "gemma2":
         for field, key in (("attn_softcap", "attn_logit_softcapping"), ("final_softcap", "final_logit_softcapping")):
             if f"{arch}.{key}" not in reader.fields:

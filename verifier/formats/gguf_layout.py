@@ -86,7 +86,8 @@ _ROPE_TOP = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weigh
 # The suite's family -> llama.cpp's architecture (`FamilyRecord.gguf`; Mistral is llama.cpp's `llama`, and
 # Mixtral `llama` with experts, as its converter writes them).
 ARCHITECTURES = {family: record.gguf for family, record in RECORDS.items()}
-INTERLEAVED = ("llama", "mistral", "mixtral")  # the families whose q/k rows llama.cpp's RoPE wants interleaved
+# the families whose q/k rows llama.cpp's RoPE wants interleaved (convert_hf_to_gguf.py's LlamaModel permutes them)
+INTERLEAVED = ("llama", "mistral", "mixtral", "smollm3")
 EXPERT = "expert "  # how an expert's matrix is stored: "expert {e}", row e of the layer's stacked tensor
 ROPE_FREQS = "rope_freqs.weight"
 _PLUS_ONE = "plus one"  # Gemma's norm weights, stored as 1 + w (convert_hf_to_gguf.py adds it; llama.cpp multiplies)

@@ -21,6 +21,7 @@ set of switches, each one piece of math a family adds:
 | phi3    | fixed: fused_qkv, fused_gate_up; free: rotary_dim (partial rotary), sliding_window        |
 | glm     | fixed: fused_gate_up, interleaved rope_pairs; free: rotary_dim, head_dim, q/k/v bias       |
 | qwen3_moe | qwen3's attention; routed experts; free: d_expert, norm_topk, dense_layers, window, scaling |
+| smollm3 | llama's; free: nope_layers (layers without RoPE), sliding_window with layer_types            |
 
 A mixture-of-experts family (`MOE_FAMILIES`) replaces each layer's MLP (but `dense_layers`) by a
 router [n_experts, d_model] and n_experts gated MLPs of size `d_expert` (d_ff when None): each token's
@@ -46,13 +47,29 @@ from verifier.model.families import RECORDS, FamilyRecord
 # The families' names, for the type checker: the records' names (`verifier.model.families.RECORDS`), as a
 # test checks.
 Family = Literal[
-    "gpt2", "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "mixtral", "qwen2_moe", "phi3", "glm", "qwen3_moe"
+    "gpt2",
+    "llama",
+    "mistral",
+    "qwen2",
+    "qwen3",
+    "gemma",
+    "gemma2",
+    "mixtral",
+    "qwen2_moe",
+    "phi3",
+    "glm",
+    "qwen3_moe",
+    "smollm3",
 ]
 FAMILIES: tuple[Family, ...] = cast(tuple[Family, ...], tuple(RECORDS))
 # The families of the Llama layout (RMSNorm, RoPE, gated MLP): every family but GPT-2.
 ROPE_FAMILIES: tuple[Family, ...] = FAMILIES[1:]
 # The families whose MLPs are routed experts.
 MOE_FAMILIES: tuple[Family, ...] = tuple(f for f in FAMILIES if RECORDS[f].moe)
+# The families whose published checkpoints tie the classifier to the embedding (their config's default).
+TIED_FAMILIES: tuple[Family, ...] = tuple(
+    f for f in FAMILIES if f == "gpt2" or RECORDS[f].defaults.get("tie_word_embeddings")
+)
 Activation = Literal["silu", "gelu_tanh"]
 LayerType = Literal["full_attention", "sliding_attention"]
 LAYER_TYPES: tuple[LayerType, ...] = ("full_attention", "sliding_attention")
@@ -133,6 +150,7 @@ class ModelConfig:
     norm_topk: bool = False  # the top_k probabilities renormalised to sum 1 (Mixtral; Qwen2-MoE's norm_topk_prob)
     d_shared_expert: int | None = None  # Qwen2-MoE: a shared expert of this size, gated by sigmoid(h w_s)
     dense_layers: tuple[int, ...] = ()  # MoE layers whose MLP is dense, of size d_ff (Qwen2-MoE's mlp_only_layers)
+    nope_layers: tuple[int, ...] = ()  # SmolLM3: the layers whose attention has no RoPE (q and k unrotated)
 
     def __post_init__(self) -> None:
         validate(self)
@@ -173,6 +191,10 @@ class ModelConfig:
     def uses_rope(self) -> bool:
         """Every family of the Llama layout (all but GPT-2)."""
         return self.family != "gpt2"
+
+    def rotates(self, layer: int) -> bool:
+        """Whether layer `layer`'s attention applies RoPE to q and k (a RoPE family, and not a NoPE layer)."""
+        return self.uses_rope and layer not in self.nope_layers
 
     def window(self, layer: int) -> int | None:
         """The sliding window W of layer `layer`, or None where it attends to every earlier position."""
@@ -276,6 +298,14 @@ class ModelConfig:
             fields |= {"use_sliding_window": self.sliding_window is not None, "sliding_window": self.sliding_window}
         if record.moe:
             fields |= self._expert_hf_fields()
+        if "nope_layers" in record.free:
+            fields["no_rope_layers"] = [int(self.rotates(i)) for i in range(self.n_layers)]
+        if record.windows == "smollm3":
+            fields |= {
+                "use_sliding_window": self.sliding_window is not None,
+                "sliding_window": self.sliding_window,
+                "layer_types": [self.layer_type(i) for i in range(self.n_layers)],
+            }
         if record.windows in ("qwen", "qwen2_moe"):
             fields |= {
                 "use_sliding_window": self.sliding_window is not None,
@@ -463,7 +493,9 @@ def _check_keys(family: str, f: dict[str, Any]) -> None:
     for key in f:
         if key not in known:
             raise ConfigError(key, f"not a key the suite reads for {family} configs (it would be silently ignored)")
-        if key not in _INERT_VALUES or (key == "partial_rotary_factor" and family in PARTIAL_ROTARY_FAMILIES):
+        if key not in _INERT_VALUES or key in RECORDS[family].ignored:
+            continue
+        if key == "partial_rotary_factor" and family in PARTIAL_ROTARY_FAMILIES:
             continue
         flags = all(isinstance(v, bool) or v is None for v in _INERT_VALUES[key])
         if flags and not isinstance(f[key], bool) and f[key] is not None:  # as flag_field says it
@@ -652,6 +684,8 @@ def _windows(family: str, f: dict[str, Any], n_layers: int) -> tuple[int | None,
         return (window if flag_field(f, "use_sliding_window", False) else None), ()
     given = _layer_types(f, n_layers)
     kinds: tuple[LayerType, ...]
+    if rule == "smollm3":
+        return _smollm3_windows(f, window, given, _nope_layers(family, f, n_layers), n_layers)
     if rule == "gemma2":
         legacy = f.get("sliding_window_size")
         if legacy is not None and legacy != window:
@@ -694,6 +728,40 @@ def _qwen2_moe_windows(f: dict[str, Any], n_layers: int) -> tuple[int | None, tu
     if window is None and "sliding_attention" in kinds:
         raise ConfigError("sliding_window", "is null but layer_types names sliding layers")
     return canonical_windows(window, kinds)
+
+
+def _smollm3_windows(
+    f: dict[str, Any], window: int | None, given: tuple[LayerType, ...] | None, nope: tuple[int, ...], n_layers: int
+) -> tuple[int | None, tuple[LayerType, ...]]:
+    """SmolLM3Config.__post_init__ and its attention: a layer slides where use_sliding_window and
+    layer_types name it (by default the NoPE layers, if there is a window). Its model masks by layer_types
+    alone, so sliding layers without use_sliding_window (or without a window) are refused, not guessed."""
+    if not flag_field(f, "use_sliding_window", False):
+        if given and "sliding_attention" in given:
+            raise ConfigError("layer_types", "names sliding layers but use_sliding_window is false")
+        return None, ()
+    kinds = given or tuple(LAYER_TYPES[1] if window is not None and i in nope else LAYER_TYPES[0]
+                           for i in range(n_layers))  # fmt: skip
+    if window is None and "sliding_attention" in kinds:
+        raise ConfigError("sliding_window", "is null but layer_types names sliding layers")
+    return canonical_windows(window, kinds)
+
+
+def _nope_layers(family: str, f: dict[str, Any], n_layers: int) -> tuple[int, ...]:
+    """SmolLM3's layers without RoPE as SmolLM3Config reads them: `no_rope_layers[i]` is 1 where layer i
+    uses RoPE and 0 where it does not (a list at least n_layers long); without the list, every
+    `no_rope_layer_interval`-th layer (i + 1 a multiple of it) has none."""
+    if "nope_layers" not in FAMILY_SWITCHES[cast(Family, family)][1]:
+        return ()
+    listed = f.get("no_rope_layers")
+    if listed is None:
+        interval = check_size("no_rope_layer_interval", f.get("no_rope_layer_interval", 4), N_LAYERS_MAX)
+        return tuple(i for i in range(n_layers) if (i + 1) % interval == 0)
+    if not isinstance(listed, list) or len(listed) < n_layers or any(not _same(x, 0) and not _same(x, 1)
+                                                                     for x in listed):  # fmt: skip
+        raise ConfigError("no_rope_layers", f"must be a list of at least {n_layers} entries, each 1 (RoPE) or 0 "
+                                            f"(none), found {quote(listed)}")  # fmt: skip
+    return tuple(i for i in range(n_layers) if listed[i] == 0)
 
 
 def _rotary_dim(family: str, f: dict[str, Any], d_head: int) -> int | None:
@@ -863,6 +931,7 @@ def _from_rope_family_fields(family: Family, f: dict[str, Any]) -> ModelConfig:
         fused_qkv=fixed.get("fused_qkv", False),
         fused_gate_up=fixed.get("fused_gate_up", False),
         dense_layers=_dense_layers(family, f, n_layers),
+        nope_layers=_nope_layers(family, f, n_layers),
         **_experts(family, f, d_ff),
     )  # fmt: skip
 
@@ -951,6 +1020,7 @@ SWITCH_DEFAULTS: dict[str, Any] = {
     "norm_topk": False,
     "d_shared_expert": None,
     "dense_layers": (),
+    "nope_layers": (),
 }
 # Per family: the switches it sets to another value than the default, and those it leaves free.
 FAMILY_SWITCHES: dict[Family, tuple[dict[str, Any], tuple[str, ...]]] = {
@@ -1001,6 +1071,7 @@ def _validate_switches(config: ModelConfig) -> None:
         check_size("query_scale", config.query_scale, D_MODEL_MAX)
     _validate_rotary(config)
     _validate_experts(config)
+    _check_layer_indices("nope_layers", config.nope_layers, config.n_layers)
     scaling = config.rope_scaling
     if scaling is not None:
         if not isinstance(scaling, RopeScaling) or scaling.kind not in ("linear", "llama3"):
@@ -1036,13 +1107,17 @@ def _validate_experts(config: ModelConfig) -> None:
     for name in ("d_expert", "d_shared_expert"):
         if getattr(config, name) is not None:
             check_size(name, getattr(config, name), D_FF_MAX)
-    if not isinstance(config.dense_layers, tuple) or any(
-        isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < config.n_layers for i in config.dense_layers
+    _check_layer_indices("dense_layers", config.dense_layers, config.n_layers)
+
+
+def _check_layer_indices(name: str, layers: Any, n_layers: int) -> None:
+    """`layers` is a sorted tuple of distinct layer indices below n_layers (`dense_layers`, `nope_layers`)."""
+    if not isinstance(layers, tuple) or any(
+        isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < n_layers for i in layers
     ):
-        raise ConfigError("dense_layers", f"must be a tuple of layer indices below {config.n_layers}, found "
-                                          f"{quote(config.dense_layers)}")  # fmt: skip
-    if list(config.dense_layers) != sorted(set(config.dense_layers)):
-        raise ConfigError("dense_layers", f"must be sorted without repeats, found {quote(config.dense_layers)}")
+        raise ConfigError(name, f"must be a tuple of layer indices below {n_layers}, found {quote(layers)}")
+    if list(layers) != sorted(set(layers)):
+        raise ConfigError(name, f"must be sorted without repeats, found {quote(layers)}")
 
 
 def validate(config: ModelConfig) -> None:

@@ -21,9 +21,10 @@ AttentionBias = Literal["both", "qkv", "qkv always", "none"]
 # How its config.json says which layers slide, as its `transformers` config class derives it: no window
 # ("none"), one window on every layer ("every layer"), Qwen2's `use_sliding_window` and
 # `max_window_layers` (the layers from it on slide), Qwen2-MoE's (the even layers below it slide),
-# Gemma 2's `layer_types` (default: the even layers slide), or every layer if `use_sliding_window` (Qwen3-MoE:
-# its config class has no `max_window_layers` and transformers 5 reads none, whatever the file holds).
-Windows = Literal["none", "every layer", "qwen", "qwen2_moe", "gemma2", "use_sliding_window"]
+# Gemma 2's `layer_types` (default: the even layers slide), every layer if `use_sliding_window` (Qwen3-MoE:
+# its config class has no `max_window_layers` and transformers 5 reads none, whatever the file holds), or
+# SmolLM3's `layer_types` where `use_sliding_window` (default: its NoPE layers slide).
+Windows = Literal["none", "every layer", "qwen", "qwen2_moe", "gemma2", "use_sliding_window", "smollm3"]
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,7 @@ class FamilyRecord:
     written: Mapping[str, Any] = field(default_factory=dict)  # keys written with a fixed value (`to_hf_dict`)
     expert_keys: tuple[str, ...] = ("num_experts",)  # a MoE family's keys of its expert count (the first written)
     parent: str | None = None  # the family it inherits from, as transformers' modular file does
+    ignored: frozenset[str] = frozenset()  # keys its transformers code never reads: any value is accepted
 
     def inherit(self, name: str, **changes: Any) -> FamilyRecord:
         """A family that is this one with `changes`: `keys` and `defaults` are added to this one's unless
@@ -383,6 +385,37 @@ GLM = LLAMA.inherit(
     written={"pad_token_id": None},  # its padding id lies past small vocabularies
 )
 
+# Llama with RoPE off on some layers (NoPE; `no_rope_layers[i] == 0`, by default every fourth) and, where
+# `use_sliding_window`, windows on the layers `layer_types` names (by default the NoPE ones).
+SMOLLM3 = LLAMA.inherit(
+    "smollm3",
+    hf_config="SmolLM3Config",
+    hf_model="SmolLM3ForCausalLM",
+    free=("head_dim", "rope_scaling", *_BIAS, "nope_layers", *_WINDOW),
+    # max_window_layers and pretraining_tp: its published config.json holds them; SmolLM3's transformers
+    # code reads neither (`ignored`)
+    keys=frozenset(
+        {"head_dim", "attention_bias", "mlp_bias", "pretraining_tp", "no_rope_layers", "no_rope_layer_interval"}
+        | {"use_sliding_window", "sliding_window", "max_window_layers", "layer_types"}
+    ),
+    # SmolLM3Config has no head_dim field: its attention reads one if the file has it, else hidden_size / heads
+    defaults={
+        "num_key_value_heads": 4,
+        "head_dim": None,
+        "tie_word_embeddings": True,
+        "rope_theta": 2e6,
+        "sliding_window": None,
+        "no_rope_layer_interval": 4,
+    },
+    ignored=frozenset({"pretraining_tp", "max_window_layers"}),
+    gguf="smollm3",
+    # four layers, the last without RoPE: SmolLM3-3B's pattern (every fourth), which llama.cpp's smollm3 holds
+    probes=(ProbeKind("smollm3", 4, 2, {"nope_layers": (3,)}),),
+    windows="smollm3",
+    written={"mlp_bias": False, "pad_token_id": None},  # its padding id lies past small vocabularies
+)
+
 RECORDS: dict[str, FamilyRecord] = {
-    r.name: r for r in (GPT2, LLAMA, MISTRAL, QWEN2, QWEN3, GEMMA, GEMMA2, MIXTRAL, QWEN2_MOE, PHI3, GLM, QWEN3_MOE)
+    r.name: r
+    for r in (GPT2, LLAMA, MISTRAL, QWEN2, QWEN3, GEMMA, GEMMA2, MIXTRAL, QWEN2_MOE, PHI3, GLM, QWEN3_MOE, SMOLLM3)
 }

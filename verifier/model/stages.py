@@ -20,9 +20,9 @@ A MoE layer (`config.is_moe_layer(i)`) has `router_probs` (the softmax of the ro
 int [T, top_k], in any order) in place of mlp_gate, mlp_up and mlp_act; its `mlp_out` is the weighted
 sum of the chosen experts' outputs (plus the gated shared expert). `experts` holds indices, not values
 (`INDEX_OPS`): it is compared as a set per token, and a model with the right probabilities that routes
-wrongly (top-1 for top-2) shows its other choice there. With partial rotary, q_rope and k_rope hold the rotated
-dims and the passed-through ones, in the head's own order. `stage_weights`
-names the canonical weights (`verifier.model.weights`) each stage is computed with.
+wrongly (top-1 for top-2) shows its other choice there. With partial rotary, q_rope and k_rope hold the
+rotated dims and the passed-through ones, in the head's own order; on a NoPE layer (`nope_layers`) they are
+q and k. `stage_weights` names the canonical weights (`verifier.model.weights`) each stage is computed with.
 """
 
 from __future__ import annotations
@@ -54,8 +54,9 @@ HOLDS: dict[str, str] = {
     "v": "each value head, x W_v (+ its bias)",
     "q_norm": "each query head after its RMSNorm over d_head, before RoPE",
     "k_norm": "each key head after its RMSNorm over d_head, before RoPE",
-    "q_rope": "each query head after RoPE (with partial rotary, the rotated dims and the passed ones, in order)",
-    "k_rope": "each key head after RoPE",
+    "q_rope": "each query head after RoPE (with partial rotary, the rotated dims and the passed ones, in order; "
+    "a NoPE layer's: q itself)",
+    "k_rope": "each key head after RoPE (a NoPE layer's: k itself)",
     "scores": "q k^T times the attention scale, soft-capped where the family caps; compared where the query may "
     "look (on or below the diagonal, within its window): elsewhere it may hold anything (-inf, or unmasked)",
     "probs": "the softmax of the masked scores over the keys",

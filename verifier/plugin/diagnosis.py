@@ -51,6 +51,7 @@ SWITCH_PROBES: dict[str, dict[str, Any]] = {
     "d_shared_expert": {"d_shared_expert": 8},
     "dense_layers": {"dense_layers": (0,)},
     "rotary_dim": {"rotary_dim": 2},
+    "nope_layers": {"nope_layers": (1,)},
 }
 # How long the diagnosis may build and run a model, in all: an engine that exports or converts each config
 # (seconds each) would otherwise keep a failing run's verdict waiting for minutes; what is left is not tried.

@@ -151,6 +151,7 @@ def switches_on(config: ModelConfig) -> tuple[str, ...]:
         "d_shared_expert": config.d_shared_expert is not None,
         "dense_layers": bool(config.dense_layers),
         "rotary_dim": config.rotated_dims != config.d_head,
+        "nope_layers": bool(config.nope_layers),
     }
     return tuple(name for name in SWITCHES if name in free and on[name])
 

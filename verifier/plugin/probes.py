@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, cast
 
-from verifier.model.config import FAMILIES, FAMILY_SWITCHES, Family, ModelConfig, RopeScaling
+from verifier.model.config import FAMILIES, FAMILY_SWITCHES, TIED_FAMILIES, Family, ModelConfig, RopeScaling
 from verifier.model.families import RECORDS
 from verifier.model.presets import llama2c_hidden_dim
 from verifier.model.weights import init_weights
@@ -76,7 +76,7 @@ def _probe_switches(kind: str, n_ctx: int, shape: Constraints, extra: dict[str, 
 
 
 def tiny_config(kind: str, shape: Constraints, extra: dict[str, Any] | None = None) -> ModelConfig:
-    """The tiny config of `kind` (one layer, two for local/global alternation or a dense layer; d_head 4
+    """The tiny config of `kind` (one layer, or as many as its switches name: `_layers`; d_head 4
     unless the kind sets it, 32 tokens, 16 positions) with `shape`'s values, the switches it admits and
     `extra`'s; under a `block`, each matrix input width (`ModelConfig.matrix_inputs`) rounded up to a
     multiple of it."""
@@ -92,6 +92,9 @@ def tiny_config(kind: str, shape: Constraints, extra: dict[str, Any] | None = No
     for name in ("d_expert", "d_shared_expert"):
         if name in switches:
             switches[name] = _round_up(switches[name], block)
+    if switches.get("layer_types"):  # its alternation repeated over the layers the other switches need
+        pattern = switches["layer_types"]
+        switches["layer_types"] = tuple(pattern[i % len(pattern)] for i in range(_layers(switches)))
     if "head_dim" in switches:  # a head_dim that is not d_model / n_heads, in blocks
         rounded = itertools.count(_round_up(switches["head_dim"], step), step)
         switches["head_dim"] = next(h for h in rounded if h != d_head)
@@ -100,16 +103,24 @@ def tiny_config(kind: str, shape: Constraints, extra: dict[str, Any] | None = No
         vocab_size=32,
         n_ctx=n_ctx,
         d_model=d_model,
-        n_layers=len(switches.get("layer_types", ())) or (2 if switches.get("dense_layers") else 1),
+        n_layers=_layers(switches),
         n_heads=n_heads,
         n_kv_heads=n_kv_heads,
         d_ff=_round_up(24, block) if shape.d_ff is None else shape.d_ff(d_model),
         norm_eps=shape.norm_eps or 1e-5,
-        tie_embeddings=family in ("gpt2", "gemma", "gemma2") if shape.tie_embeddings is None else shape.tie_embeddings,
+        tie_embeddings=family in TIED_FAMILIES if shape.tie_embeddings is None else shape.tie_embeddings,
         rope_theta=shape.rope_theta or 10000.0,
         **FAMILY_SWITCHES[family][0],
         **switches,
     )
+
+
+def _layers(switches: dict[str, Any]) -> int:
+    """The layers a probe needs: one, as many as its layer_types, or past the last one the switches single
+    out (a dense layer and a routed one; SmolLM3's fourth layer without RoPE)."""
+    singled_out = (*switches.get("dense_layers", ()), *switches.get("nope_layers", ()))
+    least = 2 if switches.get("dense_layers") else 1
+    return max([least, len(switches.get("layer_types", ())), *(i + 1 for i in singled_out)])
 
 
 def _round_up(n: int, multiple: int) -> int:

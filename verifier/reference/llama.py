@@ -93,7 +93,8 @@ def qkv(
     w: WeightMap, c: ModelConfig, i: int, h: np.ndarray, rope: RopeTables, stage: Stage
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """[B, T, d_model] -> q [B, n_heads, T, d_head], k, v [B, n_kv_heads, T, d_head]; with qk_norm an
-    RMSNorm over each head's q and k (Qwen3), then RoPE on q, k (on each head's first rotary_dim dims)."""
+    RMSNorm over each head's q and k (Qwen3), then RoPE on q, k (on each head's first rotary_dim dims;
+    none on a NoPE layer)."""
     p = f"model.layers.{i}.self_attn."
     if c.fused_qkv:
         projected = fused_qkv_split(w, c, p, h)
@@ -105,10 +106,11 @@ def qkv(
     if c.qk_norm:  # before RoPE: the norm sees each head's vector as projected
         q = stage(layer_stage(i, "q_norm"), _rms_norm(c, q, w[p + "q_norm.weight"]))
         k = stage(layer_stage(i, "k_norm"), _rms_norm(c, k, w[p + "k_norm.weight"]))
-    cos, sin = rope
-    q = stage(layer_stage(i, "q_rope"), L.partial_rope(q, cos, sin, _rotate(c)))
-    k = stage(layer_stage(i, "k_rope"), L.partial_rope(k, cos, sin, _rotate(c)))
-    return q, k, v
+    if c.rotates(i):
+        cos, sin = rope
+        q, k = (L.partial_rope(x, cos, sin, _rotate(c)) for x in (q, k))
+    # a NoPE layer's (SmolLM3's) q_rope and k_rope are q and k: where RoPE would be, nothing is done
+    return stage(layer_stage(i, "q_rope"), q), stage(layer_stage(i, "k_rope"), k), v
 
 
 def attn_out(w: WeightMap, c: ModelConfig, i: int, attn: np.ndarray) -> np.ndarray:

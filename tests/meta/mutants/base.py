@@ -10,7 +10,7 @@ Every switch of the contract (`ModelConfig`: biases, q/k norm, RoPE scaling, sli
 layer types, soft-caps, Gemma's 1 + w norm, embedding normaliser and GeGLU, Gemma 2's sandwich
 norms and query scale; issue 27's routed experts (router softmax, top-k choice, renormalisation,
 shared expert and its gate), fused q/k/v and gate/up matrices, partial rotary and interleaved
-pairs) is its own method too; `tests/meta/test_base.py` checks the whole against
+pairs; SmolLM3's layers without RoPE) is its own method too; `tests/meta/test_base.py` checks the whole against
 `transformers` in float64 (precision "float64") for every family.
 Shapes: x [B, T, d_model]; per-head q, k, v [B, heads, T, d_head]; a cache is a tuple per layer
 of (k, v) [B, kv_heads, S, d_head], never modified after it is returned.
@@ -259,10 +259,14 @@ class Transformer:
         return self.rope(q, positions), self.rope(k, positions), v
 
     def normed_and_rotated(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, positions: np.ndarray, i: int):
-        """Qwen3's q/k norm (where the config has it), then RoPE."""
+        """Qwen3's q/k norm (where the config has it), then RoPE (but on SmolLM3's NoPE layers)."""
         if self.c.qk_norm:
             q, k = self.qk_norm(q, k, i)
-        return self.rope_qkv(q, k, v, positions)
+        return self.rope_qkv(q, k, v, positions) if self.rotates(i) else (q, k, v)
+
+    def rotates(self, i: int) -> bool:
+        """Whether layer i applies RoPE: every layer but those `nope_layers` names."""
+        return i not in self.c.nope_layers
 
     def qk_norm(self, q: np.ndarray, k: np.ndarray, i: int) -> tuple[np.ndarray, np.ndarray]:
         """Qwen3: a plain RMSNorm over each head's d_head entries of q and of k, before RoPE."""

@@ -622,6 +622,22 @@ class QKNormSkipped(Transformer):
         return q, k
 
 
+class NopeLayersRotated(Transformer):
+    """SmolLM3's NoPE layers rotated like the others (a Llama implementation loading SmolLM3, which
+    reads no `no_rope_layers`)."""
+
+    def rotates(self, i: int) -> bool:
+        return True
+
+
+class NopeLayersInverted(Transformer):
+    """SmolLM3's `no_rope_layers` read by its name: RoPE skipped where the list holds 1 (where transformers
+    applies it) and applied where it holds 0."""
+
+    def rotates(self, i: int) -> bool:
+        return i in self.c.nope_layers
+
+
 class SandwichNormMissing(Transformer):
     """Gemma 2's norms after attention and after the MLP left out (Gemma's layer on Gemma 2's weights)."""
 

@@ -22,7 +22,8 @@ and k), and `scores` (q k^T times the attention module's own `scaling`, soft-cap
 `attn_logit_softcapping` in Gemma 2). Phi-3's q, k, v are split from `qkv_proj`'s output, gate and up
 from a fused `gate_up_proj`'s (Phi-3, GLM), and a MoE layer's `router_probs` are the softmax of its
 router's logits, its `experts` the top-k indices its router returns and its experts use; q_rope / k_rope
-use the family's own `apply_rotary_pos_emb` (Phi-3's and GLM's partial rotary, GLM's interleaved pairs).
+use the family's own `apply_rotary_pos_emb` (Phi-3's and GLM's partial rotary, GLM's interleaved pairs),
+where the attention module applies it (SmolLM3's `use_rope`).
 """
 
 from __future__ import annotations
@@ -299,8 +300,9 @@ class TransformersModel:
                     for op in ("q_norm", "k_norm"):
                         captured[stage(op)] = captured[stage(op)].transpose(1, 2)
                 rotated = ("q_norm", "k_norm") if c.qk_norm else ("q", "k")
-                cos, sin = captured["rotary"]
-                q, k = apply_rotary_pos_emb(captured[stage(rotated[0])], captured[stage(rotated[1])], cos, sin)
+                q, k = captured[stage(rotated[0])], captured[stage(rotated[1])]
+                if getattr(attention, "use_rope", True):  # SmolLM3's module says whether its layer rotates
+                    q, k = apply_rotary_pos_emb(q, k, *captured["rotary"])
                 captured[stage("q_rope")], captured[stage("k_rope")] = q, k
                 k = repeat_kv(k, c.n_heads // c.n_kv_heads)
             scores = self._torch.matmul(q, k.transpose(2, 3)) * attention.scaling

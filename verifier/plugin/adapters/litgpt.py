@@ -67,6 +67,8 @@ NO_FAMILY: dict[Family, str] = {
     "gpt2": "litgpt has no GPT-2: its GPT has no learned position embeddings (every litgpt model is rotary), "
     "and litgpt.config has no GPT-2 config",
     "glm": "litgpt 0.5.13 has no GLM: no config in litgpt.config and no converter in convert_hf_checkpoint",
+    "smollm3": "litgpt 0.5.13 has no SmolLM3: litgpt.config has SmolLM2 only, and its GPT rotates q and k on every "
+    "layer (its rope_indices choose Gemma 3's local or global base, never none)",
     "qwen2_moe": "litgpt 0.5.13 has no Qwen2-MoE: its Qwen MoE converter (copy_weights_qwen_3) maps no q/k/v "
     "biases, and its LLaMAMoE has no sigmoid-gated shared expert",
 }

@@ -23,7 +23,7 @@ nothing but llama.cpp's own arithmetic stands between it and the reference.
 
 The families run through llama.cpp's architectures as `verifier.formats.gguf` writes them (llama,
 mistral and mixtral as `llama`, qwen2, qwen3, gemma, gemma2, qwen2_moe as `qwen2moe`, phi3, glm as
-`chatglm`, qwen3_moe as `qwen3moe`). What
+`chatglm`, qwen3_moe as `qwen3moe`, smollm3). What
 llama.cpp cannot hold is refused
 (`Unsupported`, with the reason): attention biases in qwen3 and gemma (it leaves some unused and
 refuses the file), an
@@ -39,7 +39,8 @@ the top-k probabilities (it computes `norm_topk_prob` false whatever the file's 
 says). Refused: Qwen2-MoE with dense layers (`mlp_only_layers`; qwen2moe routes every layer), without
 its shared expert or tied (qwen2moe requires those tensors), GLM whose n_heads * head_dim is not d_model
 (chatglm's attention output is square), Qwen3-MoE with dense layers, attention biases or without
-renormalising the top k (qwen3moe always renormalises).
+renormalising the top k (qwen3moe always renormalises), SmolLM3 with windows, attention biases or
+layers without RoPE other than every fourth (smollm3 turns RoPE off there, whatever the file says).
 
 `build_q8_0` runs a file whose matrices are Q8_0 and declares the precision class `q8_0`
 (`verifier.analysis.precision`: llama.cpp's blocks of 32 with float16 scales, its matrix products'
@@ -71,14 +72,13 @@ import numpy as np
 
 from verifier.analysis.precision import Q4_0, Q8_0, Precision, file_quantized
 from verifier.formats.errors import CheckpointError
+from verifier.formats.gguf_layout import INTERLEAVED
 from verifier.model import stages
-from verifier.model.config import ModelConfig
+from verifier.model.config import FAMILIES, Family, ModelConfig
 from verifier.model.weights import Weights
 from verifier.plugin.adapters.built_once import BuiltOnce
 from verifier.plugin.interface import Constraints, Unsupported
 
-# llama.cpp's `llama` architecture (Llama, Mistral) rotates adjacent pairs; its others rotate halves.
-INTERLEAVED_FAMILIES = ("llama", "mistral", "mixtral")
 INSTALL = "pip install 'lm-verifier[llamacpp]' (pip compiles llama.cpp: several minutes)"
 _GGML_TYPE_F32 = 0
 # The ggml types the trace reads, and as what: values in F32, indices (a MoE layer's argsort) in I32.
@@ -323,7 +323,7 @@ class LlamaCppModel:
         logits = self._run(self._trace_ctx, [int(t) for t in tokens], 0)
         recorder.captured[stages.LOGITS] = logits
         trace = {}
-        interleaved = self.config.family in INTERLEAVED_FAMILIES
+        interleaved = self.config.family in INTERLEAVED  # the GGUF writer interleaved their q/k rows
         for stage, shape in stages.stage_shapes(self.config, len(tokens)).items():
             value = _as_stage(stage, recorder.captured.get(stage), shape, interleaved)
             if value is not None:
@@ -334,8 +334,8 @@ class LlamaCppModel:
 def _as_stage(stage: str, value: np.ndarray | None, shape: tuple[int, ...], interleaved: bool) -> np.ndarray | None:
     """A captured tensor as `stage` of `shape`, or None where it cannot be one.
 
-    `interleaved`: llama.cpp's RoPE of this architecture rotates adjacent pairs (its `llama`, whose
-    q/k rows the GGUF file interleaves); the others (qwen2, qwen3, gemma, gemma2) rotate halves, as
+    `interleaved`: llama.cpp's RoPE of this architecture rotates adjacent pairs (its `llama` and
+    `smollm3`, whose q/k rows the GGUF file interleaves); the others (qwen2, qwen3, gemma, ...) rotate halves, as
     the stages do, and their q/k are kept as they are.
 
     Attention probabilities come over every cell of llama.cpp's KV cache, [n_heads, T, n_kv] with
@@ -475,14 +475,15 @@ def _runnable(config: ModelConfig) -> None:
         raise Unsupported(reason)
 
 
+_GEMMAS: tuple[Family, ...] = ("gemma", "gemma2")
 # What the suite draws for llama.cpp: Gemma tied only (its architectures have no output.weight), and
 # the rest of what `verifier.formats.gguf.unsupported` refuses (biases of qwen3 and gemma, ...) filtered.
 SHAPES = (
     Constraints(
-        families=("gpt2", "llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "phi3", "glm", "qwen3_moe"),
+        families=tuple(f for f in FAMILIES if f not in _GEMMAS),
         supports=lambda c: _unsupported(c) is None,
     ),
-    Constraints(families=("gemma", "gemma2"), tie_embeddings=True, supports=lambda c: _unsupported(c) is None),
+    Constraints(families=_GEMMAS, tie_embeddings=True, supports=lambda c: _unsupported(c) is None),
 )
 
 
