@@ -101,6 +101,8 @@ RICH_FAMILIES = (
     # SmolLM3: layer 0 without RoPE, and sliding, as SmolLM3Config's default makes its NoPE layers
     small_case("smollm3", 24, norm_eps=1e-6, n_kv_heads=2, nope_layers=(0,), sliding_window=4,
                layer_types=("sliding_attention", "full_attention")),
+    # OLMo 2, biased (its attention_bias) and with Llama 3's RoPE scaling
+    small_case("olmo2", 40, norm_eps=1e-6, n_kv_heads=2, qkv_bias=True, o_bias=True, rope_scaling=_LLAMA31),
 )  # fmt: skip
 
 # Pinned on every property that takes a generated case, in this order.

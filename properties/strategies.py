@@ -287,3 +287,4 @@ SCALING_FAMILIES = tuple(f for f in FAMILIES if "rope_scaling" in FAMILY_SWITCHE
 SOFTCAP_FAMILIES = tuple(f for f in FAMILIES if "attn_softcap" in FAMILY_SWITCHES[f][1])
 QK_NORM_FAMILIES = tuple(f for f in FAMILIES if FAMILY_SWITCHES[f][0].get("qk_norm"))
 NOPE_FAMILIES = tuple(f for f in FAMILIES if "nope_layers" in FAMILY_SWITCHES[f][1])
+NORM_AFTER_FAMILIES = tuple(f for f in FAMILIES if FAMILY_SWITCHES[f][0].get("sandwich_norm"))

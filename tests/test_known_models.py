@@ -48,6 +48,9 @@ PUBLISHED_TOTALS = {
     # by hand: 128256 x 2048 embedding (tied) + 36 x (2 x 2048 x 2048 + 2 x 2048 x 512 + 3 x 2048 x 11008 + 2 x 2048)
     # + 2048: "3B" on the model card
     "smollm3-3b": 3_075_098_624,
+    # by hand: 2 x 100352 x 4096 (untied) + 32 x (4 x 4096^2 + 3 x 4096 x 11008 + 4 x 4096) + 4096: "7B" on the
+    # model card
+    "olmo-2-1124-7b": 7_298_617_344,
 }
 
 

@@ -337,6 +337,12 @@ def test_llama3_scaling_keeps_the_high_band_divides_the_low_band_and_interpolate
             {"attn_post_norm": "post_attention_layernorm", "mlp_post_norm": "post_feedforward_layernorm",
              "mlp_norm": "pre_feedforward_layernorm", "attn_norm": "input_layernorm"},
         ),
+        (
+            "olmo2",
+            {},
+            {"q_norm": "self_attn.q_norm", "k_norm": "self_attn.k_norm", "attn_post_norm": "post_attention_layernorm",
+             "mlp_post_norm": "post_feedforward_layernorm"},
+        ),
     ],
 )  # fmt: skip
 def test_the_new_trace_stages_equal_the_outputs_of_transformers_modules(
@@ -362,7 +368,8 @@ def test_the_new_trace_stages_equal_the_outputs_of_transformers_modules(
     np.testing.assert_allclose(trace[stages.LOGITS], logits, rtol=0, atol=1e-12)
     for name, value in captured.items():
         if stages.split_stage(name)[1] in ("q_norm", "k_norm"):
-            value = value.transpose(1, 0, 2)  # transformers normalises [T, heads, d_head]
+            # transformers normalises [T, heads, d_head] (OLMo 2: [T, heads x d_head], the whole projection)
+            value = value.reshape(len(tokens), -1, config.d_head).transpose(1, 0, 2)
         np.testing.assert_allclose(trace[name], value, rtol=0, atol=1e-12, err_msg=name)
 
 
@@ -376,6 +383,7 @@ _ATTENTION_SWITCHES = {"qkv_bias": True, "o_bias": True, "head_dim": 10, "slidin
     ("phi3", {"rotary_dim": 4, "sliding_window": 3}),
     ("glm", {"rotary_dim": 6, "qkv_bias": True, "head_dim": 10}),
     ("smollm3", {"nope_layers": (1,), "sliding_window": 3, "layer_types": ("full_attention", "sliding_attention")}),
+    ("olmo2", {"qkv_bias": True, "o_bias": True, "head_dim": 10}),
 ])  # fmt: skip
 def test_a_streamed_pass_of_a_family_equals_the_resident_one_bit_for_bit(family: str, switches: dict[str, Any]) -> None:
     config = family_configs_example(family, **{"n_layers": 2, **switches})
@@ -406,6 +414,7 @@ _BIASED_HEADS = {"head_dim": 12, "qkv_bias": True, "o_bias": True}
     ("phi3", {"rotary_dim": 4}),
     ("glm", {"rotary_dim": 6, "qkv_bias": True}),
     ("smollm3", {"nope_layers": (0,), "qkv_bias": True, "o_bias": True}),
+    ("olmo2", {}),
 ])  # fmt: skip
 def test_transformers_in_bfloat16_agrees_with_the_oracle_within_the_bfloat16_class(
     family: str, switches: dict[str, Any]

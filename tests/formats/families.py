@@ -55,9 +55,12 @@ FAMILY_EXAMPLES: dict[str, ModelConfig] = {
     # as SmolLM3-3B: RoPE off on every fourth layer (llama.cpp's smollm3 holds no other pattern, nor windows)
     "smollm3": _BASE.replace(family="smollm3", n_layers=4, nope_layers=(3,), tie_embeddings=True, norm_eps=1e-6,
                              rope_theta=5e6),
+    # as OLMo 2: untied, q/k norms over the whole projection, norms after the sublayers only
+    "olmo2": _BASE.replace(family="olmo2", qk_norm=True, qk_norm_whole=True, sandwich_norm=True, pre_norm=False,
+                           norm_eps=1e-6, rope_theta=5e5),
 }  # fmt: skip
 # The examples of the families issue 27 added, and those added since: their config.json is written by hand too.
-NEW_FAMILIES = ("mixtral", "qwen2_moe", "phi3", "glm", "qwen3_moe", "smollm3")
+NEW_FAMILIES = ("mixtral", "qwen2_moe", "phi3", "glm", "qwen3_moe", "smollm3", "olmo2")
 
 
 def published_config_json(config: ModelConfig) -> dict[str, Any]:
@@ -132,6 +135,8 @@ def published_config_json(config: ModelConfig) -> dict[str, Any]:
             "pretraining_tp": 2,
             "max_window_layers": 28,
         }
+    if config.family == "olmo2":
+        fields["attention_bias"] = config.o_bias
     if config.family == "phi3":
         fields["sliding_window"] = config.sliding_window
         fields["partial_rotary_factor"] = config.rotated_dims / config.d_head

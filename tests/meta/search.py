@@ -160,6 +160,8 @@ STAGES = {
     "InterleavedPairsAsRotateHalf": "layers.0.q_rope",
     "NopeLayersRotated": "layers.0.q_rope",  # drawn NoPE layers shrink to layer 0
     "NopeLayersInverted": "layers.0.q_rope",
+    "QKNormPerHead": "layers.0.q_norm",
+    "NormsBeforeSublayers": "layers.0.q",  # attention's input normed: the first stage it reads it into
 }
 TRACED = "test_agreement.py::test_every_traced_stage_agrees_with_the_oracle"
 # Mutants whose full pass is right and whose KV-cached decode is not, and the property that catches
@@ -207,6 +209,9 @@ CATCHES = [
     ("test_agreement.py::test_logits_agree_with_the_oracle", "TopKLogitsThenSoftmax"),
     ("test_nope.py::test_a_nope_layer_leaves_q_and_k_unrotated", "NopeLayersRotated"),
     ("test_nope.py::test_a_nope_layer_0_score_depends_on_the_tokens_alone", "NopeLayersRotated"),
+    ("test_norm_after.py::test_scaling_a_branch_s_last_projection_by_c_leaves_a_model_normed_after_it_unchanged",
+     "NormsBeforeSublayers"),
+    ("test_agreement.py::test_logits_agree_with_the_oracle", "QKNormPerHead"),
 ]  # fmt: skip
 # The properties that localize (compare with `localize=`): only their failures can carry a precision
 # hint. Read from the suite's source, so that a new localizing property is searched too.

@@ -47,4 +47,6 @@ def _unfused(config: ModelConfig, weights: Weights) -> Weights:
 def build(config: ModelConfig, weights: Weights) -> NumpyModel:
     llama = plain(config)
     found = _unfused(config, weights) if config.family != "gpt2" else weights
-    return NumpyModel(llama, {name: found[name] for name in weight_shapes(llama)})
+    # a norm plain Llama has and the family does not (OLMo 2's before the sublayers) keeps its initial gain, 1
+    kept = {name: np.ones(shape, np.float32) for name, shape in weight_shapes(llama).items() if name not in found}
+    return NumpyModel(llama, {name: found.get(name, kept.get(name)) for name in weight_shapes(llama)})

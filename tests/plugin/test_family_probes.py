@@ -47,6 +47,7 @@ def test_each_probe_turns_on_what_its_family_adds() -> None:
         "phi3": ("rotary_dim",),  # its fused q/k/v and gate/up are the family's, fixed
         "glm": ("qkv_bias", "rotary_dim"),  # its fused gate/up and interleaved pairs fixed; n_heads x d_head = d_model
         "smollm3": ("nope_layers",),  # four layers, the last without RoPE
+        "olmo2": (),  # its q/k norms over the projection and its norms after the sublayers are the family's, fixed
     }
     c = PROBE_CONFIGS
     # Each switch where ignoring it changes the output: a window the probe's positions pass, a head_dim
@@ -190,7 +191,7 @@ def test_a_port_that_ignores_the_switches_fails_the_oracle_on_each_switched_prob
             "runs no mistral/qwen2/qwen3/gemma2/mixtral/qwen2_moe/phi3/qwen3_moe/smollm3 config",
         ),
         ("examples.llama2c_style:build", strategies.SCALING_FAMILIES, "rope_scaling", "config with rope_scaling"),
-        ("examples.llama2c_style:build", strategies.QK_NORM_FAMILIES, None, "runs no qwen3/qwen3_moe config"),
+        ("examples.llama2c_style:build", strategies.QK_NORM_FAMILIES, None, "runs no qwen3/qwen3_moe/olmo2 config"),
         ("numpy", strategies.WINDOW_FAMILIES, "sliding_window", None),
         ("numpy", strategies.SCALING_FAMILIES, "rope_scaling", None),
     ],

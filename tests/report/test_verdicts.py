@@ -48,7 +48,11 @@ def test_a_model_that_refuses_every_config_is_untested_and_exits_1(tmp_path: Pat
     # (heads 8 wide) 32, the others 16.
     for kinds, d_model in (
         ("gpt2, llama", 8),
-        ("llama-gqa, llama3, mistral, qwen2, qwen3, gemma, gemma2, mixtral, qwen2_moe, phi3, qwen3_moe, smollm3", 16),
+        (
+            "llama-gqa, llama3, mistral, qwen2, qwen3, gemma, gemma2, mixtral, qwen2_moe, phi3, qwen3_moe, smollm3, "
+            "olmo2",
+            16,
+        ),
         ("glm", 32),
     ):
         refusal = f"{kinds}: unsupported (this implementation runs d_model 768 only, not {d_model})"

@@ -76,8 +76,8 @@ def _describe_known(a: Architecture, fields: dict[str, Any]) -> str:
     extras += [f"d_head {a.d_head}"] if a.d_head * a.n_heads != a.d_model else []
     extras += ["q/k/v biases"] if a.qkv_bias else []
     extras += ["output bias"] if a.o_bias else []
-    extras += ["q/k norms"] if a.qk_norm else []
-    extras += ["norms after attention and MLP"] if a.sandwich_norm else []
+    extras += [f"q/k norms{' over the projection' if a.qk_norm_whole else ''}"] if a.qk_norm else []
+    extras += [f"norms after attention and MLP{'' if a.pre_norm else ' only'}"] if a.sandwich_norm else []
     return ", ".join([
         fields["model_type"] + (f" ({a.family} layout)" if fields["model_type"] != a.family else ""),
         f"{a.n_layers} layers", f"d_model {a.d_model}", heads,

@@ -5,8 +5,9 @@ LayerNorm and GELU), `llama` (Llama, Mistral and Mixtral: RMSNorm, RoPE, SwiGLU,
 attention, routed experts), `qwen2`, `qwen3`, `gemma`, `gemma2`, `qwen2moe` (routed experts and a
 shared expert), `qwen3moe` (Qwen3's attention, routed experts that it always renormalises), `phi3` (fused
 layouts, partial rotary), `chatglm` (GLM: its RoPE pairs adjacent
-dims of a partial rotary, as GLM computes on its stored rows) and `smollm3` (Llama with RoPE off on every
-fourth layer, which no key says: its reader sets them). Tensors are named as llama.cpp names them
+dims of a partial rotary, as GLM computes on its stored rows), `smollm3` (Llama with RoPE off on every
+fourth layer, which no key says: its reader sets them) and `olmo2` (norms after the sublayers only, as
+Gemma 2's after-norms are named, and q/k norms over the whole projection). Tensors are named as llama.cpp names them
 (`blk.0.attn_q.weight`) and laid out as it reads them, which `convert_hf_to_gguf.py` does for the
 same `transformers` weights: GPT-2's `Conv1D` matrices are transposed to [d_out, d_in]; the q/k
 rows (and biases) of `llama` and `smollm3` go from rotate-half to the interleaved pairs its RoPE rotates (the
@@ -95,7 +96,7 @@ DEFAULT_ROPE_THETA = 10000.0  # llama.cpp's default where rope.freq_base is abse
 # flips on small changes of its router logits.
 _KEPT_F32 = ("ffn_gate_inp.weight", "ffn_gate_inp_shexp.weight")
 # What each architecture has no tensor or key for (llama.cpp would refuse or ignore it): the writer refuses.
-_NO_BIAS = ("qwen3", "gemma", "gemma2", "qwen3_moe", "smollm3")
+_NO_BIAS = ("qwen3", "gemma", "gemma2", "qwen3_moe", "smollm3", "olmo2")
 _TIED_ONLY = ("gemma", "gemma2")  # no output.weight: the classifier is always token_embd
 # Keys llama.cpp has none for, so it never reads them: what the suite needs to read its own files back.
 QUERY_SCALE_KEY = "lm_verifier.query_pre_attn_scalar"
@@ -127,6 +128,10 @@ def unsupported(config: ModelConfig) -> str | None:
         return f"llama.cpp reads Llama 3's rope_freqs in its llama architecture, not in {ARCHITECTURES[family]}"
     if family == "smollm3":
         return _smollm3_unsupported(config)
+    if family == "olmo2" and config.tie_embeddings:
+        return "llama.cpp's olmo2 architecture requires output.weight: it cannot tie the classifier"
+    if family == "olmo2" and config.n_heads * config.d_head != config.d_model:
+        return "llama.cpp's olmo2 architecture has head_dim = d_model / n_heads (its attn_output is square)"
     if family == "gemma2" and (config.attn_softcap is None or config.final_softcap is None):
         return (
             "llama.cpp's gemma2 always soft-caps (50 and 30 when no cap is stored): it cannot run Gemma 2 without them"

@@ -22,6 +22,7 @@ set of switches, each one piece of math a family adds:
 | glm     | fixed: fused_gate_up, interleaved rope_pairs; free: rotary_dim, head_dim, q/k/v bias       |
 | qwen3_moe | qwen3's attention; routed experts; free: d_expert, norm_topk, dense_layers, window, scaling |
 | smollm3 | llama's; free: nope_layers (layers without RoPE), sliding_window with layer_types            |
+| olmo2   | fixed: qk_norm over the whole projection, norms after attention and the MLP only; free: bias, scaling |
 
 A mixture-of-experts family (`MOE_FAMILIES`) replaces each layer's MLP (but `dense_layers`) by a
 router [n_experts, d_model] and n_experts gated MLPs of size `d_expert` (d_ff when None): each token's
@@ -60,6 +61,7 @@ Family = Literal[
     "glm",
     "qwen3_moe",
     "smollm3",
+    "olmo2",
 ]
 FAMILIES: tuple[Family, ...] = cast(tuple[Family, ...], tuple(RECORDS))
 # The families of the Llama layout (RMSNorm, RoPE, gated MLP): every family but GPT-2.
@@ -131,10 +133,12 @@ class ModelConfig:
     qkv_bias: bool = False  # q, k, v projections have biases (Qwen2; `attention_bias` elsewhere)
     o_bias: bool = False  # the output projection has a bias (`attention_bias` of Llama, Qwen3, Gemma)
     qk_norm: bool = False  # Qwen3: an RMSNorm over each head's q and k, before RoPE
+    qk_norm_whole: bool = False  # OLMo 2: the q/k RMSNorm over the whole projection (all heads), not each head
     mlp_act: Activation = "silu"  # the gate's activation: SwiGLU, or GeGLU with tanh GELU (Gemma)
     norm_plus_one: bool = False  # Gemma: RMSNorm scales by (1 + w), computed in float32
     embed_scale: bool = False  # Gemma: embeddings times sqrt(d_model), rounded to the model's dtype
     sandwich_norm: bool = False  # Gemma 2: RMSNorms after attention and after the MLP too
+    pre_norm: bool = True  # the RMSNorms before attention and before the MLP (OLMo 2: none, only the sandwich's after)
     sliding_window: int | None = None  # W: a sliding layer's query at t sees keys t - W + 1 .. t
     layer_types: tuple[LayerType, ...] = ()  # per layer, "sliding_attention" or "full_attention"; (): as the window
     attn_softcap: float | None = None  # Gemma 2: scores -> cap * tanh(scores / cap), before the mask
@@ -915,10 +919,12 @@ def _from_rope_family_fields(family: Family, f: dict[str, Any]) -> ModelConfig:
         qkv_bias=qkv_bias,
         o_bias=o_bias,
         qk_norm=fixed.get("qk_norm", False),
+        qk_norm_whole=fixed.get("qk_norm_whole", False),
         mlp_act=_activation(family, f),
         norm_plus_one=fixed.get("norm_plus_one", False),
         embed_scale=fixed.get("embed_scale", False),
         sandwich_norm=fixed.get("sandwich_norm", False),
+        pre_norm=fixed.get("pre_norm", True),
         sliding_window=window,
         layer_types=kinds,
         attn_softcap=_optional_number(f, "attn_logit_softcapping", defaults.get("attn_logit_softcapping"))
@@ -1001,10 +1007,12 @@ SWITCH_DEFAULTS: dict[str, Any] = {
     "qkv_bias": False,
     "o_bias": False,
     "qk_norm": False,
+    "qk_norm_whole": False,
     "mlp_act": "silu",
     "norm_plus_one": False,
     "embed_scale": False,
     "sandwich_norm": False,
+    "pre_norm": True,
     "sliding_window": None,
     "layer_types": (),
     "attn_softcap": None,
@@ -1047,10 +1055,14 @@ def _validate_switches(config: ModelConfig) -> None:
         raise ConfigError("o_bias", f"{config.family}'s attention_bias sets q/k/v and o biases together")
     if config.head_dim is not None:
         check_size("head_dim", config.head_dim, D_MODEL_MAX)
-    for flag in ("qkv_bias", "o_bias", "qk_norm", "norm_plus_one", "embed_scale", "sandwich_norm", "fused_qkv",
-                 "fused_gate_up", "norm_topk"):  # fmt: skip
+    for flag in ("qkv_bias", "o_bias", "qk_norm", "qk_norm_whole", "norm_plus_one", "embed_scale", "sandwich_norm",
+                 "pre_norm", "fused_qkv", "fused_gate_up", "norm_topk"):  # fmt: skip
         if not isinstance(getattr(config, flag), bool):
             raise ConfigError(flag, f"must be a bool, found {type(getattr(config, flag)).__name__}")
+    if config.qk_norm_whole and not config.qk_norm:
+        raise ConfigError("qk_norm_whole", "spans the q/k norm over the whole projection: it needs qk_norm")
+    if not (config.pre_norm or config.sandwich_norm):
+        raise ConfigError("pre_norm", "a layer without norms before its sublayers needs the sandwich's after them")
     if config.mlp_act not in ("silu", "gelu_tanh"):
         raise ConfigError("mlp_act", f"expected 'silu' or 'gelu_tanh', found {config.mlp_act!r}")
     if config.sliding_window is not None:

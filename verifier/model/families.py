@@ -415,7 +415,26 @@ SMOLLM3 = LLAMA.inherit(
     written={"mlp_bias": False, "pad_token_id": None},  # its padding id lies past small vocabularies
 )
 
+# Llama with its norms moved: an RMSNorm on each sublayer's output before the residual sum and none on its
+# input (the sandwich's after-norms without its before-norms), and q/k RMSNorms over the whole projection
+# (n_heads d_head and n_kv_heads d_head wide), before the heads are split and RoPE turns them.
+OLMO2 = LLAMA.inherit(
+    "olmo2",
+    hf_config="Olmo2Config",
+    hf_model="Olmo2ForCausalLM",
+    fixed={"qk_norm": True, "qk_norm_whole": True, "sandwich_norm": True, "pre_norm": False},
+    free=("head_dim", "rope_scaling", *_BIAS),
+    # Olmo2Config has no head_dim field: its attention reads one if the file has it, else hidden_size / heads
+    keys=frozenset({"head_dim", "attention_bias"}),
+    defaults={"num_key_value_heads": None, "head_dim": None, "tie_word_embeddings": False, "rms_norm_eps": 1e-5},
+    gguf="olmo2",
+    probes=(ProbeKind("olmo2", 4, 2),),
+    written={},
+)
+
 RECORDS: dict[str, FamilyRecord] = {
     r.name: r
-    for r in (GPT2, LLAMA, MISTRAL, QWEN2, QWEN3, GEMMA, GEMMA2, MIXTRAL, QWEN2_MOE, PHI3, GLM, QWEN3_MOE, SMOLLM3)
-}
+    for r in (
+        GPT2, LLAMA, MISTRAL, QWEN2, QWEN3, GEMMA, GEMMA2, MIXTRAL, QWEN2_MOE, PHI3, GLM, QWEN3_MOE, SMOLLM3, OLMO2,
+    )
+}  # fmt: skip

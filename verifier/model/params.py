@@ -25,8 +25,9 @@ class Architecture:
     `family` "gpt2" is GPT-2's layout; every other family is the Llama layout (RMSNorm, gated MLP,
     no position table). `qkv_bias`: q, k, v projections have biases (Qwen2; `attention_bias`);
     `o_bias`: the output projection too. `qk_norm`: an RMSNorm gain of d_head for q and one for k in
-    each layer (Qwen3). `sandwich_norm`: two more RMSNorms per layer, after attention and after the
-    MLP (Gemma 2). `n_experts` > 0: each of `moe_layers` layers' MLP is that many experts of size
+    each layer (Qwen3; `qk_norm_whole`: of n_heads d_head and n_kv_heads d_head, OLMo 2). `sandwich_norm`:
+    two more RMSNorms per layer, after attention and after the MLP (Gemma 2); `pre_norm` False: without
+    the two before them (OLMo 2). `n_experts` > 0: each of `moe_layers` layers' MLP is that many experts of size
     `d_expert` behind a router [n_experts, d_model], `experts_per_token` of them active (Mixtral,
     Qwen2-MoE), plus a shared expert of size `d_shared_expert` with its [1, d_model] gate where that is
     not 0; the other layers have one dense MLP of size d_ff. Fused q/k/v and gate/up (Phi-3, GLM)
@@ -47,7 +48,9 @@ class Architecture:
     qkv_bias: bool = False
     o_bias: bool = False
     qk_norm: bool = False
+    qk_norm_whole: bool = False
     sandwich_norm: bool = False
+    pre_norm: bool = True
     n_experts: int = 0
     experts_per_token: int = 0
     moe_layers: int = 0
@@ -75,7 +78,9 @@ def from_config(c: ModelConfig, *, stores_rope_tables: bool | None = None) -> Ar
         qkv_bias=c.qkv_bias,
         o_bias=c.o_bias,
         qk_norm=c.qk_norm,
+        qk_norm_whole=c.qk_norm_whole,
         sandwich_norm=c.sandwich_norm,
+        pre_norm=c.pre_norm,
         n_experts=c.n_experts,
         experts_per_token=c.top_k,
         moe_layers=sum(map(c.is_moe_layer, range(c.n_layers))),
@@ -187,10 +192,13 @@ def _llama_rows(a: Architecture) -> list[ParamRow]:
             *_per_layer(L, [(d, q), (d,)] if a.o_bias else [(d, q)]),
         ),
     ]
-    if a.qk_norm:
+    if a.qk_norm_whole:
+        rows.append(ParamRow("q/k norms (RMSNorm gain over the projection)", *_per_layer(L, [(q,), (kv,)])))
+    elif a.qk_norm:
         rows.append(ParamRow("q/k norms (RMSNorm gain over d_head)", *_per_layer(L, [(a.d_head,), (a.d_head,)])))
     rows += _mlp_rows(a)
-    norms = (4 if a.sandwich_norm else 2) * L + 1  # per layer: before attention and MLP (Gemma 2: after each too)
+    # per layer: before attention and the MLP (Gemma 2: after each too; OLMo 2: after each only)
+    norms = (2 * a.pre_norm + 2 * a.sandwich_norm) * L + 1
     rows.append(ParamRow("norms (RMSNorm gain)", f"{norms} x [{d}]", norms * d))
     return rows
 

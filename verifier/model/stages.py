@@ -12,8 +12,11 @@ may see (on or below the diagonal, within its sliding window) are defined (elsew
 anything). `logits` are soft-capped where the family caps them (final_softcap).
 
 The switches add stages: `q_norm`, `k_norm` (qk_norm: each head's q and k after its RMSNorm, before
-RoPE, [heads, T, d_head]); `attn_post_norm`, `mlp_post_norm` (sandwich_norm: the RMSNorm of the
+RoPE, [heads, T, d_head]; with qk_norm_whole the norm spans every head of the projection, and the stage
+holds its output split into heads); `attn_post_norm`, `mlp_post_norm` (sandwich_norm: the RMSNorm of the
 attention output and of the MLP output, before each is added to the residual stream, [T, d_model]).
+Without pre_norm (OLMo 2) there is no `attn_norm` or `mlp_norm`: attention and the MLP read the residual
+stream itself.
 Gemma's normaliser is part of `embed`, biases part of the projection they follow.
 A MoE layer (`config.is_moe_layer(i)`) has `router_probs` (the softmax of the router logits,
 [T, n_experts]) and `experts` (the indices of the experts each token used, as the model chose them,
@@ -52,8 +55,8 @@ HOLDS: dict[str, str] = {
     "q": "each query head, x W_q (+ its bias), before RoPE",
     "k": "each key head, x W_k (+ its bias), before RoPE",
     "v": "each value head, x W_v (+ its bias)",
-    "q_norm": "each query head after its RMSNorm over d_head, before RoPE",
-    "k_norm": "each key head after its RMSNorm over d_head, before RoPE",
+    "q_norm": "each query head after its RMSNorm over d_head (OLMo 2: over all heads' n_heads d_head), before RoPE",
+    "k_norm": "each key head after its RMSNorm over d_head (OLMo 2: over all kv heads' n_kv_heads d_head), before RoPE",
     "q_rope": "each query head after RoPE (with partial rotary, the rotated dims and the passed ones, in order; "
     "a NoPE layer's: q itself)",
     "k_rope": "each key head after RoPE (a NoPE layer's: k itself)",
@@ -129,6 +132,9 @@ def layer_ops(config: ModelConfig, layer: int) -> tuple[str, ...]:
     if config.sandwich_norm:
         ops.insert(ops.index("resid_attn"), "attn_post_norm")
         ops.insert(ops.index("resid_mlp"), "mlp_post_norm")
+    if not config.pre_norm:  # OLMo 2: the sublayers read the residual stream itself
+        ops.remove("attn_norm")
+        ops.remove("mlp_norm")
     return tuple(ops)
 
 

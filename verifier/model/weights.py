@@ -51,15 +51,16 @@ def _gpt2_shapes(c: ModelConfig) -> dict[str, tuple[int, ...]]:
 
 def _llama_shapes(c: ModelConfig) -> dict[str, tuple[int, ...]]:
     """The Llama layout, with the weights each switch adds under its published checkpoints' names: q/k/v
-    and o biases, Qwen3's per-head q_norm/k_norm [d_head], Gemma 2's four norms a layer (its
-    `post_attention_layernorm` follows attention; `pre_feedforward_layernorm` precedes the MLP),
+    and o biases, Qwen3's per-head q_norm/k_norm [d_head] (OLMo 2's over the whole projection, [n_heads d_head]
+    and [n_kv_heads d_head]), Gemma 2's four norms a layer (its `post_attention_layernorm` follows
+    attention; `pre_feedforward_layernorm` precedes the MLP; OLMo 2 has the two after them only),
     Phi-3's fused `qkv_proj` and `gate_up_proj`, and a MoE family's router and experts (`_mlp_shapes`)."""
     d, q, kv = c.d_model, c.n_heads * c.d_head, c.n_kv_heads * c.d_head
     shapes: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (c.vocab_size, d)}
     for i in range(c.n_layers):
         p = f"model.layers.{i}."
         a = p + "self_attn."
-        layer: dict[str, tuple[int, ...]] = {p + "input_layernorm.weight": (d,)}
+        layer: dict[str, tuple[int, ...]] = {p + "input_layernorm.weight": (d,)} if c.pre_norm else {}
         if c.fused_qkv:
             layer[a + "qkv_proj.weight"] = (q + 2 * kv, d)
         else:
@@ -70,10 +71,11 @@ def _llama_shapes(c: ModelConfig) -> dict[str, tuple[int, ...]]:
         layer[a + "o_proj.weight"] = (d, q)
         if c.o_bias:
             layer[a + "o_proj.bias"] = (d,)
-        if c.qk_norm:
-            layer |= {a + "q_norm.weight": (c.d_head,), a + "k_norm.weight": (c.d_head,)}
+        if c.qk_norm:  # over each head, or (OLMo 2) over the whole projection
+            layer |= {a + "q_norm.weight": (q,), a + "k_norm.weight": (kv,)} if c.qk_norm_whole else \
+                     {a + "q_norm.weight": (c.d_head,), a + "k_norm.weight": (c.d_head,)}  # fmt: skip
         layer[p + "post_attention_layernorm.weight"] = (d,)
-        if c.sandwich_norm:
+        if c.sandwich_norm and c.pre_norm:
             layer[p + "pre_feedforward_layernorm.weight"] = (d,)
         layer |= _mlp_shapes(c, i)
         if c.sandwich_norm:

@@ -93,8 +93,8 @@ def qkv(
     w: WeightMap, c: ModelConfig, i: int, h: np.ndarray, rope: RopeTables, stage: Stage
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """[B, T, d_model] -> q [B, n_heads, T, d_head], k, v [B, n_kv_heads, T, d_head]; with qk_norm an
-    RMSNorm over each head's q and k (Qwen3), then RoPE on q, k (on each head's first rotary_dim dims;
-    none on a NoPE layer)."""
+    RMSNorm over each head's q and k (Qwen3; OLMo 2's over the whole projection), then RoPE on q, k (on
+    each head's first rotary_dim dims; none on a NoPE layer)."""
     p = f"model.layers.{i}.self_attn."
     if c.fused_qkv:
         projected = fused_qkv_split(w, c, p, h)
@@ -103,7 +103,13 @@ def qkv(
     q = stage(layer_stage(i, "q"), L.split_heads(projected[0], c.n_heads))
     k = stage(layer_stage(i, "k"), L.split_heads(projected[1], c.n_kv_heads))
     v = stage(layer_stage(i, "v"), L.split_heads(projected[2], c.n_kv_heads))
-    if c.qk_norm:  # before RoPE: the norm sees each head's vector as projected
+    if c.qk_norm_whole:  # OLMo 2: over the whole projection, before the heads are split
+        q_normed, k_normed = (
+            _rms_norm(c, x, w[p + f"{n}_norm.weight"]) for x, n in zip(projected[:2], "qk", strict=True)
+        )
+        q = stage(layer_stage(i, "q_norm"), L.split_heads(q_normed, c.n_heads))
+        k = stage(layer_stage(i, "k_norm"), L.split_heads(k_normed, c.n_kv_heads))
+    elif c.qk_norm:  # before RoPE: the norm sees each head's vector as projected
         q = stage(layer_stage(i, "q_norm"), _rms_norm(c, q, w[p + "q_norm.weight"]))
         k = stage(layer_stage(i, "k_norm"), _rms_norm(c, k, w[p + "k_norm.weight"]))
     if c.rotates(i):

@@ -386,7 +386,8 @@ class NumpyModel:
         chosen: np.ndarray | None = None,
     ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
         """One pre-norm block, [B, T, d_model] -> [B, T, d_model]: x + attn(norm(x)), then + mlp(norm(.));
-        with sandwich norms (Gemma 2) x + norm(attn(norm(x))), then + norm(mlp(norm(.))). A MoE layer's
+        with sandwich norms (Gemma 2) x + norm(attn(norm(x))), then + norm(mlp(norm(.))); without the
+        norms before (OLMo 2) x + norm(attn(x)), then + norm(mlp(.)). A MoE layer's
         MLP is its routed experts (`llama.moe`), `chosen` [B, T, top_k] overriding the router's choice.
 
         Also returns this layer's keys and values, [B, S, n_kv_heads, d_head] each, cache included.
@@ -396,7 +397,7 @@ class NumpyModel:
         def at(op: str, value: np.ndarray) -> np.ndarray:
             return stage(stages.layer_stage(i, op), value)
 
-        h = at("attn_norm", f.norm(w, c, i, "attn", x))
+        h = at("attn_norm", f.norm(w, c, i, "attn", x)) if c.pre_norm else x
         q, k, v = f.qkv(w, c, i, h, rope, stage)  # [B, heads, T, d_head]
         if past_kv is not None:
             k = np.concatenate([past_kv[0].transpose(0, 2, 1, 3), k], axis=2)
@@ -412,7 +413,7 @@ class NumpyModel:
         if c.sandwich_norm:
             projected = at("attn_post_norm", f.norm(w, c, i, "attn_post", projected))
         x = at("resid_attn", x + projected)
-        h = at("mlp_norm", f.norm(w, c, i, "mlp", x))
+        h = at("mlp_norm", f.norm(w, c, i, "mlp", x)) if c.pre_norm else x
         if c.is_moe_layer(i):  # an expert's hidden values rounded as a dense MLP's, not recorded
             mlp = llama.moe(w, c, i, h, stage, chosen, inner=self._stage(passing))
         else:

@@ -10,7 +10,8 @@ Every switch of the contract (`ModelConfig`: biases, q/k norm, RoPE scaling, sli
 layer types, soft-caps, Gemma's 1 + w norm, embedding normaliser and GeGLU, Gemma 2's sandwich
 norms and query scale; issue 27's routed experts (router softmax, top-k choice, renormalisation,
 shared expert and its gate), fused q/k/v and gate/up matrices, partial rotary and interleaved
-pairs; SmolLM3's layers without RoPE) is its own method too; `tests/meta/test_base.py` checks the whole against
+pairs; SmolLM3's layers without RoPE; OLMo 2's q/k norms over the projection and norms after the
+sublayers only) is its own method too; `tests/meta/test_base.py` checks the whole against
 `transformers` in float64 (precision "float64") for every family.
 Shapes: x [B, T, d_model]; per-head q, k, v [B, heads, T, d_head]; a cache is a tuple per layer
 of (k, v) [B, kv_heads, S, d_head], never modified after it is returned.
@@ -269,11 +270,20 @@ class Transformer:
         return i not in self.c.nope_layers
 
     def qk_norm(self, q: np.ndarray, k: np.ndarray, i: int) -> tuple[np.ndarray, np.ndarray]:
-        """Qwen3: a plain RMSNorm over each head's d_head entries of q and of k, before RoPE."""
+        """Qwen3: a plain RMSNorm over each head's d_head entries of q and of k, before RoPE; OLMo 2's
+        over all heads of the projection at once (`qk_norm_span`)."""
         p = f"model.layers.{i}.self_attn."
-        q = self.stage(f"layers.{i}.q_norm", self.rms_plain(q, self.w[p + "q_norm.weight"]))
-        k = self.stage(f"layers.{i}.k_norm", self.rms_plain(k, self.w[p + "k_norm.weight"]))
+        q = self.stage(f"layers.{i}.q_norm", self.qk_norm_span(q, self.w[p + "q_norm.weight"]))
+        k = self.stage(f"layers.{i}.k_norm", self.qk_norm_span(k, self.w[p + "k_norm.weight"]))
         return q, k
+
+    def qk_norm_span(self, x: np.ndarray, gain: np.ndarray) -> np.ndarray:
+        """x [B, heads, T, d_head] normed over each head, or (qk_norm_whole) over its heads together."""
+        if not self.c.qk_norm_whole:
+            return self.rms_plain(x, gain)
+        B, H, T, dh = x.shape
+        whole = self.rms_plain(x.transpose(0, 2, 1, 3).reshape(B, T, H * dh), gain)
+        return whole.reshape(B, T, H, dh).transpose(0, 2, 1, 3)
 
     def rms_plain(self, x: np.ndarray, gain: np.ndarray) -> np.ndarray:
         return x / np.sqrt((x * x).mean(-1, keepdims=True) + self.c.norm_eps) * gain
@@ -447,13 +457,19 @@ class Transformer:
         """The residual stream after the `which` ("attn" or "mlp") branch: x + branch."""
         return x + branch
 
+    def pre_norm(self, x: np.ndarray, i: int, which: str) -> np.ndarray:
+        """The `which` ("attn" or "mlp") sublayer's input: x normed (`norm_names`), or x itself (OLMo 2)."""
+        if not self.c.pre_norm:
+            return x
+        name = self.norm_names(i)[0 if which == "attn" else 1]
+        return self.stage(f"layers.{i}.{which}_norm", self.norm(x, name))
+
     def block(self, x, i, positions, past, mask):
-        attn_norm, mlp_norm = self.norm_names(i)
-        h = self.stage(f"layers.{i}.attn_norm", self.norm(x, attn_norm))
+        h = self.pre_norm(x, i, "attn")
         a, kv = self.attention(h, i, positions, past, mask)
         a = self.sandwich(self.stage(f"layers.{i}.attn_out", a), i, "attn")
         x = self.stage(f"layers.{i}.resid_attn", self.residual(x, a, "attn"))
-        h = self.stage(f"layers.{i}.mlp_norm", self.norm(x, mlp_norm))
+        h = self.pre_norm(x, i, "mlp")
         m = self.sandwich(self.stage(f"layers.{i}.mlp_out", self.mlp(h, i)), i, "mlp")
         x = self.stage(f"layers.{i}.resid_mlp", self.residual(x, m, "mlp"))
         return x, kv

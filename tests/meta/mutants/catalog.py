@@ -622,6 +622,28 @@ class QKNormSkipped(Transformer):
         return q, k
 
 
+class QKNormPerHead(Transformer):
+    """OLMo 2's q/k norms, which span the whole projection, taken over each head as Qwen3's (each head's
+    slice of the gain): a Qwen3-style attention loading OLMo 2's [n_heads d_head] norm weights."""
+
+    def qk_norm_span(self, x: np.ndarray, gain: np.ndarray) -> np.ndarray:
+        return self.rms_plain(x, gain.reshape(x.shape[1], 1, -1) if self.c.qk_norm_whole else gain)
+
+
+class NormsBeforeSublayers(Transformer):
+    """OLMo 2's norms placed as Llama's: post_attention_layernorm and post_feedforward_layernorm applied to
+    the input of attention and of the MLP instead of their output (a Llama block with OLMo 2's weights)."""
+
+    def pre_norm(self, x: np.ndarray, i: int, which: str) -> np.ndarray:
+        if self.c.pre_norm:
+            return super().pre_norm(x, i, which)
+        name = "post_attention_layernorm" if which == "attn" else "post_feedforward_layernorm"
+        return self.norm(x, f"model.layers.{i}.{name}")
+
+    def sandwich(self, branch: np.ndarray, i: int, which: str) -> np.ndarray:
+        return super().sandwich(branch, i, which) if self.c.pre_norm else branch
+
+
 class NopeLayersRotated(Transformer):
     """SmolLM3's NoPE layers rotated like the others (a Llama implementation loading SmolLM3, which
     reads no `no_rope_layers`)."""

@@ -92,6 +92,8 @@ _SANDWICH_LAYER: dict[str, tuple[str, str | int]] = {
     "mlp_norm": ("pre_feedforward_layernorm", "out"),
     "mlp_post_norm": ("post_feedforward_layernorm", "out"),
 }
+# OLMo 2: no norm before attention or the MLP; the MLP reads the residual stream itself.
+_NO_PRE_NORM_LAYER: dict[str, tuple[str, str | int]] = {"resid_attn": ("mlp", "in")}
 
 
 # Phi-3's fused q/k/v (split as `Phi3Attention` splits it), and Phi-3's and GLM's fused gate/up
@@ -112,6 +114,8 @@ def _layer_points(config: ModelConfig, i: int) -> dict[str, tuple[str, str | int
     layer = dict(_LLAMA_LAYER)
     layer |= _QK_NORM_LAYER if config.qk_norm else {}
     layer |= _SANDWICH_LAYER if config.sandwich_norm else {}
+    if not config.pre_norm:
+        layer = {op: point for op, point in layer.items() if op not in ("attn_norm", "mlp_norm")} | _NO_PRE_NORM_LAYER
     if config.fused_qkv:
         layer = {op: point for op, point in layer.items() if op not in ("q", "k", "v")} | _FUSED_QKV_LAYER
     if config.is_moe_layer(i):
@@ -125,6 +129,8 @@ def _points(config: ModelConfig) -> dict[str, tuple[str, str | int]]:
     """Where each stage of `config`'s trace is read (plus what is split from them, and the rotary tables)."""
     top, prefix = (_GPT2_TOP, "transformer.h") if config.family == "gpt2" else (_LLAMA_TOP, "model.layers")
     points = dict(top)
+    if not config.pre_norm:  # no input_layernorm: the embedding is layer 0's input
+        points[stages.EMBED] = ("model.layers.0", "in")
     for i in range(config.n_layers):
         for op, (path, what) in _layer_points(config, i).items():
             points[stages.layer_stage(i, op)] = (f"{prefix}.{i}.{path}".rstrip("."), what)
@@ -296,9 +302,10 @@ class TransformersModel:
                 apply_rotary_pos_emb, repeat_kv = family_code.apply_rotary_pos_emb, family_code.repeat_kv
                 for op in ("q", "k", "v"):
                     captured[stage(op)] = _heads(captured[stage(op)], c.d_head)
-                if c.qk_norm:  # [1, T, heads, d_head] as the module normalises it, in heads
+                if c.qk_norm:  # [1, T, heads, d_head] as the module normalises it (OLMo 2: [1, T, heads x d_head])
                     for op in ("q_norm", "k_norm"):
-                        captured[stage(op)] = captured[stage(op)].transpose(1, 2)
+                        normed = captured[stage(op)]
+                        captured[stage(op)] = _heads(normed, c.d_head) if c.qk_norm_whole else normed.transpose(1, 2)
                 rotated = ("q_norm", "k_norm") if c.qk_norm else ("q", "k")
                 q, k = captured[stage(rotated[0])], captured[stage(rotated[1])]
                 if getattr(attention, "use_rope", True):  # SmolLM3's module says whether its layer rotates

@@ -8,8 +8,8 @@ fixed choices, and the name litgpt reads some of them from: Gemma's RMSNorm adds
 sizes and switches in place of the published ones, and an unpadded vocabulary (`padded_vocab_size`
 = vocab_size, so the logits are [.., V]). The weights go through the converter function
 `convert_hf_checkpoint` picks for that name (`copy_weights_hf_llama`, `copy_weights_gemma_2`,
-`copy_weights_phi`, `copy_weights_qwen_2_5`, `copy_weights_qwen_3`), called on the tensors in memory
-instead of the files of a checkpoint directory.
+`copy_weights_phi`, `copy_weights_qwen_2_5`, `copy_weights_qwen_3`, `copy_weights_olmo2`), called on the
+tensors in memory instead of the files of a checkpoint directory.
 
 - `logits`: `model(idx)` ([B, T] -> [B, T, V]), without a KV cache.
 - `decode`: litgpt's own KV cache, as its `generate` uses it: `model.set_kv_cache(batch_size=B)`, then
@@ -57,6 +57,7 @@ TEMPLATES: dict[Family, str] = {
     "mixtral": "Mixtral-8x7B-v0.1",
     "phi3": "Phi-3-mini-4k-instruct",
     "qwen3_moe": "Qwen3-30B-A3B",
+    "olmo2": "OLMo-2-1124-7B",
 }
 # Phi-3's converter ties lm_head to the embedding for Phi-4 names only: a tied Phi-3 is Phi-4-mini's
 # config (Phi3ForCausalLM too).
@@ -171,6 +172,8 @@ def _copy_function(converter: Any, lit_config: Any) -> Any:
         return partial(converter.copy_weights_phi, lit_config, qkv_weights)
     if name.startswith(("qwen2.5", "qwq")):
         return partial(converter.copy_weights_qwen_2_5, lit_config, qkv_weights)
+    if name.startswith("olmo-2-"):
+        return partial(converter.copy_weights_olmo2, lit_config, qkv_weights)
     if name.startswith("qwen3"):
         return partial(converter.copy_weights_qwen_3, lit_config, qkv_weights)
     return partial(converter.copy_weights_hf_llama, lit_config, qkv_weights)

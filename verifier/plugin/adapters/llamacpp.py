@@ -23,7 +23,7 @@ nothing but llama.cpp's own arithmetic stands between it and the reference.
 
 The families run through llama.cpp's architectures as `verifier.formats.gguf` writes them (llama,
 mistral and mixtral as `llama`, qwen2, qwen3, gemma, gemma2, qwen2_moe as `qwen2moe`, phi3, glm as
-`chatglm`, qwen3_moe as `qwen3moe`, smollm3). What
+`chatglm`, qwen3_moe as `qwen3moe`, smollm3, olmo2). What
 llama.cpp cannot hold is refused
 (`Unsupported`, with the reason): attention biases in qwen3 and gemma (it leaves some unused and
 refuses the file), an
@@ -40,7 +40,8 @@ says). Refused: Qwen2-MoE with dense layers (`mlp_only_layers`; qwen2moe routes 
 its shared expert or tied (qwen2moe requires those tensors), GLM whose n_heads * head_dim is not d_model
 (chatglm's attention output is square), Qwen3-MoE with dense layers, attention biases or without
 renormalising the top k (qwen3moe always renormalises), SmolLM3 with windows, attention biases or
-layers without RoPE other than every fourth (smollm3 turns RoPE off there, whatever the file says).
+layers without RoPE other than every fourth (smollm3 turns RoPE off there, whatever the file says), OLMo 2
+tied, with heads other than d_model / n_heads or with attention biases (olmo2 refuses those files).
 
 `build_q8_0` runs a file whose matrices are Q8_0 and declares the precision class `q8_0`
 (`verifier.analysis.precision`: llama.cpp's blocks of 32 with float16 scales, its matrix products'
